@@ -1,0 +1,45 @@
+# aq — PGXS build. `make && sudo make install`; `bash tools/run test` runs every suite.
+EXTENSION   = aq
+MODULE_big  = aq
+DATA        = sql/aq--0.1.0.sql
+PGFILEDESC  = "aq - Oracle-style Advanced Queuing for PostgreSQL"
+
+OBJS = \
+	src/pg/guard.o \
+	src/pg/module.o \
+	src/pg/queue_functions.o \
+	src/queue/options.o \
+	src/queue/queue_store.o \
+	src/queue/wakeup.o
+
+# pg_regress: sql/<name>.sql against expected/<name>.out
+REGRESS      = walkthrough enqueue dequeue errors names waiting
+REGRESS_OPTS = --temp-config=test/aq.conf --load-extension=aq
+# isolation specs: test/specs/<name>.spec against test/expected/<name>.out
+ISOLATION      = skip_locked rollback_returns enqueue_visibility wait_wakeup
+ISOLATION_OPTS = --inputdir=test --temp-config=test/aq.conf --load-extension=aq
+# Perl TAP (PostgreSQL::Test::Cluster)
+TAP_TESTS   = 1
+PROVE_TESTS = test/t/*.pl
+
+PG_CPPFLAGS  = -I$(srcdir)/src
+PG_CXXFLAGS  = -std=c++17 -Wno-register -fno-strict-aliasing -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+SHLIB_LINK  += -lstdc++
+
+# Debian's server is built with LLVM; skip bitcode so clang is not a build dependency.
+override with_llvm = no
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# Unit tests of the pure C++ pieces (no PostgreSQL headers): Boost.Test.
+UNIT_SRCS = test/unit/options_test.cpp src/queue/options.cpp
+test/unit/options_test: $(UNIT_SRCS) src/queue/options.hpp src/queue/error.hpp
+	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ $(UNIT_SRCS)
+
+unitcheck: test/unit/options_test
+	./test/unit/options_test
+
+.PHONY: unitcheck
+EXTRA_CLEAN = test/unit/options_test results output_iso tmp_check regression.diffs regression.out

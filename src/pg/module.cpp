@@ -1,0 +1,68 @@
+// Library entry: PG_MODULE_MAGIC, _PG_init, shared-memory hooks and the transaction
+// callback.  Shared memory is requested only when aq is in shared_preload_libraries
+// (PostgreSQL 15: RequestAddinShmemSpace is allowed only in shmem_request_hook).
+extern "C" {
+#include "postgres.h"
+#include "access/xact.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+
+PG_MODULE_MAGIC;
+PGDLLEXPORT void _PG_init(void);
+}
+
+#include "pg/guard.hpp"
+#include "queue/queue_store.hpp"
+#include "queue/wakeup.hpp"
+
+namespace {
+
+shmem_request_hook_type prev_shmem_request_hook = nullptr;
+shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
+
+void request_shmem() {
+    if (prev_shmem_request_hook) prev_shmem_request_hook();
+    RequestAddinShmemSpace(aq::queue::wakeup::shmem_size());
+}
+
+void startup_shmem() {
+    if (prev_shmem_startup_hook) prev_shmem_startup_hook();
+    aq::pg::entry_void([] { aq::queue::wakeup::shmem_startup(); });
+}
+
+void on_xact_event(XactEvent event, void*) {
+    // Called by PostgreSQL: nothing may throw past here.  The wake-ups only touch
+    // atomics and condition variables, which do not raise errors.
+    switch (event) {
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_PARALLEL_COMMIT:
+        case XACT_EVENT_PREPARE:
+            aq::queue::wakeup::at_commit();
+            break;
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PARALLEL_ABORT:
+            aq::queue::wakeup::at_abort();
+            break;
+        default:
+            break;
+    }
+}
+
+void on_subxact_event(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+    if (event == SUBXACT_EVENT_ABORT_SUB) aq::queue::forget_positions();  // plain stores: cannot fail
+}
+
+}  // namespace
+
+void _PG_init(void) {
+    if (process_shared_preload_libraries_in_progress) {
+        prev_shmem_request_hook = shmem_request_hook;
+        shmem_request_hook = request_shmem;
+        prev_shmem_startup_hook = shmem_startup_hook;
+        shmem_startup_hook = startup_shmem;
+    }
+    RegisterXactCallback(on_xact_event, nullptr);
+    RegisterSubXactCallback(on_subxact_event, nullptr);
+}

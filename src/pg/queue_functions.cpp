@@ -1,0 +1,221 @@
+// fmgr entry points of the queue functions (DBMS_AQ): aq.enqueue, aq.enqueue_array,
+// aq.dequeue, aq.dequeue_array.  Each decodes its arguments into plain data, validates
+// them (src/queue/options.*), and calls the queue store (src/queue/queue_store.*).
+// The SQL declarations are in sql/aq--*.sql; the C symbol is aq_<SQL name>.
+extern "C" {
+#include "postgres.h"
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+}
+
+#include "pg/guard.hpp"
+#include "queue/options.hpp"
+#include "queue/queue_store.hpp"
+
+namespace aq {
+
+namespace {
+
+using aq::Error;
+
+const char* text_arg(FunctionCallInfo fcinfo, int n) {
+    return PG_ARGISNULL(n) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(n));
+}
+
+const char* text_field(HeapTupleHeader row, const char* field) {
+    bool isnull;
+    Datum d = GetAttributeByName(row, field, &isnull);
+    return isnull ? nullptr : text_to_cstring(DatumGetTextPP(d));
+}
+
+// An interval in seconds (months as 30 days, as EXTRACT(epoch) does); nullopt for NULL.
+std::optional<double> seconds_field(HeapTupleHeader row, const char* field) {
+    bool isnull;
+    Datum d = GetAttributeByName(row, field, &isnull);
+    if (isnull) return std::nullopt;
+    const Interval* iv = DatumGetIntervalP(d);
+    return iv->time / 1e6 + iv->day * 86400.0 + iv->month * (30.0 * 86400.0);
+}
+
+const char* queue_name_arg(FunctionCallInfo fcinfo) {
+    const char* name = text_arg(fcinfo, 0);
+    queue::check_name("queue_name", name);
+    return name;
+}
+
+queue::DequeueOptions dequeue_options_arg(FunctionCallInfo fcinfo, int n) {
+    queue::DequeueOptions o;
+    if (PG_ARGISNULL(n)) return o;
+    HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(n);
+    o.mode = queue::parse_dequeue_mode(text_field(row, "dequeue_mode"));
+    o.navigation = queue::parse_navigation(text_field(row, "navigation"));
+    queue::check_visibility("visibility", text_field(row, "visibility"));
+    o.wait = queue::parse_wait(seconds_field(row, "wait"));
+    bool isnull;
+    Datum msgid = GetAttributeByName(row, "msgid", &isnull);
+    if (!isnull) o.msgid = DatumGetInt64(msgid);
+    o.correlation = text_field(row, "correlation");
+    return o;
+}
+
+void check_enqueue_options(FunctionCallInfo fcinfo, int n) {
+    if (PG_ARGISNULL(n)) return;
+    HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(n);
+    queue::check_visibility("visibility", text_field(row, "visibility"));
+    queue::check_delivery_mode(text_field(row, "delivery_mode"));
+}
+
+// delay and expiration must not be negative (NULL: no delay / never expires).
+void check_message_properties(HeapTupleHeader row, const char* argument) {
+    for (const char* field : {"delay", "expiration"}) {
+        std::optional<double> s = seconds_field(row, field);
+        if (s && *s < 0)
+            throw Error(sqlstate::invalid_parameter_value,
+                        std::string(argument) + ": " + field + " must not be negative", {},
+                        std::string("Use NULL for ") + (field[0] == 'd' ? "no delay." : "no expiration."));
+    }
+}
+
+// One-dimensional, no NULL elements; returns the element count.
+int check_array(ArrayType* array, const char* argument) {
+    if (ARR_NDIM(array) > 1)
+        throw Error(sqlstate::array_subscript_error, std::string(argument) + " must be one-dimensional",
+                    std::to_string(ARR_NDIM(array)) + " dimensions were given.");
+    if (array_contains_nulls(array))
+        throw Error(sqlstate::null_value_not_allowed, std::string(argument) + " must not contain NULL elements");
+    return ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+}
+
+Datum enqueue_array_impl(FunctionCallInfo fcinfo) {
+    const char* queue_name = queue_name_arg(fcinfo);
+    if (PG_ARGISNULL(1)) throw Error(sqlstate::null_value_not_allowed, "payload_array must not be NULL");
+    ArrayType* payloads = PG_GETARG_ARRAYTYPE_P(1);
+    int count = check_array(payloads, "payload_array");
+    ArrayType* properties = nullptr;
+    if (!PG_ARGISNULL(2)) {
+        properties = PG_GETARG_ARRAYTYPE_P(2);
+        int n = ArrayGetNItems(ARR_NDIM(properties), ARR_DIMS(properties));
+        if (ARR_NDIM(properties) > 1)
+            throw Error(sqlstate::array_subscript_error, "message_properties_array must be one-dimensional");
+        if (n != count)
+            throw Error(sqlstate::array_subscript_error,
+                        "message_properties_array has " + std::to_string(n) + " elements but payload_array has " +
+                            std::to_string(count),
+                        {}, "Pass one message_properties per payload, or NULL for defaults.");
+        Datum* elems;
+        bool* nulls;
+        int nelems;
+        deconstruct_array(properties, ARR_ELEMTYPE(properties), -1, false, TYPALIGN_DOUBLE, &elems, &nulls, &nelems);
+        for (int i = 0; i < nelems; i++)
+            if (!nulls[i]) check_message_properties(DatumGetHeapTupleHeader(elems[i]), "message_properties_array");
+    }
+    check_enqueue_options(fcinfo, 3);
+    queue::EnqueueRequest request{queue_name, ARR_ELEMTYPE(payloads), payloads, properties};
+    return PointerGetDatum(queue::enqueue_array(request));
+}
+
+Datum enqueue_impl(FunctionCallInfo fcinfo) {
+    const char* queue_name = queue_name_arg(fcinfo);
+    if (PG_ARGISNULL(1)) throw Error(sqlstate::null_value_not_allowed, "payload must not be NULL");
+    Oid payload_type = get_fn_expr_argtype(fcinfo->flinfo, 1);
+    int16 typlen;
+    bool typbyval;
+    char typalign;
+    get_typlenbyvalalign(payload_type, &typlen, &typbyval, &typalign);
+    Datum payload = PG_GETARG_DATUM(1);
+    ArrayType* payloads = construct_array(&payload, 1, payload_type, typlen, typbyval, typalign);
+    ArrayType* properties = nullptr;
+    if (!PG_ARGISNULL(2)) {
+        check_message_properties(PG_GETARG_HEAPTUPLEHEADER(2), "message_properties");
+        Datum props = PG_GETARG_DATUM(2);
+        properties = construct_array(&props, 1, get_fn_expr_argtype(fcinfo->flinfo, 2), -1, false, TYPALIGN_DOUBLE);
+    }
+    check_enqueue_options(fcinfo, 3);
+    queue::EnqueueRequest request{queue_name, payload_type, payloads, properties};
+    ArrayType* ids = queue::enqueue_array(request);
+    Datum* elems;
+    int n;
+    deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, nullptr, &n);
+    return elems[0];
+}
+
+// ---- dequeue
+
+struct TuplestoreSink {
+    Tuplestorestate* store;
+    TupleDesc desc;
+};
+
+void put_into_tuplestore(void* context, const queue::DequeuedRow& row) {
+    auto* sink = static_cast<TuplestoreSink*>(context);
+    Datum values[3] = {row.msgid, row.payload, row.properties};
+    bool nulls[3] = {false, false, false};
+    tuplestore_putvalues(sink->store, sink->desc, values, nulls);
+}
+
+Datum dequeue_array_impl(FunctionCallInfo fcinfo) {
+    const char* queue_name = queue_name_arg(fcinfo);
+    Oid payload_type = get_fn_expr_argtype(fcinfo->flinfo, 1);
+    std::optional<int64_t> array_size;
+    if (!PG_ARGISNULL(2)) array_size = PG_GETARG_INT32(2);
+    int32 size = queue::check_array_size(array_size);
+    queue::DequeueOptions options = dequeue_options_arg(fcinfo, 3);
+
+    InitMaterializedSRF(fcinfo, 0);
+    auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    TuplestoreSink sink{rsinfo->setResult, rsinfo->setDesc};
+    queue::DequeueRequest request{queue_name, payload_type, size, &options, put_into_tuplestore, &sink};
+    queue::dequeue(request);
+    return (Datum)0;
+}
+
+struct SingleRowSink {
+    MemoryContext context;
+    int16 payload_len;
+    bool payload_byval;
+    Datum values[3];
+};
+
+void copy_single_row(void* context, const queue::DequeuedRow& row) {
+    auto* sink = static_cast<SingleRowSink*>(context);
+    MemoryContext old = MemoryContextSwitchTo(sink->context);
+    sink->values[0] = row.msgid;  // int8 is by value
+    sink->values[1] = datumCopy(row.payload, sink->payload_byval, sink->payload_len);
+    sink->values[2] = datumCopy(row.properties, false, -1);
+    MemoryContextSwitchTo(old);
+}
+
+Datum dequeue_impl(FunctionCallInfo fcinfo) {
+    const char* queue_name = queue_name_arg(fcinfo);
+    Oid payload_type = get_fn_expr_argtype(fcinfo->flinfo, 1);
+    queue::DequeueOptions options = dequeue_options_arg(fcinfo, 2);
+
+    TupleDesc desc;
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+        throw Error(sqlstate::internal_error, "aq.dequeue must be called in a context that accepts a record");
+    desc = BlessTupleDesc(desc);
+    SingleRowSink sink;
+    sink.context = CurrentMemoryContext;
+    get_typlenbyval(payload_type, &sink.payload_len, &sink.payload_byval);
+    queue::DequeueRequest request{queue_name, payload_type, 1, &options, copy_single_row, &sink};
+    queue::dequeue(request);
+    bool nulls[3] = {false, false, false};
+    return HeapTupleGetDatum(heap_form_tuple(desc, sink.values, nulls));
+}
+
+}  // namespace
+
+}  // namespace aq
+
+AQ_SQL_FUNCTION(aq_enqueue, aq::enqueue_impl)
+AQ_SQL_FUNCTION(aq_enqueue_array, aq::enqueue_array_impl)
+AQ_SQL_FUNCTION(aq_dequeue, aq::dequeue_impl)
+AQ_SQL_FUNCTION(aq_dequeue_array, aq::dequeue_array_impl)

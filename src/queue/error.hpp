@@ -1,0 +1,43 @@
+// aq::Error — the one C++ exception type of aq's core.
+//
+// Pure C++ (no PostgreSQL header): it carries a five-character SQLSTATE and the
+// message, detail and hint that the boundary (src/pg/guard.cpp) turns into an
+// ereport() once the exception has been caught and destroyed.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace aq {
+
+// SQLSTATEs used by the core; the standard ones are PostgreSQL's errcodes.
+namespace sqlstate {
+inline constexpr const char* invalid_parameter_value = "22023";
+inline constexpr const char* null_value_not_allowed = "22004";
+inline constexpr const char* array_subscript_error = "2202E";
+inline constexpr const char* datatype_mismatch = "42804";
+inline constexpr const char* undefined_object = "42704";
+inline constexpr const char* object_not_in_prerequisite_state = "55000";
+inline constexpr const char* feature_not_supported = "0A000";
+inline constexpr const char* internal_error = "XX000";
+// Dequeue found no message within its wait: the analogue of ORA-25228.
+// Class Q is implementation-defined, so it can never collide with a standard code.
+inline constexpr const char* dequeue_timeout = "QA228";
+}  // namespace sqlstate
+
+class Error : public std::runtime_error {
+public:
+    Error(const char* sqlstate, std::string message, std::string detail = {}, std::string hint = {})
+        : std::runtime_error(message), sqlstate_(sqlstate), detail_(std::move(detail)), hint_(std::move(hint)) {}
+
+    const char* sqlstate() const noexcept { return sqlstate_; }
+    const std::string& detail() const noexcept { return detail_; }
+    const std::string& hint() const noexcept { return hint_; }
+
+private:
+    const char* sqlstate_;
+    std::string detail_;
+    std::string hint_;
+};
+
+}  // namespace aq

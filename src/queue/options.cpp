@@ -1,0 +1,88 @@
+#include "queue/options.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <strings.h>
+
+namespace aq::queue {
+
+namespace {
+
+bool equals_ignoring_case(const char* a, const char* b) {
+    return strcasecmp(a, b) == 0;
+}
+
+[[noreturn]] void bad_value(const char* option, const char* value, const char* valid) {
+    throw Error(sqlstate::invalid_parameter_value,
+                std::string("invalid value for ") + option + ": \"" + value + "\"",
+                std::string("Valid values are ") + valid + ".");
+}
+
+[[noreturn]] void not_supported(const char* option, const char* value) {
+    throw Error(sqlstate::feature_not_supported,
+                std::string(option) + " " + value + " is not supported by this version of aq");
+}
+
+}  // namespace
+
+DequeueMode parse_dequeue_mode(const char* value) {
+    if (!value || equals_ignoring_case(value, "remove")) return DequeueMode::remove;
+    if (equals_ignoring_case(value, "browse")) return DequeueMode::browse;
+    if (equals_ignoring_case(value, "locked")) return DequeueMode::locked;
+    if (equals_ignoring_case(value, "remove_nodata")) not_supported("dequeue_mode", value);
+    bad_value("dequeue_mode", value, "remove, browse, locked");
+}
+
+Navigation parse_navigation(const char* value) {
+    if (!value || equals_ignoring_case(value, "next_message")) return Navigation::next_message;
+    if (equals_ignoring_case(value, "first_message")) return Navigation::first_message;
+    if (equals_ignoring_case(value, "next_transaction") || equals_ignoring_case(value, "first_message_multi_group") ||
+        equals_ignoring_case(value, "next_message_multi_group"))
+        not_supported("navigation", value);
+    bad_value("navigation", value, "next_message, first_message");
+}
+
+void check_visibility(const char* option, const char* value) {
+    if (!value || equals_ignoring_case(value, "on_commit")) return;
+    if (equals_ignoring_case(value, "immediate")) not_supported(option, value);
+    bad_value(option, value, "on_commit");
+}
+
+void check_delivery_mode(const char* value) {
+    if (!value || equals_ignoring_case(value, "persistent")) return;
+    if (equals_ignoring_case(value, "buffered") || equals_ignoring_case(value, "persistent_or_buffered"))
+        not_supported("delivery_mode", value);
+    bad_value("delivery_mode", value, "persistent");
+}
+
+Wait parse_wait(std::optional<double> seconds) {
+    if (!seconds) return Wait{};
+    double s = *seconds;
+    if (std::isnan(s) || s < 0)
+        throw Error(sqlstate::invalid_parameter_value, "wait must not be negative",
+                    {}, "Use NULL to wait forever, 0 not to wait, or a positive interval.");
+    if (std::isinf(s)) return Wait{};
+    return Wait{false, s};
+}
+
+int32_t check_array_size(std::optional<int64_t> array_size) {
+    if (!array_size)
+        throw Error(sqlstate::null_value_not_allowed, "array_size must not be NULL");
+    if (*array_size < 1 || *array_size > max_dequeue_array_size)
+        throw Error(sqlstate::invalid_parameter_value,
+                    "array_size " + std::to_string(*array_size) + " is out of range",
+                    "array_size must be between 1 and " + std::to_string(max_dequeue_array_size) + ".");
+    return static_cast<int32_t>(*array_size);
+}
+
+void check_name(const char* what, const char* name) {
+    if (!name) throw Error(sqlstate::null_value_not_allowed, std::string(what) + " must not be NULL");
+    size_t bytes = std::strlen(name);
+    if (bytes == 0) throw Error("42602", std::string(what) + " must not be empty");
+    if (bytes > static_cast<size_t>(max_name_bytes))
+        throw Error("42602", std::string(what) + " \"" + name + "\" is too long",
+                    std::to_string(bytes) + " bytes; names are limited to " + std::to_string(max_name_bytes) +
+                        " bytes.");
+}
+
+}  // namespace aq::queue

@@ -1,0 +1,53 @@
+// Validation of enqueue/dequeue options and names — pure C++, no PostgreSQL header,
+// so every rule here is unit-tested by test/unit/options_test.cpp.
+//
+// Enumerated options take Oracle's constant names (DBMS_AQ.REMOVE, FIRST_MESSAGE ...),
+// case-insensitively; a wrong value is an aq::Error (22023) that lists the valid ones.
+// A NULL option (nullptr / std::nullopt) means "Oracle's default".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "queue/error.hpp"
+
+namespace aq::queue {
+
+inline constexpr int max_name_bytes = 63;         // NAMEDATALEN - 1
+inline constexpr int64_t max_dequeue_array_size = 100000;
+
+enum class DequeueMode { remove, browse, locked };
+enum class Navigation { next_message, first_message };
+
+// How long a dequeue may wait for a message.
+struct Wait {
+    bool forever = true;     // Oracle's default, DBMS_AQ.FOREVER
+    double seconds = 0;      // when !forever; 0 = DBMS_AQ.NO_WAIT
+};
+
+struct DequeueOptions {
+    DequeueMode mode = DequeueMode::remove;
+    Navigation navigation = Navigation::next_message;
+    Wait wait;
+    std::optional<int64_t> msgid;
+    const char* correlation = nullptr;  // LIKE pattern (% and _ as in Oracle); caller-owned
+};
+// Plain data: it lives in frames that call PostgreSQL, which may longjmp over them.
+static_assert(std::is_trivially_destructible_v<DequeueOptions>);
+
+DequeueMode parse_dequeue_mode(const char* value);
+Navigation parse_navigation(const char* value);
+// visibility: only ON_COMMIT (the dequeue/enqueue is part of the caller's transaction).
+void check_visibility(const char* option, const char* value);
+// delivery_mode: only PERSISTENT (buffered messages are not part of aq).
+void check_delivery_mode(const char* value);
+// From the wait interval in seconds; nullopt = forever.
+Wait parse_wait(std::optional<double> seconds);
+// 1 .. max_dequeue_array_size.
+int32_t check_array_size(std::optional<int64_t> array_size);
+// Queue and queue-table names are identifiers: 1 to 63 bytes, taken exactly as given.
+void check_name(const char* what, const char* name);
+
+}  // namespace aq::queue

@@ -1,0 +1,441 @@
+// See queue_store.hpp for the statements and the navigation protocol.
+//
+// Every function here calls PostgreSQL only inside pg::call(), from frames that hold
+// plain data; C++ errors are aq::Error, thrown after the PostgreSQL work they report.
+extern "C" {
+#include "postgres.h"
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+}
+
+#include <cstring>
+#include <string>
+
+#include "pg/guard.hpp"
+#include "queue/queue_store.hpp"
+#include "queue/wakeup.hpp"
+
+namespace aq::queue {
+
+namespace {
+
+// ---------------------------------------------------------------- catalog lookup
+
+constexpr int qualified_name_size = 2 * (2 * NAMEDATALEN + 2) + 2;  // "sch"."tab", quotes doubled
+
+struct QueueInfo {
+    int32 queue_id;
+    bool enqueue_enabled;
+    bool dequeue_enabled;
+    Oid payload_type;
+    Oid relid;  // InvalidOid when the storage table is gone
+    char qualified_table[qualified_name_size];
+};
+
+SPIPlanPtr lookup_plan = nullptr;
+
+const char* const lookup_sql =
+    "SELECT q.queue_id, q.enqueue_enabled, q.dequeue_enabled, t.payload_type::pg_catalog.oid, c.oid,"
+    "       pg_catalog.quote_ident(t.table_schema) || '.' || pg_catalog.quote_ident(t.queue_table)"
+    "  FROM aq.queues q"
+    "  JOIN aq.queue_tables t ON t.queue_table_id = q.queue_table_id"
+    "  LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.table_schema"
+    "  LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.queue_table"
+    " WHERE q.queue_name = $1";
+
+// Requires an SPI connection.  Returns false when no queue has that name.
+bool lookup(const char* queue_name, QueueInfo& info) {
+    if (!lookup_plan) {
+        Oid argtypes[1] = {TEXTOID};
+        SPIPlanPtr plan = SPI_prepare(lookup_sql, 1, argtypes);
+        if (!plan) elog(ERROR, "aq: SPI_prepare of the queue lookup failed: %s", SPI_result_code_string(SPI_result));
+        SPI_keepplan(plan);
+        lookup_plan = plan;
+    }
+    Datum args[1] = {CStringGetTextDatum(queue_name)};
+    int rc = SPI_execute_plan(lookup_plan, args, nullptr, true, 1);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: queue lookup failed: %s", SPI_result_code_string(rc));
+    if (SPI_processed == 0) return false;
+
+    HeapTuple row = SPI_tuptable->vals[0];
+    TupleDesc desc = SPI_tuptable->tupdesc;
+    bool isnull;
+    info.queue_id = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
+    info.enqueue_enabled = DatumGetBool(SPI_getbinval(row, desc, 2, &isnull));
+    info.dequeue_enabled = DatumGetBool(SPI_getbinval(row, desc, 3, &isnull));
+    info.payload_type = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
+    Datum relid = SPI_getbinval(row, desc, 5, &isnull);
+    info.relid = isnull ? InvalidOid : DatumGetObjectId(relid);
+    char* qualified = SPI_getvalue(row, desc, 6);
+    strlcpy(info.qualified_table, qualified, sizeof info.qualified_table);
+    return true;
+}
+
+// What went wrong with a lookup, found inside pg::call and thrown outside it.
+enum class QueueProblem { none, unknown, storage_missing, wrong_payload, enqueue_disabled, dequeue_disabled };
+
+struct Problem {
+    QueueProblem kind = QueueProblem::none;
+    Oid expected_type = InvalidOid;
+    Oid given_type = InvalidOid;
+};
+
+Problem check_queue(bool found, const QueueInfo& q, Oid payload_type, bool for_enqueue) {
+    if (!found) return {QueueProblem::unknown};
+    if (!OidIsValid(q.relid)) return {QueueProblem::storage_missing};
+    if (payload_type != q.payload_type) return {QueueProblem::wrong_payload, q.payload_type, payload_type};
+    if (for_enqueue && !q.enqueue_enabled) return {QueueProblem::enqueue_disabled};
+    if (!for_enqueue && !q.dequeue_enabled) return {QueueProblem::dequeue_disabled};
+    return {};
+}
+
+std::string type_name(Oid type) {
+    char* name = nullptr;
+    pg::call([&] { name = format_type_be(type); });
+    return name;
+}
+
+[[noreturn]] void throw_problem(const Problem& p, const char* queue_name, const char* argument) {
+    std::string q = std::string("\"") + queue_name + "\"";
+    switch (p.kind) {
+        case QueueProblem::unknown:
+            throw Error(sqlstate::undefined_object, "queue " + q + " does not exist", {},
+                        "Create it with aq.create_queue(); queue names are case-sensitive.");
+        case QueueProblem::storage_missing:
+            throw Error("42P01", "the queue table of queue " + q + " does not exist",
+                        "The queue is registered in aq.queues but its table was dropped or renamed.");
+        case QueueProblem::wrong_payload:
+            throw Error(sqlstate::datatype_mismatch,
+                        std::string(argument) + " is of type " + type_name(p.given_type) + " but queue " + q +
+                            " holds " + type_name(p.expected_type),
+                        {}, "Cast the payload to " + type_name(p.expected_type) + ".");
+        case QueueProblem::enqueue_disabled:
+            throw Error(sqlstate::object_not_in_prerequisite_state, "queue " + q + " is not enabled for enqueue", {},
+                        "Start it with aq.start_queue(" + q + ").");
+        case QueueProblem::dequeue_disabled:
+            throw Error(sqlstate::object_not_in_prerequisite_state, "queue " + q + " is not enabled for dequeue", {},
+                        "Start it with aq.start_queue(" + q + ").");
+        case QueueProblem::none:
+            break;
+    }
+    throw Error(sqlstate::internal_error, "aq: unexpected queue state");
+}
+
+// ---------------------------------------------------------------- statement cache
+//
+// Prepared statements per (queue table, payload type, statement), kept for the life of
+// the backend.  The qualified table name is part of the entry: if a table is dropped
+// and its OID reused, the stale plan is replaced rather than run.
+
+enum Statement : int32 {
+    enqueue_plain = 0,
+    enqueue_with_properties = 1,
+    dequeue_base = 16,  // + DequeueFilter bits
+};
+
+enum DequeueFilter : int32 {
+    after_position = 1,
+    by_msgid = 2,
+    by_correlation = 4,
+};
+
+struct PlanKey {
+    Oid relid;
+    Oid payload_type;
+    int32 statement;
+};
+
+struct PlanEntry {
+    PlanKey key;
+    SPIPlanPtr plan;
+    char qualified_table[qualified_name_size];
+};
+
+HTAB* plan_cache = nullptr;
+
+char* build_sql(const QueueInfo& q, int32 statement) {
+    const char* t = q.qualified_table;
+    if (statement == enqueue_plain)
+        return psprintf(
+            "INSERT INTO %s (q_id, enq_time, user_data)"
+            " SELECT $1, $2, u FROM pg_catalog.unnest($3) AS u"
+            " RETURNING msgid",
+            t);
+    if (statement == enqueue_with_properties)
+        // unnest() of a composite array expands to columns, so the payloads and their
+        // properties are paired by position and inserted in input order.
+        return psprintf(
+            "INSERT INTO %s (q_id, enq_time, priority, delay, expiration, corrid, exception_queue, user_data)"
+            " SELECT $1, $2, COALESCE((b.p).priority, 1),"
+            "        $2 + (b.p).delay,"
+            "        $2 + COALESCE((b.p).delay, '0') + (b.p).expiration,"
+            "        (b.p).correlation, (b.p).exception_queue, a.u"
+            "   FROM (SELECT u, pg_catalog.row_number() OVER () AS n FROM pg_catalog.unnest($3) AS u) a"
+            "   JOIN (SELECT p, pg_catalog.row_number() OVER () AS n FROM pg_catalog.unnest($4) AS p) b"
+            "     ON a.n = b.n"
+            "  ORDER BY a.n"
+            " RETURNING msgid",
+            t);
+    int32 filters = statement - dequeue_base;
+    return psprintf(
+        "WITH claimed AS MATERIALIZED ("
+        "  SELECT ctid FROM %s"
+        "   WHERE q_id = $1%s%s%s"
+        "     AND (delay IS NULL OR delay <= $2)"
+        "     AND (expiration IS NULL OR expiration > $2)"
+        "   ORDER BY q_id, enq_time, msgid"
+        "   LIMIT $3"
+        "   FOR UPDATE SKIP LOCKED),"
+        " removed AS ("
+        "  DELETE FROM %s WHERE ctid = ANY (ARRAY(SELECT ctid FROM claimed))"
+        "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time)"
+        " SELECT msgid, user_data,"
+        "        ROW(priority, delay - enq_time, expiration - COALESCE(delay, enq_time), corrid,"
+        "            retry_count, exception_queue, enq_time, 'ready')::aq.message_properties,"
+        "        enq_time"
+        "   FROM removed ORDER BY enq_time, msgid",
+        t, (filters & after_position) ? " AND (enq_time, msgid) > ($4, $5)" : "",
+        (filters & by_msgid) ? " AND msgid = $6" : "", (filters & by_correlation) ? " AND corrid LIKE $7" : "", t);
+}
+
+// Requires an SPI connection.
+SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_array_type) {
+    if (!plan_cache) {
+        HASHCTL ctl;
+        memset(&ctl, 0, sizeof ctl);
+        ctl.keysize = sizeof(PlanKey);
+        ctl.entrysize = sizeof(PlanEntry);
+        plan_cache = hash_create("aq statement cache", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+    }
+    PlanKey key;
+    memset(&key, 0, sizeof key);
+    key.relid = q.relid;
+    key.payload_type = q.payload_type;
+    key.statement = statement;
+    bool found;
+    auto* entry = static_cast<PlanEntry*>(hash_search(plan_cache, &key, HASH_ENTER, &found));
+    if (found && entry->plan && strcmp(entry->qualified_table, q.qualified_table) == 0) return entry->plan;
+    if (found && entry->plan) SPI_freeplan(entry->plan);
+    entry->plan = nullptr;
+
+    Oid payload_array_type = get_array_type(q.payload_type);
+    if (!OidIsValid(payload_array_type))
+        elog(ERROR, "aq: payload type %s has no array type", format_type_be(q.payload_type));
+    Oid argtypes[7];
+    int nargs;
+    if (statement == enqueue_plain || statement == enqueue_with_properties) {
+        argtypes[0] = INT4OID;
+        argtypes[1] = TIMESTAMPTZOID;
+        argtypes[2] = payload_array_type;
+        argtypes[3] = properties_array_type;
+        nargs = statement == enqueue_plain ? 3 : 4;
+    } else {
+        Oid dequeue_types[7] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID};
+        memcpy(argtypes, dequeue_types, sizeof argtypes);
+        nargs = 7;
+    }
+    char* sql = build_sql(q, statement);
+    SPIPlanPtr plan = SPI_prepare(sql, nargs, argtypes);
+    if (!plan) elog(ERROR, "aq: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+    SPI_keepplan(plan);
+    entry->plan = plan;
+    strlcpy(entry->qualified_table, q.qualified_table, sizeof entry->qualified_table);
+    return plan;
+}
+
+// ---------------------------------------------------------------- navigation position
+
+struct Position {
+    int32 queue_id;
+    LocalTransactionId lxid;  // valid only inside the transaction that set it
+    TimestampTz enq_time;
+    int64 msgid;
+};
+
+constexpr int max_positions = 16;
+Position positions[max_positions];
+int next_position_slot = 0;
+
+Position* find_position(int32 queue_id) {
+    for (auto& p : positions)
+        if (p.queue_id == queue_id && p.lxid == MyProc->lxid && p.lxid != InvalidLocalTransactionId) return &p;
+    return nullptr;
+}
+
+void remember_position(int32 queue_id, TimestampTz enq_time, int64 msgid) {
+    Position* p = find_position(queue_id);
+    if (!p) {
+        for (auto& candidate : positions)
+            if (candidate.lxid != MyProc->lxid) {
+                p = &candidate;
+                break;
+            }
+        if (!p) p = &positions[next_position_slot++ % max_positions];
+    }
+    *p = Position{queue_id, MyProc->lxid, enq_time, msgid};
+}
+
+// ---------------------------------------------------------------- dequeue
+
+struct ClaimArgs {
+    const QueueInfo* queue;
+    const DequeueRequest* request;
+    const Position* after;  // nullptr: from the head of the queue
+};
+
+// One claim-and-delete statement; passes the rows to the sink. Requires SPI.
+int claim(const ClaimArgs& a) {
+    const DequeueOptions& o = *a.request->options;
+    int32 filters = 0;
+    if (a.after) filters |= after_position;
+    if (o.msgid) filters |= by_msgid;
+    if (o.correlation) filters |= by_correlation;
+    SPIPlanPtr plan = statement_plan(*a.queue, dequeue_base + filters, InvalidOid);
+
+    Datum args[7];
+    char nulls[7];
+    memset(nulls, 'n', sizeof nulls);
+    args[0] = Int32GetDatum(a.queue->queue_id);
+    args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+    args[2] = Int64GetDatum(a.request->array_size);
+    nulls[0] = nulls[1] = nulls[2] = ' ';
+    if (a.after) {
+        args[3] = TimestampTzGetDatum(a.after->enq_time);
+        args[4] = Int64GetDatum(a.after->msgid);
+        nulls[3] = nulls[4] = ' ';
+    }
+    if (o.msgid) {
+        args[5] = Int64GetDatum(*o.msgid);
+        nulls[5] = ' ';
+    }
+    if (o.correlation) {
+        args[6] = CStringGetTextDatum(o.correlation);
+        nulls[6] = ' ';
+    }
+    int rc = SPI_execute_plan(plan, args, nulls, false, 0);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: dequeue statement failed: %s", SPI_result_code_string(rc));
+
+    int n = static_cast<int>(SPI_processed);
+    if (n == 0) return 0;
+    TupleDesc desc = SPI_tuptable->tupdesc;
+    bool isnull;
+    for (int i = 0; i < n; i++) {
+        HeapTuple row = SPI_tuptable->vals[i];
+        DequeuedRow out;
+        out.msgid = SPI_getbinval(row, desc, 1, &isnull);
+        out.payload = SPI_getbinval(row, desc, 2, &isnull);
+        out.properties = SPI_getbinval(row, desc, 3, &isnull);
+        a.request->sink(a.request->sink_context, out);
+    }
+    HeapTuple last = SPI_tuptable->vals[n - 1];
+    remember_position(a.queue->queue_id, DatumGetTimestampTz(SPI_getbinval(last, desc, 4, &isnull)),
+                      DatumGetInt64(SPI_getbinval(last, desc, 1, &isnull)));
+    wakeup::note_dequeue(a.queue->queue_id);
+    SPI_freetuptable(SPI_tuptable);
+    return n;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- public
+
+void forget_positions() {
+    for (auto& p : positions) p.lxid = InvalidLocalTransactionId;
+}
+
+ArrayType* enqueue_array(const EnqueueRequest& r) {
+    ArrayType* result = nullptr;
+    Problem problem;
+    MemoryContext caller_context = CurrentMemoryContext;
+    pg::call([&] {
+        int count = ArrayGetNItems(ARR_NDIM(r.payloads), ARR_DIMS(r.payloads));
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
+        QueueInfo q;
+        problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, true);
+        if (problem.kind != QueueProblem::none || count == 0) {
+            SPI_finish();
+            if (count == 0 && problem.kind == QueueProblem::none)
+                result = construct_empty_array(INT8OID);
+            return;
+        }
+        Oid properties_array_type = r.properties ? ARR_ELEMTYPE(r.properties) : InvalidOid;
+        if (OidIsValid(properties_array_type)) properties_array_type = get_array_type(properties_array_type);
+        SPIPlanPtr plan =
+            statement_plan(q, r.properties ? enqueue_with_properties : enqueue_plain, properties_array_type);
+        Datum args[4] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(GetCurrentTimestamp()),
+                         PointerGetDatum(r.payloads), PointerGetDatum(r.properties)};
+        int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
+        if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "aq: enqueue failed: %s", SPI_result_code_string(rc));
+        if (SPI_processed != static_cast<uint64>(count))
+            elog(ERROR, "aq: enqueue inserted " UINT64_FORMAT " of %d messages", SPI_processed, count);
+
+        MemoryContext spi_context = MemoryContextSwitchTo(caller_context);
+        Datum* ids = static_cast<Datum*>(palloc(sizeof(Datum) * count));
+        bool isnull;
+        for (int i = 0; i < count; i++) ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+        result = construct_array(ids, count, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+        MemoryContextSwitchTo(spi_context);
+
+        wakeup::note_enqueue(q.queue_id);
+        SPI_finish();
+    });
+    if (problem.kind != QueueProblem::none) throw_problem(problem, r.queue_name, "payload");
+    return result;
+}
+
+int dequeue(const DequeueRequest& r) {
+    const DequeueOptions& o = *r.options;
+    if (o.mode != DequeueMode::remove)
+        throw Error(sqlstate::feature_not_supported, "dequeue_mode browse and locked are not supported yet", {},
+                    "Use dequeue_mode remove.");
+    int delivered = 0;
+    Problem problem;
+    pg::call([&] {
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
+        QueueInfo q;
+        problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
+        if (problem.kind != QueueProblem::none) {
+            SPI_finish();
+            return;
+        }
+        TimestampTz deadline = 0;
+        if (!o.wait.forever)
+            deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), static_cast<int64>(o.wait.seconds * 1000.0));
+        bool by_position = o.navigation == Navigation::next_message && !o.msgid;
+        for (;;) {
+            uint64 seen = wakeup::generation(q.queue_id);  // before the scan: see wakeup.hpp
+            const Position* after = by_position ? find_position(q.queue_id) : nullptr;
+            delivered = claim(ClaimArgs{&q, &r, after});
+            if (delivered == 0 && after) delivered = claim(ClaimArgs{&q, &r, nullptr});  // rescan from the head
+            if (delivered > 0) break;
+            long timeout_ms = -1;
+            if (!o.wait.forever) {
+                TimestampTz now = GetCurrentTimestamp();
+                if (now >= deadline) break;
+                timeout_ms = static_cast<long>((deadline - now + 999) / 1000);
+            }
+            wakeup::sleep(q.queue_id, seen, timeout_ms);
+            CHECK_FOR_INTERRUPTS();
+        }
+        SPI_finish();
+    });
+    if (problem.kind != QueueProblem::none) throw_problem(problem, r.queue_name, "payload_type");
+    if (delivered == 0)
+        throw Error(sqlstate::dequeue_timeout, std::string("no message available in queue \"") + r.queue_name + "\"",
+                    o.wait.forever || o.wait.seconds == 0
+                        ? "The dequeue did not wait (wait => 0)."
+                        : "The dequeue waited " + std::to_string(o.wait.seconds) + " s (ORA-25228 analogue).",
+                    "Catch SQLSTATE 'QA228' to treat an empty queue as the end of a batch.");
+    return delivered;
+}
+
+}  // namespace aq::queue

@@ -1,0 +1,71 @@
+// Enqueue and dequeue over a queue table (an ordinary heap table, see the install
+// script's aq.create_queue_table).
+//
+// Each operation is one SPI statement, prepared once per backend and queue table:
+//   enqueue_array  INSERT ... SELECT FROM unnest(payloads[, properties]) RETURNING msgid
+//   dequeue        WITH claimed AS MATERIALIZED (SELECT ctid ... ORDER BY q_id, enq_time,
+//                  msgid LIMIT n FOR UPDATE SKIP LOCKED)
+//                  DELETE ... WHERE ctid = ANY(ARRAY(SELECT ctid FROM claimed)) RETURNING ...
+// The claim is a materialized CTE read once by an InitPlan, so it can never lock more
+// than n rows (the IN (subquery) over-claim of SKIP LOCKED ... LIMIT cannot happen), and
+// the whole batch is deleted by one statement through a TID scan: bulk, not row by row.
+//
+// Navigation NEXT_MESSAGE (Oracle's default) keeps this backend's position per queue
+// for the current transaction: the next scan starts after the last message it
+// dequeued, so a run of single dequeues in one transaction does not re-walk the index
+// entries of the rows it has already deleted (which stay in the index until the
+// transaction ends).  When the scan after the position finds nothing, it rescans from
+// the head once before waiting, so no message is ever missed.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "utils/array.h"
+#include "utils/tuplestore.h"
+#include "access/tupdesc.h"
+}
+
+#include "queue/options.hpp"
+
+namespace aq::queue {
+
+// Properties of one enqueue (NULL fields of aq.message_properties take defaults).
+struct EnqueueRequest {
+    const char* queue_name;
+    Oid payload_type;          // element type of payloads
+    ArrayType* payloads;       // one-dimensional, no NULLs (checked by the caller)
+    ArrayType* properties;     // aq.message_properties[] of the same length, or nullptr
+};
+
+// Inserts every payload in one statement; returns their message ids (int8[]) in
+// order, allocated in the caller's memory context.
+ArrayType* enqueue_array(const EnqueueRequest& request);
+
+// One dequeued message, handed to the sink while the batch is being read.
+struct DequeuedRow {
+    Datum msgid;
+    Datum payload;
+    Datum properties;  // aq.message_properties
+};
+
+using RowSink = void (*)(void* context, const DequeuedRow& row);
+
+struct DequeueRequest {
+    const char* queue_name;
+    Oid payload_type;  // the type the caller asked for (must be the queue's)
+    int32 array_size;
+    const DequeueOptions* options;
+    RowSink sink;
+    void* sink_context;
+};
+
+// Dequeues up to array_size messages, waiting as the options say while none is
+// available; returns how many were passed to the sink (never 0: a dequeue that finds
+// nothing within its wait throws the QA228 timeout).
+int dequeue(const DequeueRequest& request);
+
+// Forgets every navigation position (a subtransaction rolled back: its dequeued
+// messages are back in the queue, possibly before the position).
+void forget_positions();
+
+}  // namespace aq::queue

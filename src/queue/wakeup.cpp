@@ -1,0 +1,138 @@
+// See wakeup.hpp for the protocol.
+extern "C" {
+#include "postgres.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/wait_event.h"
+}
+
+#include "queue/wakeup.hpp"
+
+namespace aq::queue::wakeup {
+
+namespace {
+
+struct Channel {
+    pg_atomic_uint64 generation;
+    ConditionVariable cv;
+};
+
+struct SharedState {
+    Channel channels[channel_count];
+};
+
+SharedState* shared = nullptr;
+
+// Queues touched by the current transaction (backend-local, plain data).
+constexpr int max_pending = 32;
+struct Pending {
+    int32_t ids[max_pending];
+    int count;
+    bool overflow;  // more queues than slots: wake every channel
+
+    void add(int32_t id) {
+        for (int i = 0; i < count; i++)
+            if (ids[i] == id) return;
+        if (count < max_pending)
+            ids[count++] = id;
+        else
+            overflow = true;
+    }
+    void clear() {
+        count = 0;
+        overflow = false;
+    }
+};
+Pending enqueued;
+Pending dequeued;
+
+Channel& channel_of(int32_t queue_id) {
+    return shared->channels[static_cast<uint32_t>(queue_id) % channel_count];
+}
+
+void wake(const Pending& p) {
+    if (!shared) return;
+    if (p.overflow) {
+        for (auto& ch : shared->channels) {
+            pg_atomic_fetch_add_u64(&ch.generation, 1);
+            ConditionVariableBroadcast(&ch.cv);
+        }
+        return;
+    }
+    for (int i = 0; i < p.count; i++) {
+        Channel& ch = channel_of(p.ids[i]);
+        pg_atomic_fetch_add_u64(&ch.generation, 1);
+        ConditionVariableBroadcast(&ch.cv);
+    }
+}
+
+}  // namespace
+
+std::size_t shmem_size() {
+    return MAXALIGN(sizeof(SharedState));
+}
+
+void shmem_startup() {
+    bool found = false;
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    shared = static_cast<SharedState*>(ShmemInitStruct("aq queue wake-up channels", shmem_size(), &found));
+    if (!found) {
+        for (auto& ch : shared->channels) {
+            pg_atomic_init_u64(&ch.generation, 0);
+            ConditionVariableInit(&ch.cv);
+        }
+    }
+    LWLockRelease(AddinShmemInitLock);
+}
+
+bool available() {
+    return shared != nullptr;
+}
+
+uint64_t generation(int32_t queue_id) {
+    return shared ? pg_atomic_read_u64(&channel_of(queue_id).generation) : 0;
+}
+
+void sleep(int32_t queue_id, uint64_t seen, long timeout_ms) {
+    if (!shared) {
+        long ms = (timeout_ms < 0 || timeout_ms > poll_interval_ms) ? poll_interval_ms : timeout_ms;
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+        return;
+    }
+    Channel& ch = channel_of(queue_id);
+    ConditionVariablePrepareToSleep(&ch.cv);
+    while (pg_atomic_read_u64(&ch.generation) == seen) {
+        if (ConditionVariableTimedSleep(&ch.cv, timeout_ms, PG_WAIT_EXTENSION)) break;  // timed out
+    }
+    ConditionVariableCancelSleep();
+}
+
+void note_enqueue(int32_t queue_id) {
+    enqueued.add(queue_id);
+}
+
+void note_dequeue(int32_t queue_id) {
+    dequeued.add(queue_id);
+}
+
+void at_commit() {
+    wake(enqueued);
+    enqueued.clear();
+    dequeued.clear();
+}
+
+void at_abort() {
+    wake(dequeued);
+    enqueued.clear();
+    dequeued.clear();
+}
+
+}  // namespace aq::queue::wakeup

@@ -1,0 +1,50 @@
+// Wake-ups for waiting dequeues, without polling.
+//
+// Protocol.  Shared memory holds `channel_count` wake channels, each a generation
+// counter (pg_atomic_uint64) and a ConditionVariable; a queue uses channel
+// queue_id % channel_count (a collision only costs a spurious wake-up).
+//   - A waiting dequeue reads the generation BEFORE it scans the queue table.  If the
+//     scan finds nothing, it sleeps on the channel's CV until the generation differs
+//     from what it read, its wait runs out, or it is interrupted (cancel,
+//     statement_timeout: ConditionVariableTimedSleep checks for interrupts).
+//   - An enqueue only remembers its queue in this backend; when the transaction
+//     commits (XACT_EVENT_COMMIT, i.e. after the commit is visible to new snapshots)
+//     the generation is incremented and the CV broadcast.  A dequeue that claimed
+//     messages does the same when its transaction aborts, because the rollback makes
+//     those messages available again.
+// Because the generation is read before the scan's snapshot is taken, a commit that the
+// scan did not see always changes the generation before the sleeper checks it: no
+// wake-up is lost.  No lock is held anywhere in this protocol.
+//
+// Without shared_preload_libraries = 'aq' there is no shared memory: waits then poll
+// the queue table every `poll_interval_ms` (documented in the README).
+#pragma once
+
+#include <cstdint>
+
+namespace aq::queue::wakeup {
+
+inline constexpr int channel_count = 128;
+inline constexpr long poll_interval_ms = 100;
+
+// Shared memory size, and attach/initialise (from shmem hooks).
+std::size_t shmem_size();
+void shmem_startup();
+bool available();
+
+// A token to compare against after a failed scan.
+uint64_t generation(int32_t queue_id);
+
+// Sleeps until the queue's generation differs from `seen` or timeout_ms (-1: no limit)
+// passes.  May raise PostgreSQL errors (interrupts): call it through pg::call.
+void sleep(int32_t queue_id, uint64_t seen, long timeout_ms);
+
+// Remember queues for the end of the current transaction.
+void note_enqueue(int32_t queue_id);
+void note_dequeue(int32_t queue_id);
+
+// Transaction end (registered as an XactCallback by the module).
+void at_commit();
+void at_abort();
+
+}  // namespace aq::queue::wakeup
