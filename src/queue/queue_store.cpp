@@ -117,7 +117,10 @@ std::string type_name(Oid type) {
             throw Error(sqlstate::datatype_mismatch,
                         std::string(argument) + " is of type " + type_name(p.given_type) + " but queue " + q +
                             " holds " + type_name(p.expected_type),
-                        {}, "Cast the payload to " + type_name(p.expected_type) + ".");
+                        {},
+                        std::string(argument) == "payload_type"
+                            ? "Pass NULL::" + type_name(p.expected_type) + " as payload_type."
+                            : "Cast the payload to " + type_name(p.expected_type) + ".");
         case QueueProblem::enqueue_disabled:
             throw Error(sqlstate::object_not_in_prerequisite_state, "queue " + q + " is not enabled for enqueue", {},
                         "Start it with aq.start_queue(" + q + ").");

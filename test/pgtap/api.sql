@@ -1,0 +1,324 @@
+-- pgTAP: the public surface of aq 0.1.0 (functions, signatures, types, catalog tables).
+-- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.
+BEGIN;
+SELECT plan(107);
+
+------------------------------------------------------------------------------ schema / extension
+
+SELECT has_extension('aq', 'extension aq is installed');
+SELECT has_schema('aq', 'schema aq exists');
+SELECT is((SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+            WHERE e.extname = 'aq'), 'aq', 'extension aq lives in schema aq');
+
+------------------------------------------------------------------------------ functions: exact signatures
+
+-- DBMS_AQADM
+SELECT has_function('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text'],
+                    'aq.create_queue_table(text, regtype, text, text, text) exists');
+SELECT has_function('aq', 'drop_queue_table', ARRAY['text', 'boolean'],
+                    'aq.drop_queue_table(text, boolean) exists');
+SELECT has_function('aq', 'purge_queue_table', ARRAY['text', 'text'],
+                    'aq.purge_queue_table(text, text) exists');
+SELECT has_function('aq', 'create_queue', ARRAY['text', 'text', 'integer', 'interval', 'interval', 'text'],
+                    'aq.create_queue(text, text, integer, interval, interval, text) exists');
+SELECT has_function('aq', 'alter_queue', ARRAY['text', 'integer', 'interval', 'interval', 'text'],
+                    'aq.alter_queue(text, integer, interval, interval, text) exists');
+SELECT has_function('aq', 'drop_queue', ARRAY['text'], 'aq.drop_queue(text) exists');
+SELECT has_function('aq', 'start_queue', ARRAY['text', 'boolean', 'boolean'],
+                    'aq.start_queue(text, boolean, boolean) exists');
+SELECT has_function('aq', 'stop_queue', ARRAY['text', 'boolean', 'boolean'],
+                    'aq.stop_queue(text, boolean, boolean) exists');
+SELECT has_function('aq', 'grant_queue_privilege', ARRAY['text', 'text', 'text', 'boolean'],
+                    'aq.grant_queue_privilege(text, text, text, boolean) exists');
+SELECT has_function('aq', 'revoke_queue_privilege', ARRAY['text', 'text', 'text'],
+                    'aq.revoke_queue_privilege(text, text, text) exists');
+-- constructors
+SELECT has_function('aq', 'message_properties', ARRAY['integer', 'interval', 'interval', 'text', 'text'],
+                    'aq.message_properties(integer, interval, interval, text, text) exists');
+SELECT has_function('aq', 'enqueue_options', ARRAY['text', 'text'], 'aq.enqueue_options(text, text) exists');
+SELECT has_function('aq', 'dequeue_options',
+                    ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text'],
+                    'aq.dequeue_options(text, text, text, text, interval, bigint, text) exists');
+-- DBMS_AQ
+SELECT has_function('aq', 'enqueue', ARRAY['text', 'anyelement', 'aq.message_properties', 'aq.enqueue_options'],
+                    'aq.enqueue(text, anyelement, aq.message_properties, aq.enqueue_options) exists');
+SELECT has_function('aq', 'enqueue_array',
+                    ARRAY['text', 'anyarray', 'aq.message_properties[]', 'aq.enqueue_options'],
+                    'aq.enqueue_array(text, anyarray, aq.message_properties[], aq.enqueue_options) exists');
+SELECT has_function('aq', 'dequeue', ARRAY['text', 'anyelement', 'aq.dequeue_options'],
+                    'aq.dequeue(text, anyelement, aq.dequeue_options) exists');
+SELECT has_function('aq', 'dequeue_array', ARRAY['text', 'anyelement', 'integer', 'aq.dequeue_options'],
+                    'aq.dequeue_array(text, anyelement, integer, aq.dequeue_options) exists');
+
+-- one function per public name: an overload would make named-argument calls ambiguous
+SELECT results_eq(
+    $$SELECT p.proname::text COLLATE "default", count(*)::int FROM pg_proc p
+       WHERE p.pronamespace = 'aq'::regnamespace AND p.proname NOT LIKE E'\\_%'
+       GROUP BY p.proname ORDER BY p.proname$$,
+    $$VALUES ('alter_queue', 1), ('create_queue', 1), ('create_queue_table', 1), ('dequeue', 1),
+             ('dequeue_array', 1), ('dequeue_options', 1), ('drop_queue', 1), ('drop_queue_table', 1),
+             ('enqueue', 1), ('enqueue_array', 1), ('enqueue_options', 1), ('grant_queue_privilege', 1),
+             ('message_properties', 1), ('purge_queue_table', 1), ('revoke_queue_privilege', 1),
+             ('start_queue', 1), ('stop_queue', 1)$$,
+    'exactly the documented public functions exist, each without overloads');
+
+------------------------------------------------------------------------------ return types
+
+SELECT function_returns('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text'], 'void',
+                        'aq.create_queue_table returns void');
+SELECT function_returns('aq', 'drop_queue_table', ARRAY['text', 'boolean'], 'void',
+                        'aq.drop_queue_table returns void');
+SELECT function_returns('aq', 'purge_queue_table', ARRAY['text', 'text'], 'bigint',
+                        'aq.purge_queue_table returns bigint');
+SELECT function_returns('aq', 'create_queue', ARRAY['text', 'text', 'integer', 'interval', 'interval', 'text'],
+                        'void', 'aq.create_queue returns void');
+SELECT function_returns('aq', 'alter_queue', ARRAY['text', 'integer', 'interval', 'interval', 'text'], 'void',
+                        'aq.alter_queue returns void');
+SELECT function_returns('aq', 'drop_queue', ARRAY['text'], 'void', 'aq.drop_queue returns void');
+SELECT function_returns('aq', 'start_queue', ARRAY['text', 'boolean', 'boolean'], 'void',
+                        'aq.start_queue returns void');
+SELECT function_returns('aq', 'stop_queue', ARRAY['text', 'boolean', 'boolean'], 'void',
+                        'aq.stop_queue returns void');
+SELECT function_returns('aq', 'grant_queue_privilege', ARRAY['text', 'text', 'text', 'boolean'], 'void',
+                        'aq.grant_queue_privilege returns void');
+SELECT function_returns('aq', 'revoke_queue_privilege', ARRAY['text', 'text', 'text'], 'void',
+                        'aq.revoke_queue_privilege returns void');
+SELECT function_returns('aq', 'message_properties', ARRAY['integer', 'interval', 'interval', 'text', 'text'],
+                        'aq.message_properties', 'aq.message_properties() returns aq.message_properties');
+SELECT function_returns('aq', 'enqueue_options', ARRAY['text', 'text'], 'aq.enqueue_options',
+                        'aq.enqueue_options() returns aq.enqueue_options');
+SELECT function_returns('aq', 'dequeue_options', ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text'],
+                        'aq.dequeue_options', 'aq.dequeue_options() returns aq.dequeue_options');
+SELECT function_returns('aq', 'enqueue', ARRAY['text', 'anyelement', 'aq.message_properties', 'aq.enqueue_options'],
+                        'bigint', 'aq.enqueue returns bigint');
+SELECT function_returns('aq', 'enqueue_array',
+                        ARRAY['text', 'anyarray', 'aq.message_properties[]', 'aq.enqueue_options'], 'bigint[]',
+                        'aq.enqueue_array returns bigint[]');
+SELECT function_returns('aq', 'dequeue', ARRAY['text', 'anyelement', 'aq.dequeue_options'], 'record',
+                        'aq.dequeue returns record');
+SELECT function_returns('aq', 'dequeue_array', ARRAY['text', 'anyelement', 'integer', 'aq.dequeue_options'],
+                        'setof record', 'aq.dequeue_array returns setof record');
+
+-- argument names (named notation is part of the API) and the number of defaulted arguments
+SELECT results_eq(
+    $$SELECT p.proname::text COLLATE "default", p.proargnames::text[] COLLATE "default", p.pronargdefaults::int FROM pg_proc p
+       WHERE p.pronamespace = 'aq'::regnamespace AND p.proname NOT LIKE E'\\_%' ORDER BY p.proname$$,
+    $$VALUES
+      ('alter_queue', ARRAY['queue_name','max_retries','retry_delay','retention_time','comment'], 4),
+      ('create_queue', ARRAY['queue_name','queue_table','max_retries','retry_delay','retention_time','comment'], 4),
+      ('create_queue_table', ARRAY['queue_table','queue_payload_type','sort_list','comment','queue_table_schema'], 3),
+      ('dequeue', ARRAY['queue_name','payload_type','dequeue_options','msgid','payload','message_properties'], 1),
+      ('dequeue_array', ARRAY['queue_name','payload_type','array_size','dequeue_options','msgid','payload',
+                              'message_properties'], 1),
+      ('dequeue_options', ARRAY['consumer_name','dequeue_mode','navigation','visibility','wait','msgid',
+                                'correlation'], 7),
+      ('drop_queue', ARRAY['queue_name'], 0),
+      ('drop_queue_table', ARRAY['queue_table','force'], 1),
+      ('enqueue', ARRAY['queue_name','payload','message_properties','enqueue_options'], 2),
+      ('enqueue_array', ARRAY['queue_name','payload_array','message_properties_array','enqueue_options'], 2),
+      ('enqueue_options', ARRAY['visibility','delivery_mode'], 2),
+      ('grant_queue_privilege', ARRAY['privilege','queue_name','grantee','grant_option'], 1),
+      ('message_properties', ARRAY['priority','delay','expiration','correlation','exception_queue'], 5),
+      ('purge_queue_table', ARRAY['queue_table','queue_name'], 1),
+      ('revoke_queue_privilege', ARRAY['privilege','queue_name','grantee'], 0),
+      ('start_queue', ARRAY['queue_name','enqueue','dequeue'], 2),
+      ('stop_queue', ARRAY['queue_name','enqueue','dequeue'], 2)$$,
+    'argument names and number of defaults of every public function');
+
+-- the documented defaults of the admin functions, as written in the catalog
+SELECT matches(pg_get_function_arguments('aq.create_queue_table(text,regtype,text,text,text)'::regprocedure),
+          '^queue_table text, queue_payload_type regtype, sort_list text DEFAULT ''enq_time''::text, '
+          'comment text DEFAULT NULL::text, queue_table_schema text DEFAULT '
+          '("current_schema"\(\)|CURRENT_SCHEMA)$',
+          'aq.create_queue_table defaults: sort_list enq_time, comment NULL, schema current_schema()');
+SELECT is(pg_get_function_arguments('aq.create_queue(text,text,integer,interval,interval,text)'::regprocedure),
+          'queue_name text, queue_table text, max_retries integer DEFAULT 5, '
+          'retry_delay interval DEFAULT ''00:00:00''::interval, retention_time interval DEFAULT ''00:00:00''::interval, '
+          'comment text DEFAULT NULL::text',
+          'aq.create_queue defaults: max_retries 5, retry_delay 0, retention_time 0, comment NULL');
+SELECT is(pg_get_function_arguments('aq.start_queue(text,boolean,boolean)'::regprocedure),
+          'queue_name text, enqueue boolean DEFAULT true, dequeue boolean DEFAULT true',
+          'aq.start_queue defaults: enqueue true, dequeue true');
+SELECT is(pg_get_function_arguments('aq.stop_queue(text,boolean,boolean)'::regprocedure),
+          'queue_name text, enqueue boolean DEFAULT true, dequeue boolean DEFAULT true',
+          'aq.stop_queue defaults: enqueue true, dequeue true');
+SELECT is(pg_get_function_arguments('aq.drop_queue_table(text,boolean)'::regprocedure),
+          'queue_table text, force boolean DEFAULT false', 'aq.drop_queue_table defaults: force false');
+SELECT is(pg_get_function_arguments('aq.grant_queue_privilege(text,text,text,boolean)'::regprocedure),
+          'privilege text, queue_name text, grantee text, grant_option boolean DEFAULT false',
+          'aq.grant_queue_privilege defaults: grant_option false');
+
+-- the OUT columns of the dequeue functions
+SELECT results_eq(
+    $$SELECT a.name::text COLLATE "default", format_type(a.type, NULL) FROM pg_proc p,
+             unnest(p.proargnames, p.proallargtypes, p.proargmodes) WITH ORDINALITY AS a(name, type, mode, n)
+       WHERE p.oid = 'aq.dequeue(text,anyelement,aq.dequeue_options)'::regprocedure AND a.mode = 'o'
+       ORDER BY a.n$$,
+    $$VALUES ('msgid', 'bigint'), ('payload', 'anyelement'), ('message_properties', 'aq.message_properties')$$,
+    'aq.dequeue returns (msgid bigint, payload anyelement, message_properties aq.message_properties)');
+SELECT results_eq(
+    $$SELECT a.name::text COLLATE "default", format_type(a.type, NULL) FROM pg_proc p,
+             unnest(p.proargnames, p.proallargtypes, p.proargmodes) WITH ORDINALITY AS a(name, type, mode, n)
+       WHERE p.oid = 'aq.dequeue_array(text,anyelement,integer,aq.dequeue_options)'::regprocedure AND a.mode = 'o'
+       ORDER BY a.n$$,
+    $$VALUES ('msgid', 'bigint'), ('payload', 'anyelement'), ('message_properties', 'aq.message_properties')$$,
+    'aq.dequeue_array returns setof (msgid bigint, payload anyelement, message_properties aq.message_properties)');
+
+-- volatility: the queue operations change data; the constructors are pure
+SELECT volatility_is('aq', 'enqueue', ARRAY['text', 'anyelement', 'aq.message_properties', 'aq.enqueue_options'],
+                     'volatile', 'aq.enqueue is volatile');
+SELECT volatility_is('aq', 'enqueue_array',
+                     ARRAY['text', 'anyarray', 'aq.message_properties[]', 'aq.enqueue_options'],
+                     'volatile', 'aq.enqueue_array is volatile');
+SELECT volatility_is('aq', 'dequeue', ARRAY['text', 'anyelement', 'aq.dequeue_options'], 'volatile',
+                     'aq.dequeue is volatile');
+SELECT volatility_is('aq', 'dequeue_array', ARRAY['text', 'anyelement', 'integer', 'aq.dequeue_options'],
+                     'volatile', 'aq.dequeue_array is volatile');
+SELECT volatility_is('aq', 'message_properties', ARRAY['integer', 'interval', 'interval', 'text', 'text'],
+                     'immutable', 'aq.message_properties() is immutable');
+SELECT volatility_is('aq', 'enqueue_options', ARRAY['text', 'text'], 'immutable',
+                     'aq.enqueue_options() is immutable');
+SELECT volatility_is('aq', 'dequeue_options', ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text'],
+                     'immutable', 'aq.dequeue_options() is immutable');
+
+-- the queue operations run as the caller (table privileges apply): nothing is SECURITY DEFINER
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'aq'::regnamespace AND prosecdef), 0,
+          'no aq function is SECURITY DEFINER');
+-- every SQL/plpgsql function pins search_path = pg_catalog, pg_temp
+SELECT is_empty(
+    $$SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+       WHERE p.pronamespace = 'aq'::regnamespace AND l.lanname IN ('sql', 'plpgsql')
+         AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)$$,
+    'every SQL/plpgsql function of aq runs with search_path = pg_catalog, pg_temp');
+
+------------------------------------------------------------------------------ composite types
+
+SELECT has_composite('aq', 'message_properties', 'composite type aq.message_properties exists');
+SELECT results_eq(
+    $$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod) FROM pg_attribute
+       WHERE attrelid = 'aq.message_properties'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum$$,
+    $$VALUES ('priority', 'integer'), ('delay', 'interval'), ('expiration', 'interval'), ('correlation', 'text'),
+             ('attempts', 'integer'), ('exception_queue', 'text'), ('enqueue_time', 'timestamp with time zone'),
+             ('state', 'text')$$,
+    'aq.message_properties has columns (priority, delay, expiration, correlation, attempts, exception_queue, '
+    'enqueue_time, state) with their types, in order');
+SELECT col_type_is('aq', 'message_properties', 'priority', 'integer', 'aq.message_properties.priority is integer');
+SELECT col_type_is('aq', 'message_properties', 'enqueue_time', 'timestamp with time zone',
+                   'aq.message_properties.enqueue_time is timestamptz');
+
+SELECT has_composite('aq', 'enqueue_options', 'composite type aq.enqueue_options exists');
+SELECT results_eq(
+    $$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod) FROM pg_attribute
+       WHERE attrelid = 'aq.enqueue_options'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum$$,
+    $$VALUES ('visibility', 'text'), ('delivery_mode', 'text')$$,
+    'aq.enqueue_options has columns (visibility text, delivery_mode text), in order');
+
+SELECT has_composite('aq', 'dequeue_options', 'composite type aq.dequeue_options exists');
+SELECT results_eq(
+    $$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod) FROM pg_attribute
+       WHERE attrelid = 'aq.dequeue_options'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum$$,
+    $$VALUES ('consumer_name', 'text'), ('dequeue_mode', 'text'), ('navigation', 'text'), ('visibility', 'text'),
+             ('wait', 'interval'), ('msgid', 'bigint'), ('correlation', 'text')$$,
+    'aq.dequeue_options has columns (consumer_name, dequeue_mode, navigation, visibility, wait, msgid, '
+    'correlation) with their types, in order');
+SELECT col_type_is('aq', 'dequeue_options', 'wait', 'interval', 'aq.dequeue_options.wait is interval');
+SELECT col_type_is('aq', 'dequeue_options', 'msgid', 'bigint', 'aq.dequeue_options.msgid is bigint');
+
+------------------------------------------------------------------------------ constructors: defaults
+
+-- aq.message_properties(): priority 1, everything else NULL
+SELECT is((aq.message_properties()).priority, 1, 'message_properties(): priority defaults to 1');
+SELECT ok((aq.message_properties()).delay IS NULL, 'message_properties(): delay defaults to NULL (no delay)');
+SELECT ok((aq.message_properties()).expiration IS NULL,
+          'message_properties(): expiration defaults to NULL (never expires)');
+SELECT ok((aq.message_properties()).correlation IS NULL, 'message_properties(): correlation defaults to NULL');
+SELECT ok((aq.message_properties()).exception_queue IS NULL,
+          'message_properties(): exception_queue defaults to NULL');
+SELECT ok((aq.message_properties()).attempts IS NULL AND (aq.message_properties()).enqueue_time IS NULL
+          AND (aq.message_properties()).state IS NULL,
+          'message_properties(): attempts, enqueue_time, state are NULL (reported on dequeue only)');
+SELECT is(aq.message_properties(),
+          ROW(1, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::aq.message_properties,
+          'message_properties() = (1,,,,,,,)');
+-- named arguments land in the right fields
+SELECT is(aq.message_properties(exception_queue => 'eq', correlation => 'corr', expiration => '1 hour',
+                                delay => '5 seconds', priority => 7),
+          ROW(7, '5 seconds', '1 hour', 'corr', NULL, 'eq', NULL, NULL)::aq.message_properties,
+          'message_properties(named args) maps each argument to its field');
+
+-- aq.enqueue_options(): on_commit, persistent
+SELECT is((aq.enqueue_options()).visibility, 'on_commit', 'enqueue_options(): visibility defaults to on_commit');
+SELECT is((aq.enqueue_options()).delivery_mode, 'persistent',
+          'enqueue_options(): delivery_mode defaults to persistent');
+SELECT is(aq.enqueue_options(delivery_mode => 'dm', visibility => 'vis'),
+          ROW('vis', 'dm')::aq.enqueue_options, 'enqueue_options(named args) maps each argument to its field');
+
+-- aq.dequeue_options(): remove, next_message, on_commit, wait forever (NULL)
+SELECT ok((aq.dequeue_options()).consumer_name IS NULL, 'dequeue_options(): consumer_name defaults to NULL');
+SELECT is((aq.dequeue_options()).dequeue_mode, 'remove', 'dequeue_options(): dequeue_mode defaults to remove');
+SELECT is((aq.dequeue_options()).navigation, 'next_message',
+          'dequeue_options(): navigation defaults to next_message');
+SELECT is((aq.dequeue_options()).visibility, 'on_commit', 'dequeue_options(): visibility defaults to on_commit');
+SELECT ok((aq.dequeue_options()).wait IS NULL, 'dequeue_options(): wait defaults to NULL (wait forever)');
+SELECT ok((aq.dequeue_options()).msgid IS NULL, 'dequeue_options(): msgid defaults to NULL');
+SELECT ok((aq.dequeue_options()).correlation IS NULL, 'dequeue_options(): correlation defaults to NULL');
+SELECT is(aq.dequeue_options(correlation => 'c%', msgid => 42, wait => '0', visibility => 'vis',
+                             navigation => 'first_message', dequeue_mode => 'mode', consumer_name => 'cons'),
+          ROW('cons', 'mode', 'first_message', 'vis', '0', 42, 'c%')::aq.dequeue_options,
+          'dequeue_options(named args) maps each argument to its field');
+SELECT is((aq.dequeue_options(wait => '0')).wait, interval '0', 'dequeue_options(wait => ''0''): no wait');
+SELECT is((aq.dequeue_options(wait => '5 s')).wait, interval '5 seconds', 'dequeue_options(wait => ''5 s'')');
+
+------------------------------------------------------------------------------ catalog tables
+
+SELECT has_table('aq', 'queue_tables', 'catalog table aq.queue_tables exists');
+SELECT columns_are('aq', 'queue_tables',
+                   ARRAY['queue_table_id', 'queue_table', 'table_schema', 'payload_type', 'sort_list', 'comment',
+                         'created'],
+                   'aq.queue_tables has exactly the documented columns');
+SELECT results_eq(
+    $$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod), attnotnull FROM pg_attribute
+       WHERE attrelid = 'aq.queue_tables'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum$$,
+    $$VALUES ('queue_table_id', 'integer', true), ('queue_table', 'text', true), ('table_schema', 'text', true),
+             ('payload_type', 'regtype', true), ('sort_list', 'text', true), ('comment', 'text', false),
+             ('created', 'timestamp with time zone', true)$$,
+    'aq.queue_tables column types and NOT NULL constraints');
+SELECT has_pk('aq', 'queue_tables', 'aq.queue_tables has a primary key');
+SELECT col_is_pk('aq', 'queue_tables', 'queue_table_id', 'aq.queue_tables primary key is queue_table_id');
+SELECT col_is_unique('aq', 'queue_tables', ARRAY['queue_table'], 'aq.queue_tables.queue_table is unique');
+
+SELECT has_table('aq', 'queues', 'catalog table aq.queues exists');
+SELECT columns_are('aq', 'queues',
+                   ARRAY['queue_id', 'queue_name', 'queue_table_id', 'enqueue_enabled', 'dequeue_enabled',
+                         'max_retries', 'retry_delay', 'retention_time', 'comment', 'created'],
+                   'aq.queues has exactly the documented columns');
+SELECT results_eq(
+    $$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod), attnotnull FROM pg_attribute
+       WHERE attrelid = 'aq.queues'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum$$,
+    $$VALUES ('queue_id', 'integer', true), ('queue_name', 'text', true), ('queue_table_id', 'integer', true),
+             ('enqueue_enabled', 'boolean', true), ('dequeue_enabled', 'boolean', true),
+             ('max_retries', 'integer', true), ('retry_delay', 'interval', true),
+             ('retention_time', 'interval', true), ('comment', 'text', false),
+             ('created', 'timestamp with time zone', true)$$,
+    'aq.queues column types and NOT NULL constraints');
+SELECT has_pk('aq', 'queues', 'aq.queues has a primary key');
+SELECT col_is_pk('aq', 'queues', 'queue_id', 'aq.queues primary key is queue_id');
+SELECT col_is_unique('aq', 'queues', ARRAY['queue_name'], 'aq.queues.queue_name is unique');
+SELECT fk_ok('aq', 'queues', 'queue_table_id', 'aq', 'queue_tables', 'queue_table_id',
+             'aq.queues.queue_table_id references aq.queue_tables');
+SELECT col_default_is('aq', 'queues', 'max_retries', '5', 'aq.queues.max_retries defaults to 5');
+SELECT col_default_is('aq', 'queues', 'enqueue_enabled', 'false', 'aq.queues.enqueue_enabled defaults to false');
+SELECT col_default_is('aq', 'queues', 'dequeue_enabled', 'false', 'aq.queues.dequeue_enabled defaults to false');
+SELECT col_default_is('aq', 'queue_tables', 'sort_list', 'enq_time',
+                      'aq.queue_tables.sort_list defaults to enq_time');
+-- pg_dump keeps the catalog rows of the extension
+SELECT results_eq(
+    $$SELECT c::regclass::text COLLATE "default" FROM pg_extension e, unnest(e.extconfig) AS c WHERE e.extname = 'aq' ORDER BY 1$$,
+    $$VALUES ('aq.queue_tables'), ('aq.queues')$$,
+    'aq.queue_tables and aq.queues are extension configuration tables (dumped by pg_dump)');
+-- the catalog starts empty
+SELECT is_empty('SELECT * FROM aq.queue_tables', 'aq.queue_tables is empty in a fresh database');
+SELECT is_empty('SELECT * FROM aq.queues', 'aq.queues is empty in a fresh database');
+
+SELECT * FROM finish();
+ROLLBACK;
