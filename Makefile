@@ -14,10 +14,11 @@ OBJS = \
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
 REGRESS      = walkthrough enqueue dequeue errors names waiting
-REGRESS_OPTS = --temp-config=test/aq.conf --load-extension=aq
+# Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
+REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out
 ISOLATION      = skip_locked rollback_returns enqueue_visibility wait_wakeup
-ISOLATION_OPTS = --inputdir=test --temp-config=test/aq.conf --load-extension=aq
+ISOLATION_OPTS = --inputdir=test --temp-instance=$(CURDIR)/tmp_isolation --temp-config=test/aq.conf --load-extension=aq
 # Perl TAP (PostgreSQL::Test::Cluster)
 TAP_TESTS   = 1
 PROVE_TESTS = test/t/*.pl
@@ -33,6 +34,19 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# One suite at a time (tools/run test reports each); `make installcheck` runs all three.
+installcheck-regress:
+	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS)
+installcheck-isolation:
+	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
+installcheck-tap:
+	$(prove_installcheck)
+.PHONY: installcheck-regress installcheck-isolation installcheck-tap
+
+# The queue benchmark (a libpq client; not part of the extension).
+tools/bench/queue-bench: tools/bench/queue_bench.cpp
+	$(CXX) -std=c++17 -O2 -Wall -I$(shell $(PG_CONFIG) --includedir) -o $@ $< -L$(shell $(PG_CONFIG) --libdir) -lpq
+
 # Unit tests of the pure C++ pieces (no PostgreSQL headers): Boost.Test.
 UNIT_SRCS = test/unit/options_test.cpp src/queue/options.cpp
 test/unit/options_test: $(UNIT_SRCS) src/queue/options.hpp src/queue/error.hpp
@@ -42,4 +56,5 @@ unitcheck: test/unit/options_test
 	./test/unit/options_test
 
 .PHONY: unitcheck
-EXTRA_CLEAN = test/unit/options_test results output_iso tmp_check regression.diffs regression.out
+EXTRA_CLEAN = test/unit/options_test tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out

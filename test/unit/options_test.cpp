@@ -1,0 +1,90 @@
+// Unit tests of src/queue/options.* — pure C++, no server needed.
+#define BOOST_TEST_MODULE aq_options
+#include <boost/test/included/unit_test.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "queue/options.hpp"
+
+using namespace aq;
+using namespace aq::queue;
+
+namespace {
+// The SQLSTATE of the aq::Error that f throws, or "none".
+template <class F>
+std::string sqlstate_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.sqlstate();
+    }
+    return "none";
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(dequeue_mode_accepts_oracle_names_case_insensitively) {
+    BOOST_TEST((parse_dequeue_mode(nullptr) == DequeueMode::remove));
+    BOOST_TEST((parse_dequeue_mode("REMOVE") == DequeueMode::remove));
+    BOOST_TEST((parse_dequeue_mode("Browse") == DequeueMode::browse));
+    BOOST_TEST((parse_dequeue_mode("locked") == DequeueMode::locked));
+    BOOST_TEST(sqlstate_of([] { parse_dequeue_mode("remove_nodata"); }) == "0A000");
+    BOOST_TEST(sqlstate_of([] { parse_dequeue_mode("destroy"); }) == "22023");
+    BOOST_TEST(sqlstate_of([] { parse_dequeue_mode(""); }) == "22023");
+}
+
+BOOST_AUTO_TEST_CASE(invalid_value_lists_the_valid_ones) {
+    try {
+        parse_navigation("sideways");
+        BOOST_FAIL("no error");
+    } catch (const Error& e) {
+        BOOST_TEST(std::string(e.what()) == "invalid value for navigation: \"sideways\"");
+        BOOST_TEST(e.detail() == "Valid values are next_message, first_message.");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(navigation) {
+    BOOST_TEST((parse_navigation(nullptr) == Navigation::next_message));
+    BOOST_TEST((parse_navigation("FIRST_MESSAGE") == Navigation::first_message));
+    BOOST_TEST(sqlstate_of([] { parse_navigation("next_transaction"); }) == "0A000");
+}
+
+BOOST_AUTO_TEST_CASE(visibility_and_delivery_mode) {
+    BOOST_TEST(sqlstate_of([] { check_visibility("visibility", nullptr); }) == "none");
+    BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "On_Commit"); }) == "none");
+    BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "immediate"); }) == "0A000");
+    BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "soon"); }) == "22023");
+    BOOST_TEST(sqlstate_of([] { check_delivery_mode("persistent"); }) == "none");
+    BOOST_TEST(sqlstate_of([] { check_delivery_mode("buffered"); }) == "0A000");
+    BOOST_TEST(sqlstate_of([] { check_delivery_mode("x"); }) == "22023");
+}
+
+BOOST_AUTO_TEST_CASE(wait_seconds) {
+    BOOST_TEST(parse_wait(std::nullopt).forever);
+    Wait none = parse_wait(0.0);
+    BOOST_TEST(!none.forever);
+    BOOST_TEST(none.seconds == 0.0);
+    BOOST_TEST(parse_wait(2.5).seconds == 2.5);
+    BOOST_TEST(parse_wait(1.0 / 0.0).forever);
+    BOOST_TEST(sqlstate_of([] { parse_wait(-0.001); }) == "22023");
+    BOOST_TEST(sqlstate_of([] { parse_wait(std::nan("")); }) == "22023");
+}
+
+BOOST_AUTO_TEST_CASE(array_size_limits) {
+    BOOST_TEST(check_array_size(1) == 1);
+    BOOST_TEST(check_array_size(max_dequeue_array_size) == max_dequeue_array_size);
+    BOOST_TEST(sqlstate_of([] { check_array_size(0); }) == "22023");
+    BOOST_TEST(sqlstate_of([] { check_array_size(max_dequeue_array_size + 1); }) == "22023");
+    BOOST_TEST(sqlstate_of([] { check_array_size(std::nullopt); }) == "22004");
+}
+
+BOOST_AUTO_TEST_CASE(names_are_limited_by_bytes) {
+    BOOST_TEST(sqlstate_of([] { check_name("queue_name", "q"); }) == "none");
+    BOOST_TEST(sqlstate_of([] { check_name("queue_name", std::string(63, 'n').c_str()); }) == "none");
+    BOOST_TEST(sqlstate_of([] { check_name("queue_name", std::string(64, 'n').c_str()); }) == "42602");
+    std::string two_byte_chars;
+    for (int i = 0; i < 32; i++) two_byte_chars += "\xc3\xa9";  // 32 x 'é' = 64 bytes
+    BOOST_TEST(sqlstate_of([&] { check_name("queue_name", two_byte_chars.c_str()); }) == "42602");
+    BOOST_TEST(sqlstate_of([] { check_name("queue_name", ""); }) == "42602");
+    BOOST_TEST(sqlstate_of([] { check_name("queue_name", nullptr); }) == "22004");
+}
