@@ -343,7 +343,7 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF grantee IS NULL THEN
         RAISE EXCEPTION 'grantee must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF upper(grantee) = 'PUBLIC' THEN
+    ELSIF grantee IN ('PUBLIC', 'public') THEN   -- the keyword; a role "Public" is a role
         RETURN 'PUBLIC';
     ELSIF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = grantee) THEN
         RAISE EXCEPTION 'role "%" does not exist', grantee USING ERRCODE = 'undefined_object';
@@ -374,6 +374,17 @@ BEGIN
     SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
     EXECUTE format('REVOKE %s ON TABLE %I.%I FROM %s CASCADE', privileges, t.table_schema, t.queue_table,
                    aq._grantee(grantee));
+    -- Revoking the table-level SELECT of DEQUEUE also drops ENQUEUE's SELECT (msgid):
+    -- give it back to a grantee that can still enqueue.
+    IF upper(privilege) = 'DEQUEUE' AND EXISTS (
+           SELECT FROM pg_class c, aclexplode(c.relacl) a
+            WHERE c.oid = format('%I.%I', t.table_schema, t.queue_table)::regclass
+              AND a.privilege_type = 'INSERT'
+              AND a.grantee = CASE WHEN aq._grantee(grantee) = 'PUBLIC' THEN 0
+                                   ELSE (SELECT oid FROM pg_roles WHERE rolname = grantee) END) THEN
+        EXECUTE format('GRANT SELECT (msgid) ON TABLE %I.%I TO %s', t.table_schema, t.queue_table,
+                       aq._grantee(grantee));
+    END IF;
 END $$;
 
 ------------------------------------------------------------------------------ DBMS_AQ

@@ -8,6 +8,8 @@ extern "C" {
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
 
 PG_MODULE_MAGIC;
 PGDLLEXPORT void _PG_init(void);
@@ -21,6 +23,7 @@ namespace {
 
 shmem_request_hook_type prev_shmem_request_hook = nullptr;
 shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
+ProcessUtility_hook_type prev_process_utility_hook = nullptr;
 
 void request_shmem() {
     if (prev_shmem_request_hook) prev_shmem_request_hook();
@@ -38,8 +41,10 @@ void on_xact_event(XactEvent event, void*) {
     switch (event) {
         case XACT_EVENT_COMMIT:
         case XACT_EVENT_PARALLEL_COMMIT:
-        case XACT_EVENT_PREPARE:
             aq::queue::wakeup::at_commit();
+            break;
+        case XACT_EVENT_PREPARE:
+            aq::queue::wakeup::at_prepare();
             break;
         case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_ABORT:
@@ -51,7 +56,26 @@ void on_xact_event(XactEvent event, void*) {
 }
 
 void on_subxact_event(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
-    if (event == SUBXACT_EVENT_ABORT_SUB) aq::queue::forget_positions();  // plain stores: cannot fail
+    if (event != SUBXACT_EVENT_ABORT_SUB) return;
+    // Plain stores, atomics and CV broadcasts: nothing here can fail.
+    aq::queue::forget_positions();
+    aq::queue::wakeup::at_subtransaction_abort();
+}
+
+// COMMIT PREPARED / ROLLBACK PREPARED: mark the transaction so its end wakes every channel.
+void process_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_tree,
+                     ProcessUtilityContext context, ParamListInfo params, QueryEnvironment* query_env,
+                     DestReceiver* dest, QueryCompletion* qc) {
+    Node* statement = pstmt->utilityStmt;
+    if (IsA(statement, TransactionStmt)) {
+        auto kind = castNode(TransactionStmt, statement)->kind;
+        if (kind == TRANS_STMT_COMMIT_PREPARED || kind == TRANS_STMT_ROLLBACK_PREPARED)
+            aq::queue::wakeup::note_prepared_transaction_end();
+    }
+    if (prev_process_utility_hook)
+        prev_process_utility_hook(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
+    else
+        standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
 }
 
 }  // namespace
@@ -62,6 +86,8 @@ void _PG_init(void) {
         shmem_request_hook = request_shmem;
         prev_shmem_startup_hook = shmem_startup_hook;
         shmem_startup_hook = startup_shmem;
+        prev_process_utility_hook = ProcessUtility_hook;
+        ProcessUtility_hook = process_utility;
     }
     RegisterXactCallback(on_xact_event, nullptr);
     RegisterSubXactCallback(on_subxact_event, nullptr);

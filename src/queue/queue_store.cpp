@@ -5,6 +5,7 @@
 extern "C" {
 #include "postgres.h"
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -17,6 +18,7 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -401,6 +403,7 @@ int dequeue(const DequeueRequest& r) {
         throw Error(sqlstate::feature_not_supported, "dequeue_mode browse and locked are not supported yet", {},
                     "Use dequeue_mode remove.");
     int delivered = 0;
+    bool cannot_wait = false;  // REPEATABLE READ / SERIALIZABLE: new commits stay invisible
     Problem problem;
     pg::call([&] {
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
@@ -420,6 +423,10 @@ int dequeue(const DequeueRequest& r) {
             delivered = claim(ClaimArgs{&q, &r, after});
             if (delivered == 0 && after) delivered = claim(ClaimArgs{&q, &r, nullptr});  // rescan from the head
             if (delivered > 0) break;
+            if (IsolationUsesXactSnapshot() && (o.wait.forever || o.wait.seconds > 0)) {
+                cannot_wait = true;
+                break;
+            }
             long timeout_ms = -1;
             if (!o.wait.forever) {
                 TimestampTz now = GetCurrentTimestamp();
@@ -432,12 +439,19 @@ int dequeue(const DequeueRequest& r) {
         SPI_finish();
     });
     if (problem.kind != QueueProblem::none) throw_problem(problem, r.queue_name, "payload_type");
-    if (delivered == 0)
+    if (cannot_wait)
+        throw Error(sqlstate::feature_not_supported,
+                    std::string("no message available in queue \"") + r.queue_name +
+                        "\", and a dequeue cannot wait in a REPEATABLE READ or SERIALIZABLE transaction",
+                    "Its snapshot would never show messages committed while it waits.",
+                    "Dequeue in a READ COMMITTED transaction, or pass wait => '0'.");
+    if (delivered == 0) {
+        char waited[64];
+        snprintf(waited, sizeof waited, "The dequeue waited %g s (ORA-25228 analogue).", o.wait.seconds);
         throw Error(sqlstate::dequeue_timeout, std::string("no message available in queue \"") + r.queue_name + "\"",
-                    o.wait.forever || o.wait.seconds == 0
-                        ? "The dequeue did not wait (wait => 0)."
-                        : "The dequeue waited " + std::to_string(o.wait.seconds) + " s (ORA-25228 analogue).",
+                    o.wait.seconds == 0 ? "The dequeue did not wait (wait => 0)." : waited,
                     "Catch SQLSTATE 'QA228' to treat an empty queue as the end of a batch.");
+    }
     return delivered;
 }
 

@@ -123,6 +123,11 @@ void note_dequeue(int32_t queue_id) {
     dequeued.add(queue_id);
 }
 
+void note_prepared_transaction_end() {
+    enqueued.overflow = true;  // wake every channel at commit
+    dequeued.overflow = true;  // ... or at abort
+}
+
 void at_commit() {
     wake(enqueued);
     enqueued.clear();
@@ -133,6 +138,15 @@ void at_abort() {
     wake(dequeued);
     enqueued.clear();
     dequeued.clear();
+}
+
+void at_prepare() {
+    enqueued.clear();
+    dequeued.clear();
+}
+
+void at_subtransaction_abort() {
+    wake(dequeued);
 }
 
 }  // namespace aq::queue::wakeup

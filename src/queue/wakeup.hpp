@@ -11,7 +11,11 @@
 //     commits (XACT_EVENT_COMMIT, i.e. after the commit is visible to new snapshots)
 //     the generation is incremented and the CV broadcast.  A dequeue that claimed
 //     messages does the same when its transaction aborts, because the rollback makes
-//     those messages available again.
+//     those messages available again; so does a rollback to a savepoint (the dequeues of
+//     the transaction so far are woken for, which may include some still held: a spurious
+//     wake-up is harmless).  Two-phase commit: PREPARE wakes nobody (nothing is visible
+//     yet), and a COMMIT PREPARED / ROLLBACK PREPARED, whose queues this backend cannot
+//     know, wakes every channel when its transaction ends.
 // Because the generation is read before the scan's snapshot is taken, a commit that the
 // scan did not see always changes the generation before the sleeper checks it: no
 // wake-up is lost.  No lock is held anywhere in this protocol.
@@ -43,8 +47,13 @@ void sleep(int32_t queue_id, uint64_t seen, long timeout_ms);
 void note_enqueue(int32_t queue_id);
 void note_dequeue(int32_t queue_id);
 
-// Transaction end (registered as an XactCallback by the module).
+// The current statement is COMMIT PREPARED or ROLLBACK PREPARED.
+void note_prepared_transaction_end();
+
+// Transaction end (registered as Xact/SubXact callbacks by the module).
 void at_commit();
 void at_abort();
+void at_prepare();
+void at_subtransaction_abort();
 
 }  // namespace aq::queue::wakeup
