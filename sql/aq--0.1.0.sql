@@ -380,10 +380,11 @@ BEGIN
            SELECT FROM pg_class c, aclexplode(c.relacl) a
             WHERE c.oid = format('%I.%I', t.table_schema, t.queue_table)::regclass
               AND a.privilege_type = 'INSERT'
-              AND a.grantee = CASE WHEN aq._grantee(grantee) = 'PUBLIC' THEN 0
-                                   ELSE (SELECT oid FROM pg_roles WHERE rolname = grantee) END) THEN
+              AND a.grantee = CASE WHEN aq._grantee(revoke_queue_privilege.grantee) = 'PUBLIC' THEN 0
+                                   ELSE (SELECT r.oid FROM pg_roles r
+                                          WHERE r.rolname = revoke_queue_privilege.grantee) END) THEN
         EXECUTE format('GRANT SELECT (msgid) ON TABLE %I.%I TO %s', t.table_schema, t.queue_table,
-                       aq._grantee(grantee));
+                       aq._grantee(revoke_queue_privilege.grantee));
     END IF;
 END $$;
 
