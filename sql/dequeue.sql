@@ -1,14 +1,4 @@
 -- Dequeue: order, batches, options and the message properties reported back.
--- Runs a statement; returns 'ok' or its SQLSTATE, message and detail.
-CREATE FUNCTION pg_temp.try(statement text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE detail text;
-BEGIN
-  EXECUTE statement;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
-  RETURN SQLSTATE || ': ' || SQLERRM || COALESCE(' (' || NULLIF(detail, '') || ')', '');
-END $$;
 
 SELECT aq.create_queue_table('deq_qt', 'text');
 SELECT aq.create_queue('deq_q', 'deq_qt');
@@ -32,7 +22,7 @@ SELECT payload, (message_properties).priority, (message_properties).correlation,
 -- Dequeue by msgid.
 CREATE TEMP TABLE ids AS SELECT aq.enqueue_array('deq_q', ARRAY['a', 'b', 'c']) AS ids;
 SELECT payload FROM aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0', msgid => (SELECT ids[2] FROM ids)));
-SELECT pg_temp.try($$SELECT aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0', msgid => -1))$$);
+SELECT try_sql($$SELECT aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0', msgid => -1))$$);
 
 -- Dequeue by correlation, with Oracle's % and _ patterns.
 SELECT aq.enqueue_array('deq_q', ARRAY['x1', 'x2', 'x3'],
@@ -46,9 +36,9 @@ SELECT payload FROM aq.dequeue_array('deq_q', NULL::text, 10, aq.dequeue_options
 
 -- A delayed message is not dequeued before its delay; an expired one is never delivered.
 SELECT aq.enqueue('deq_q', 'later'::text, aq.message_properties(delay => '1 hour')) > 0 AS enqueued;
-SELECT pg_temp.try($$SELECT aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0'))$$);
+SELECT try_sql($$SELECT aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0'))$$);
 UPDATE deq_qt SET delay = now() - interval '1 s', expiration = now() - interval '1 ms';
-SELECT pg_temp.try($$SELECT aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0'))$$);
+SELECT try_sql($$SELECT aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0'))$$);
 UPDATE deq_qt SET expiration = NULL;
 SELECT payload FROM aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0'));
 
@@ -93,10 +83,10 @@ END $$;
 -- Stopping a queue for dequeue only still allows enqueue, and the reverse.
 SELECT aq.stop_queue('deq_q', enqueue => false);
 SELECT aq.enqueue('deq_q', 'while stopped for dequeue'::text) > 0 AS enqueued;
-SELECT pg_temp.try($$SELECT aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0'))$$);
+SELECT try_sql($$SELECT aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0'))$$);
 SELECT aq.start_queue('deq_q', enqueue => false);
 SELECT aq.stop_queue('deq_q', dequeue => false);
-SELECT pg_temp.try($$SELECT aq.enqueue('deq_q', 'x'::text)$$);
+SELECT try_sql($$SELECT aq.enqueue('deq_q', 'x'::text)$$);
 SELECT payload FROM aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0'));
 SELECT queue_name, enqueue_enabled, dequeue_enabled FROM aq.queues WHERE queue_name = 'deq_q';
 

@@ -1,14 +1,4 @@
 -- Enqueue: payload types, ids in order, properties and options.
--- Runs a statement; returns 'ok' or its SQLSTATE, message and detail.
-CREATE FUNCTION pg_temp.try(statement text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE detail text;
-BEGIN
-  EXECUTE statement;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
-  RETURN SQLSTATE || ': ' || SQLERRM || COALESCE(' (' || NULLIF(detail, '') || ')', '');
-END $$;
 
 CREATE TYPE point_ot AS (x integer, y integer, label text);
 SELECT aq.create_queue_table('composite_qt', 'point_ot');
@@ -60,10 +50,10 @@ SELECT user_data, priority, corrid, exception_queue,
 
 -- Enqueue options: the defaults are accepted, the rest is an error naming the option.
 SELECT aq.enqueue('text_q', 'opts'::text, enqueue_options => aq.enqueue_options()) > 0 AS ok;
-SELECT pg_temp.try($$SELECT aq.enqueue('text_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$);
-SELECT pg_temp.try($$SELECT aq.enqueue('text_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'later'))$$);
-SELECT pg_temp.try($$SELECT aq.enqueue('text_q', 'x'::text, enqueue_options => aq.enqueue_options(delivery_mode => 'buffered'))$$);
-SELECT pg_temp.try($$SELECT aq.enqueue('text_q', 'x'::text, enqueue_options => aq.enqueue_options(delivery_mode => 'carrier pigeon'))$$);
+SELECT try_sql($$SELECT aq.enqueue('text_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$);
+SELECT try_sql($$SELECT aq.enqueue('text_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'later'))$$);
+SELECT try_sql($$SELECT aq.enqueue('text_q', 'x'::text, enqueue_options => aq.enqueue_options(delivery_mode => 'buffered'))$$);
+SELECT try_sql($$SELECT aq.enqueue('text_q', 'x'::text, enqueue_options => aq.enqueue_options(delivery_mode => 'carrier pigeon'))$$);
 
 -- An enqueue belongs to the caller's transaction.
 BEGIN;

@@ -1,14 +1,4 @@
 -- Every error: a specific SQLSTATE and a message naming the problem; nothing committed lost.
--- Runs a statement; returns 'ok' or its SQLSTATE, message and detail.
-CREATE FUNCTION pg_temp.try(statement text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE detail text;
-BEGIN
-  EXECUTE statement;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
-  RETURN SQLSTATE || ': ' || SQLERRM || COALESCE(' (' || NULLIF(detail, '') || ')', '');
-END $$;
 
 CREATE TYPE err_ot AS (message text);
 SELECT aq.create_queue_table('err_qt', 'err_ot');
@@ -17,74 +7,74 @@ SELECT aq.start_queue('err_q');
 SELECT cardinality(aq.enqueue_array('err_q', array_agg(ROW('kept ' || i)::err_ot))) FROM generate_series(1, 5) i;
 
 -- Unknown queue and queue table.
-SELECT pg_temp.try($$SELECT aq.enqueue('no_such_q', ROW('x')::err_ot)$$);
-SELECT pg_temp.try($$SELECT aq.dequeue('no_such_q', NULL::err_ot, aq.dequeue_options(wait => '0'))$$);
-SELECT pg_temp.try($$SELECT * FROM aq.dequeue_array('no_such_q', NULL::err_ot, 1)$$);
-SELECT pg_temp.try($$SELECT aq.start_queue('no_such_q')$$);
-SELECT pg_temp.try($$SELECT aq.create_queue('q2', 'no_such_qt')$$);
-SELECT pg_temp.try($$SELECT aq.drop_queue_table('no_such_qt')$$);
-SELECT pg_temp.try($$SELECT aq.purge_queue_table('no_such_qt')$$);
-SELECT pg_temp.try($$SELECT aq.create_queue_table('bad_type_qt', 'no_such_type')$$);
-SELECT pg_temp.try($$SELECT aq.create_queue_table('bad_type_qt', 'anyelement')$$);
-SELECT pg_temp.try($$SELECT aq.create_queue_table('bad_sort_qt', 'text', sort_list => 'random')$$);
-SELECT pg_temp.try($$SELECT aq.create_queue_table('bad_schema_qt', 'text', queue_table_schema => 'no_such_schema')$$);
+SELECT try_sql($$SELECT aq.enqueue('no_such_q', ROW('x')::err_ot)$$);
+SELECT try_sql($$SELECT aq.dequeue('no_such_q', NULL::err_ot, aq.dequeue_options(wait => '0'))$$);
+SELECT try_sql($$SELECT * FROM aq.dequeue_array('no_such_q', NULL::err_ot, 1)$$);
+SELECT try_sql($$SELECT aq.start_queue('no_such_q')$$);
+SELECT try_sql($$SELECT aq.create_queue('q2', 'no_such_qt')$$);
+SELECT try_sql($$SELECT aq.drop_queue_table('no_such_qt')$$);
+SELECT try_sql($$SELECT aq.purge_queue_table('no_such_qt')$$);
+SELECT try_sql($$SELECT aq.create_queue_table('bad_type_qt', 'no_such_type')$$);
+SELECT try_sql($$SELECT aq.create_queue_table('bad_type_qt', 'anyelement')$$);
+SELECT try_sql($$SELECT aq.create_queue_table('bad_sort_qt', 'text', sort_list => 'random')$$);
+SELECT try_sql($$SELECT aq.create_queue_table('bad_schema_qt', 'text', queue_table_schema => 'no_such_schema')$$);
 
 -- Duplicates.
-SELECT pg_temp.try($$SELECT aq.create_queue_table('err_qt', 'err_ot')$$);
-SELECT pg_temp.try($$SELECT aq.create_queue('err_q', 'err_qt')$$);
+SELECT try_sql($$SELECT aq.create_queue_table('err_qt', 'err_ot')$$);
+SELECT try_sql($$SELECT aq.create_queue('err_q', 'err_qt')$$);
 CREATE TABLE taken (id int);
-SELECT pg_temp.try($$SELECT aq.create_queue_table('taken', 'text')$$);
+SELECT try_sql($$SELECT aq.create_queue_table('taken', 'text')$$);
 SELECT count(*) AS catalog_rows_for_taken FROM aq.queue_tables WHERE queue_table = 'taken';
 
 -- Queue state.
-SELECT pg_temp.try($$SELECT aq.drop_queue('err_q')$$);
-SELECT pg_temp.try($$SELECT aq.drop_queue_table('err_qt')$$);
+SELECT try_sql($$SELECT aq.drop_queue('err_q')$$);
+SELECT try_sql($$SELECT aq.drop_queue_table('err_qt')$$);
 SELECT aq.create_queue('stopped_q', 'err_qt');
-SELECT pg_temp.try($$SELECT aq.enqueue('stopped_q', ROW('x')::err_ot)$$);
-SELECT pg_temp.try($$SELECT aq.dequeue('stopped_q', NULL::err_ot, aq.dequeue_options(wait => '0'))$$);
+SELECT try_sql($$SELECT aq.enqueue('stopped_q', ROW('x')::err_ot)$$);
+SELECT try_sql($$SELECT aq.dequeue('stopped_q', NULL::err_ot, aq.dequeue_options(wait => '0'))$$);
 
 -- Payloads of the wrong type (the queue holds err_ot).
-SELECT pg_temp.try($$SELECT aq.enqueue('err_q', 'text'::text)$$);
-SELECT pg_temp.try($$SELECT aq.enqueue('err_q', ROW('x'))$$);
-SELECT pg_temp.try($$SELECT aq.enqueue_array('err_q', ARRAY[1, 2])$$);
-SELECT pg_temp.try($$SELECT aq.dequeue('err_q', NULL::text, aq.dequeue_options(wait => '0'))$$);
-SELECT pg_temp.try($$SELECT * FROM aq.dequeue_array('err_q', NULL::int, 1)$$);
+SELECT try_sql($$SELECT aq.enqueue('err_q', 'text'::text)$$);
+SELECT try_sql($$SELECT aq.enqueue('err_q', ROW('x'))$$);
+SELECT try_sql($$SELECT aq.enqueue_array('err_q', ARRAY[1, 2])$$);
+SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::text, aq.dequeue_options(wait => '0'))$$);
+SELECT try_sql($$SELECT * FROM aq.dequeue_array('err_q', NULL::int, 1)$$);
 
 -- NULL and multi-dimensional arrays, NULL elements, mismatched property arrays.
-SELECT pg_temp.try($$SELECT aq.enqueue('err_q', NULL::err_ot)$$);
-SELECT pg_temp.try($$SELECT aq.enqueue_array('err_q', NULL::err_ot[])$$);
-SELECT pg_temp.try($$SELECT aq.enqueue_array('err_q', ARRAY[ROW('a')::err_ot, NULL])$$);
-SELECT pg_temp.try($$SELECT aq.enqueue_array('err_q', ARRAY[[ROW('a')::err_ot], [ROW('b')::err_ot]])$$);
-SELECT pg_temp.try($$SELECT aq.enqueue_array('err_q', ARRAY[ROW('a')::err_ot, ROW('b')::err_ot], ARRAY[aq.message_properties()])$$);
-SELECT pg_temp.try($$SELECT aq.enqueue_array('err_q', ARRAY[ROW('a')::err_ot], ARRAY[[aq.message_properties()]])$$);
+SELECT try_sql($$SELECT aq.enqueue('err_q', NULL::err_ot)$$);
+SELECT try_sql($$SELECT aq.enqueue_array('err_q', NULL::err_ot[])$$);
+SELECT try_sql($$SELECT aq.enqueue_array('err_q', ARRAY[ROW('a')::err_ot, NULL])$$);
+SELECT try_sql($$SELECT aq.enqueue_array('err_q', ARRAY[[ROW('a')::err_ot], [ROW('b')::err_ot]])$$);
+SELECT try_sql($$SELECT aq.enqueue_array('err_q', ARRAY[ROW('a')::err_ot, ROW('b')::err_ot], ARRAY[aq.message_properties()])$$);
+SELECT try_sql($$SELECT aq.enqueue_array('err_q', ARRAY[ROW('a')::err_ot], ARRAY[[aq.message_properties()]])$$);
 
 -- Bad option and property values.
-SELECT pg_temp.try($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(dequeue_mode => 'destroy'))$$);
-SELECT pg_temp.try($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(dequeue_mode => 'browse'))$$);
-SELECT pg_temp.try($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(dequeue_mode => 'locked'))$$);
-SELECT pg_temp.try($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(navigation => 'sideways'))$$);
-SELECT pg_temp.try($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(navigation => 'next_transaction'))$$);
-SELECT pg_temp.try($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(visibility => 'immediate'))$$);
-SELECT pg_temp.try($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(wait => '-1 s'))$$);
-SELECT pg_temp.try($$SELECT aq.enqueue('err_q', ROW('x')::err_ot, aq.message_properties(delay => '-5 s'))$$);
-SELECT pg_temp.try($$SELECT aq.enqueue('err_q', ROW('x')::err_ot, aq.message_properties(expiration => '-1 day'))$$);
-SELECT pg_temp.try($$SELECT aq.enqueue_array('err_q', ARRAY[ROW('x')::err_ot], ARRAY[aq.message_properties(delay => '-1 s')])$$);
-SELECT pg_temp.try($$SELECT aq.create_queue('bad_q', 'err_qt', max_retries => -1)$$);
-SELECT pg_temp.try($$SELECT aq.create_queue('bad_q', 'err_qt', retry_delay => '-1 s')$$);
-SELECT pg_temp.try($$SELECT aq.alter_queue('err_q', retention_time => '-1 s')$$);
-SELECT pg_temp.try($$SELECT aq.grant_queue_privilege('SELECT', 'err_q', 'PUBLIC')$$);
-SELECT pg_temp.try($$SELECT aq.grant_queue_privilege('ENQUEUE', 'err_q', 'no_such_role')$$);
+SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(dequeue_mode => 'destroy'))$$);
+SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(dequeue_mode => 'browse'))$$);
+SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(dequeue_mode => 'locked'))$$);
+SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(navigation => 'sideways'))$$);
+SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(navigation => 'next_transaction'))$$);
+SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(visibility => 'immediate'))$$);
+SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(wait => '-1 s'))$$);
+SELECT try_sql($$SELECT aq.enqueue('err_q', ROW('x')::err_ot, aq.message_properties(delay => '-5 s'))$$);
+SELECT try_sql($$SELECT aq.enqueue('err_q', ROW('x')::err_ot, aq.message_properties(expiration => '-1 day'))$$);
+SELECT try_sql($$SELECT aq.enqueue_array('err_q', ARRAY[ROW('x')::err_ot], ARRAY[aq.message_properties(delay => '-1 s')])$$);
+SELECT try_sql($$SELECT aq.create_queue('bad_q', 'err_qt', max_retries => -1)$$);
+SELECT try_sql($$SELECT aq.create_queue('bad_q', 'err_qt', retry_delay => '-1 s')$$);
+SELECT try_sql($$SELECT aq.alter_queue('err_q', retention_time => '-1 s')$$);
+SELECT try_sql($$SELECT aq.grant_queue_privilege('SELECT', 'err_q', 'PUBLIC')$$);
+SELECT try_sql($$SELECT aq.grant_queue_privilege('ENQUEUE', 'err_q', 'no_such_role')$$);
 
 -- array_size out of range.
-SELECT pg_temp.try($$SELECT * FROM aq.dequeue_array('err_q', NULL::err_ot, 0)$$);
-SELECT pg_temp.try($$SELECT * FROM aq.dequeue_array('err_q', NULL::err_ot, -3)$$);
-SELECT pg_temp.try($$SELECT * FROM aq.dequeue_array('err_q', NULL::err_ot, 100001)$$);
-SELECT pg_temp.try($$SELECT * FROM aq.dequeue_array('err_q', NULL::err_ot, NULL)$$);
+SELECT try_sql($$SELECT * FROM aq.dequeue_array('err_q', NULL::err_ot, 0)$$);
+SELECT try_sql($$SELECT * FROM aq.dequeue_array('err_q', NULL::err_ot, -3)$$);
+SELECT try_sql($$SELECT * FROM aq.dequeue_array('err_q', NULL::err_ot, 100001)$$);
+SELECT try_sql($$SELECT * FROM aq.dequeue_array('err_q', NULL::err_ot, NULL)$$);
 
 -- NULL names.
-SELECT pg_temp.try($$SELECT aq.enqueue(NULL, ROW('x')::err_ot)$$);
-SELECT pg_temp.try($$SELECT aq.create_queue(NULL, 'err_qt')$$);
-SELECT pg_temp.try($$SELECT aq.create_queue_table(NULL, 'text')$$);
+SELECT try_sql($$SELECT aq.enqueue(NULL, ROW('x')::err_ot)$$);
+SELECT try_sql($$SELECT aq.create_queue(NULL, 'err_qt')$$);
+SELECT try_sql($$SELECT aq.create_queue_table(NULL, 'text')$$);
 
 -- Nothing committed was lost by any of the failures above.
 SELECT count(*) AS still_queued FROM err_qt;

@@ -1,14 +1,4 @@
 -- Queue and queue-table names are identifiers taken exactly as given, quoted everywhere.
--- Runs a statement; returns 'ok' or its SQLSTATE, message and detail.
-CREATE FUNCTION pg_temp.try(statement text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE detail text;
-BEGIN
-  EXECUTE statement;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
-  RETURN SQLSTATE || ': ' || SQLERRM || COALESCE(' (' || NULLIF(detail, '') || ')', '');
-END $$;
 CREATE TABLE victim (id int);
 INSERT INTO victim VALUES (1);
 
@@ -20,10 +10,10 @@ INSERT INTO odd_names VALUES
 
 -- Each name works as a queue table and as a queue: create, start, enqueue, dequeue.
 SELECT name,
-       pg_temp.try(format('SELECT aq.create_queue_table(%L, %L)', name, 'text')) AS create_table,
-       pg_temp.try(format('SELECT aq.create_queue(%L, %L)', name, name)) AS create_queue,
-       pg_temp.try(format('SELECT aq.start_queue(%L)', name)) AS start,
-       pg_temp.try(format('SELECT aq.enqueue(%L, %L::text)', name, 'hello ' || name)) AS enqueue
+       try_sql(format('SELECT aq.create_queue_table(%L, %L)', name, 'text')) AS create_table,
+       try_sql(format('SELECT aq.create_queue(%L, %L)', name, name)) AS create_queue,
+       try_sql(format('SELECT aq.start_queue(%L)', name)) AS start,
+       try_sql(format('SELECT aq.enqueue(%L, %L::text)', name, 'hello ' || name)) AS enqueue
   FROM odd_names ORDER BY name COLLATE "C";
 SELECT queue_name, (SELECT payload FROM aq.dequeue(queue_name, NULL::text, aq.dequeue_options(wait => '0'))) = 'hello ' || queue_name AS round_trip
   FROM aq.queues ORDER BY queue_name COLLATE "C";
@@ -36,13 +26,13 @@ SELECT count(*) AS unexpected_tables FROM pg_class
    AND relname NOT IN (SELECT queue_table FROM aq.queue_tables) AND relname <> 'victim';
 
 -- Names are limited to 63 bytes (not characters), never silently truncated; empty and NULL fail.
-SELECT pg_temp.try(format('SELECT aq.create_queue_table(%L, %L)', repeat('n', 64), 'text'));
-SELECT pg_temp.try(format('SELECT aq.create_queue(%L, %L)', repeat('é', 32), 'Mixed Case'));
-SELECT pg_temp.try($$SELECT aq.create_queue('', 'Mixed Case')$$);
-SELECT pg_temp.try($$SELECT aq.create_queue_table('', 'text')$$);
-SELECT pg_temp.try(format('SELECT aq.enqueue(%L, %L::text)', repeat('n', 64), 'x'));
-SELECT pg_temp.try($$SELECT aq.enqueue('', 'x'::text)$$);
-SELECT pg_temp.try($$SELECT aq.create_queue(NULL, 'Mixed Case')$$);
+SELECT try_sql(format('SELECT aq.create_queue_table(%L, %L)', repeat('n', 64), 'text'));
+SELECT try_sql(format('SELECT aq.create_queue(%L, %L)', repeat('é', 32), 'Mixed Case'));
+SELECT try_sql($$SELECT aq.create_queue('', 'Mixed Case')$$);
+SELECT try_sql($$SELECT aq.create_queue_table('', 'text')$$);
+SELECT try_sql(format('SELECT aq.enqueue(%L, %L::text)', repeat('n', 64), 'x'));
+SELECT try_sql($$SELECT aq.enqueue('', 'x'::text)$$);
+SELECT try_sql($$SELECT aq.create_queue(NULL, 'Mixed Case')$$);
 
 -- Case matters, as for quoted identifiers: 'Mixed Case' and 'mixed case' are two queues.
 SELECT queue_name FROM aq.queues WHERE lower(queue_name) = 'mixed case' ORDER BY 1 COLLATE "C";

@@ -1,27 +1,17 @@
 -- Waiting: no wait, a bounded wait, cancel by statement_timeout.  (Wake-ups by a concurrent
 -- commit are in the isolation specs.)
--- Runs a statement; returns 'ok' or its SQLSTATE, message and detail.
-CREATE FUNCTION pg_temp.try(statement text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE detail text;
-BEGIN
-  EXECUTE statement;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
-  RETURN SQLSTATE || ': ' || SQLERRM || COALESCE(' (' || NULLIF(detail, '') || ')', '');
-END $$;
 SELECT aq.create_queue_table('wait_qt', 'text');
 SELECT aq.create_queue('wait_q', 'wait_qt');
 SELECT aq.start_queue('wait_q');
 
 -- wait => '0': at once.
 CREATE TEMP TABLE t AS SELECT clock_timestamp() AS started;
-SELECT pg_temp.try($$SELECT aq.dequeue('wait_q', NULL::text, aq.dequeue_options(wait => '0'))$$);
+SELECT try_sql($$SELECT aq.dequeue('wait_q', NULL::text, aq.dequeue_options(wait => '0'))$$);
 SELECT clock_timestamp() - started < interval '0.5 s' AS returned_at_once FROM t;
 
 -- wait => '0.3 s': waits about that long, then QA228.
 UPDATE t SET started = clock_timestamp();
-SELECT pg_temp.try($$SELECT * FROM aq.dequeue_array('wait_q', NULL::text, 10, aq.dequeue_options(wait => '0.3 s'))$$);
+SELECT try_sql($$SELECT * FROM aq.dequeue_array('wait_q', NULL::text, 10, aq.dequeue_options(wait => '0.3 s'))$$);
 SELECT clock_timestamp() - started >= interval '0.3 s' AS waited,
        clock_timestamp() - started < interval '3 s' AS not_too_long FROM t;
 
