@@ -90,6 +90,34 @@ SELECT try_sql($$SELECT aq.enqueue('deq_q', 'x'::text)$$);
 SELECT payload FROM aq.dequeue('deq_q', NULL::text, aq.dequeue_options(wait => '0'));
 SELECT queue_name, enqueue_enabled, dequeue_enabled FROM aq.queues WHERE queue_name = 'deq_q';
 
+-- A payload stored out of line (TOAST) stays readable after the dequeue deleted it: later in
+-- the transaction, after COMMIT, and after VACUUM removed the deleted rows.
+SELECT aq.create_queue_table('big_qt', 'bytea');
+SELECT aq.create_queue('big_q', 'big_qt');
+SELECT aq.start_queue('big_q');
+SELECT aq.enqueue('big_q', (SELECT string_agg(decode(md5(i::text), 'hex'), ''::bytea) FROM generate_series(1, 20000) i)) AS msgid;
+SELECT pg_column_size(user_data) AS stored_bytes FROM big_qt;
+DO $$
+DECLARE m record;
+BEGIN
+  SELECT * INTO m FROM aq.dequeue('big_q', NULL::bytea, aq.dequeue_options(wait => '0'));
+  CREATE TEMP TABLE another_command AS SELECT 1;
+  RAISE NOTICE 'after the dequeue: % bytes, md5 %', length(m.payload), md5(m.payload);
+END $$;
+SELECT aq.enqueue('big_q', (SELECT string_agg(decode(md5(i::text), 'hex'), ''::bytea) FROM generate_series(1, 20000) i)) AS msgid;
+BEGIN;
+DECLARE big CURSOR WITH HOLD FOR SELECT * FROM aq.dequeue_array('big_q', NULL::bytea, 10, aq.dequeue_options(wait => '0'));
+COMMIT;
+VACUUM big_qt;
+DO $$
+DECLARE c refcursor := 'big'; m record;
+BEGIN
+  FETCH c INTO m;
+  RAISE NOTICE 'held cursor after COMMIT and VACUUM: % bytes, md5 %', length(m.payload), md5(m.payload);
+END $$;
+CLOSE big;
+
 SELECT aq.stop_queue('deq_q');
 SELECT aq.drop_queue('deq_q');
 SELECT aq.drop_queue_table('deq_qt');
+SELECT aq.drop_queue_table('big_qt', force => true);

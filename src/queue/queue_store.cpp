@@ -8,6 +8,9 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "nodes/params.h"
+#include "nodes/parsenodes.h"
+#include "tcop/dest.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/array.h"
@@ -248,8 +251,11 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         memcpy(argtypes, dequeue_types, sizeof argtypes);
         nargs = 7;
     }
+    // A generic plan: with LIMIT $3 and a growing queue, custom plans would be re-planned
+    // on every call (their estimated cost never beats the generic one); the plan shape
+    // (index scan, LockRows, Limit; TID scan) is right for every parameter value.
     char* sql = build_sql(q, statement);
-    SPIPlanPtr plan = SPI_prepare(sql, nargs, argtypes);
+    SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
     if (!plan) elog(ERROR, "aq: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
     SPI_keepplan(plan);
     entry->plan = plan;
@@ -297,6 +303,31 @@ struct ClaimArgs {
     const Position* after;  // nullptr: from the head of the queue
 };
 
+// The executor hands each dequeued row straight to the request's sink (no SPI result
+// set in between) and remembers the last row for the navigation position.  Called by
+// PostgreSQL: plain data only, and nothing here throws.
+struct SinkReceiver {
+    DestReceiver pub;  // first member: PostgreSQL sees a DestReceiver*
+    const DequeueRequest* request;
+    int rows;
+    TimestampTz last_enq_time;
+    int64 last_msgid;
+};
+
+bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
+    auto* r = reinterpret_cast<SinkReceiver*>(self);
+    slot_getallattrs(slot);
+    DequeuedRow row{slot->tts_values[0], slot->tts_values[1], slot->tts_values[2]};
+    r->request->sink(r->request->sink_context, row);
+    r->rows++;
+    r->last_msgid = DatumGetInt64(slot->tts_values[0]);
+    r->last_enq_time = DatumGetTimestampTz(slot->tts_values[3]);
+    return true;
+}
+void receiver_startup(DestReceiver*, int, TupleDesc) {}
+void receiver_shutdown(DestReceiver*) {}
+void receiver_destroy(DestReceiver*) {}
+
 // One claim-and-delete statement; passes the rows to the sink. Requires SPI.
 int claim(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
@@ -306,47 +337,51 @@ int claim(const ClaimArgs& a) {
     if (o.correlation) filters |= by_correlation;
     SPIPlanPtr plan = statement_plan(*a.queue, dequeue_base + filters, InvalidOid);
 
-    Datum args[7];
-    char nulls[7];
-    memset(nulls, 'n', sizeof nulls);
-    args[0] = Int32GetDatum(a.queue->queue_id);
-    args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-    args[2] = Int64GetDatum(a.request->array_size);
-    nulls[0] = nulls[1] = nulls[2] = ' ';
+    static const Oid types[7] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID};
+    ParamListInfo params = makeParamList(7);
+    for (int i = 0; i < 7; i++) {
+        params->params[i].ptype = types[i];
+        params->params[i].pflags = PARAM_FLAG_CONST;
+        params->params[i].isnull = true;
+        params->params[i].value = (Datum)0;
+    }
+    auto set = [params](int i, Datum value) {
+        params->params[i].value = value;
+        params->params[i].isnull = false;
+    };
+    set(0, Int32GetDatum(a.queue->queue_id));
+    set(1, TimestampTzGetDatum(GetCurrentTimestamp()));
+    set(2, Int64GetDatum(a.request->array_size));
     if (a.after) {
-        args[3] = TimestampTzGetDatum(a.after->enq_time);
-        args[4] = Int64GetDatum(a.after->msgid);
-        nulls[3] = nulls[4] = ' ';
+        set(3, TimestampTzGetDatum(a.after->enq_time));
+        set(4, Int64GetDatum(a.after->msgid));
     }
-    if (o.msgid) {
-        args[5] = Int64GetDatum(*o.msgid);
-        nulls[5] = ' ';
-    }
-    if (o.correlation) {
-        args[6] = CStringGetTextDatum(o.correlation);
-        nulls[6] = ' ';
-    }
-    int rc = SPI_execute_plan(plan, args, nulls, false, 0);
-    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: dequeue statement failed: %s", SPI_result_code_string(rc));
+    if (o.msgid) set(5, Int64GetDatum(*o.msgid));
+    if (o.correlation) set(6, CStringGetTextDatum(o.correlation));
 
-    int n = static_cast<int>(SPI_processed);
-    if (n == 0) return 0;
-    TupleDesc desc = SPI_tuptable->tupdesc;
-    bool isnull;
-    for (int i = 0; i < n; i++) {
-        HeapTuple row = SPI_tuptable->vals[i];
-        DequeuedRow out;
-        out.msgid = SPI_getbinval(row, desc, 1, &isnull);
-        out.payload = SPI_getbinval(row, desc, 2, &isnull);
-        out.properties = SPI_getbinval(row, desc, 3, &isnull);
-        a.request->sink(a.request->sink_context, out);
+    SinkReceiver receiver;
+    memset(&receiver, 0, sizeof receiver);
+    receiver.pub.receiveSlot = receive_row;
+    receiver.pub.rStartup = receiver_startup;
+    receiver.pub.rShutdown = receiver_shutdown;
+    receiver.pub.rDestroy = receiver_destroy;
+    receiver.pub.mydest = DestNone;
+    receiver.request = a.request;
+
+    SPIExecuteOptions options;
+    memset(&options, 0, sizeof options);
+    options.params = params;
+    options.read_only = false;
+    options.dest = &receiver.pub;
+    int rc = SPI_execute_plan_extended(plan, &options);
+    // SPI reports a query whose rows went to another DestReceiver as SPI_OK_UTILITY.
+    if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "aq: dequeue statement failed: %s", SPI_result_code_string(rc));
+
+    if (receiver.rows > 0) {
+        remember_position(a.queue->queue_id, receiver.last_enq_time, receiver.last_msgid);
+        wakeup::note_dequeue(a.queue->queue_id);
     }
-    HeapTuple last = SPI_tuptable->vals[n - 1];
-    remember_position(a.queue->queue_id, DatumGetTimestampTz(SPI_getbinval(last, desc, 4, &isnull)),
-                      DatumGetInt64(SPI_getbinval(last, desc, 1, &isnull)));
-    wakeup::note_dequeue(a.queue->queue_id);
-    SPI_freetuptable(SPI_tuptable);
-    return n;
+    return receiver.rows;
 }
 
 }  // namespace
