@@ -1,9 +1,13 @@
 -- aq 0.1.0: Oracle Advanced Queuing (DBMS_AQADM / DBMS_AQ) with array enqueue/dequeue.
 \echo Use "CREATE EXTENSION aq" to load this file. \quit
 
--- Everything lives in schema aq (the control file creates it).  Every reference below is
+-- Everything lives in schema aq, created here so that it belongs to the extension (DROP
+-- EXTENSION removes it; a pre-existing schema aq makes CREATE EXTENSION fail rather than
+-- adopt objects someone else created).  Every reference below is
 -- schema-qualified, and every function runs with search_path = pg_catalog, pg_temp, so
 -- nothing here depends on the caller's search_path.
+
+CREATE SCHEMA aq;
 
 ------------------------------------------------------------------------------ catalog
 

@@ -7,8 +7,10 @@ SELECT plan(107);
 
 SELECT has_extension('aq', 'extension aq is installed');
 SELECT has_schema('aq', 'schema aq exists');
-SELECT is((SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-            WHERE e.extname = 'aq'), 'aq', 'extension aq lives in schema aq');
+SELECT ok(EXISTS (SELECT FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+                   WHERE d.classid = 'pg_namespace'::regclass AND d.objid = 'aq'::regnamespace
+                     AND d.refclassid = 'pg_extension'::regclass AND e.extname = 'aq' AND d.deptype = 'e'),
+          'schema aq belongs to extension aq (DROP EXTENSION removes it)');
 
 ------------------------------------------------------------------------------ functions: exact signatures
 
