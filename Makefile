@@ -8,6 +8,7 @@ OBJS = \
 	src/pg/guard.o \
 	src/pg/module.o \
 	src/pg/queue_functions.o \
+	src/queue/bulk_enqueue.o \
 	src/queue/options.o \
 	src/queue/queue_store.o \
 	src/queue/wakeup.o

@@ -61,5 +61,28 @@ SELECT aq.enqueue('text_q', 'rolled back'::text) > 0 AS enqueued;
 ROLLBACK;
 SELECT count(*) FROM text_qt WHERE user_data = 'rolled back';
 
+-- Array enqueue takes the multi-insert path; constraints a user adds still hold there.
+ALTER TABLE text_qt ADD CONSTRAINT priority_below_100 CHECK (priority < 100);
+SELECT split_part(try_sql($$SELECT aq.enqueue_array('text_q', ARRAY['ok', 'too high'], ARRAY[aq.message_properties(), aq.message_properties(priority => 100)])$$), ' (Failing row', 1) AS error;
+SELECT count(*) AS kept_nothing FROM text_qt WHERE user_data IN ('ok', 'too high');
+-- A queue table with a trigger (or RLS, or columns of its own) is written by an INSERT
+-- statement instead, so the trigger runs for every message.
+CREATE TABLE audit (msgid bigint, body text);
+CREATE FUNCTION audit_enqueue() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO audit VALUES (NEW.msgid, NEW.user_data);
+  RETURN NEW;
+END $$;
+CREATE TRIGGER audit_enqueue AFTER INSERT ON text_qt FOR EACH ROW EXECUTE FUNCTION audit_enqueue();
+CREATE TEMP TABLE audited_ids AS SELECT aq.enqueue_array('text_q', ARRAY['audited 1', 'audited 2']) AS ids;
+SELECT ids = ARRAY(SELECT msgid FROM audit ORDER BY msgid) AS same_ids FROM audited_ids;
+SELECT body FROM audit ORDER BY msgid;
+ALTER TABLE text_qt ADD COLUMN note text DEFAULT 'user column';
+SELECT cardinality(aq.enqueue_array('text_q', ARRAY['with a user column'])) AS enqueued;
+SELECT user_data, note FROM text_qt WHERE user_data = 'with a user column';
+SELECT payload FROM aq.dequeue_array('text_q', NULL::text, 100, aq.dequeue_options(wait => '0')) WHERE payload LIKE 'audited%' OR payload LIKE 'with%';
+DROP TABLE audit;
+
 SELECT aq.drop_queue_table(queue_table, force => true) FROM aq.queue_tables ORDER BY queue_table_id;
 DROP TYPE point_ot;
+DROP FUNCTION audit_enqueue();

@@ -26,6 +26,7 @@ extern "C" {
 #include <string>
 
 #include "pg/guard.hpp"
+#include "queue/bulk_enqueue.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/wakeup.hpp"
 
@@ -384,6 +385,30 @@ int claim(const ClaimArgs& a) {
     return receiver.rows;
 }
 
+// The multi-insert path (bulk_enqueue.hpp); false if the table is not eligible.
+bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz enq_time, int count,
+                     MemoryContext result_context, ArrayType** result) {
+    int16 typlen;
+    bool typbyval;
+    char typalign;
+    get_typlenbyvalalign(r.payload_type, &typlen, &typbyval, &typalign);
+    Datum* payloads;
+    int n;
+    deconstruct_array(r.payloads, r.payload_type, typlen, typbyval, typalign, &payloads, nullptr, &n);
+    Datum* properties = nullptr;
+    bool* properties_null = nullptr;
+    if (r.properties)
+        deconstruct_array(r.properties, ARR_ELEMTYPE(r.properties), -1, false, TYPALIGN_DOUBLE, &properties,
+                          &properties_null, &n);
+    Datum* ids = static_cast<Datum*>(palloc(sizeof(Datum) * count));
+    BulkEnqueue request{q.relid, q.payload_type, q.queue_id, enq_time, count, payloads, properties, properties_null, ids};
+    if (!bulk_enqueue(request)) return false;
+    MemoryContext spi_context = MemoryContextSwitchTo(result_context);
+    *result = construct_array(ids, count, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+    MemoryContextSwitchTo(spi_context);
+    return true;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- public
@@ -407,11 +432,19 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
                 result = construct_empty_array(INT8OID);
             return;
         }
+        TimestampTz enq_time = GetCurrentTimestamp();
+        if (enqueue_in_bulk(r, q, enq_time, count, caller_context, &result)) {
+            wakeup::note_enqueue(q.queue_id);
+            SPI_finish();
+            return;
+        }
+
+        // The queue table has triggers, RLS or columns of its own: one INSERT statement.
         Oid properties_array_type = r.properties ? ARR_ELEMTYPE(r.properties) : InvalidOid;
         if (OidIsValid(properties_array_type)) properties_array_type = get_array_type(properties_array_type);
         SPIPlanPtr plan =
             statement_plan(q, r.properties ? enqueue_with_properties : enqueue_plain, properties_array_type);
-        Datum args[4] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(GetCurrentTimestamp()),
+        Datum args[4] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(enq_time),
                          PointerGetDatum(r.payloads), PointerGetDatum(r.properties)};
         int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
         if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "aq: enqueue failed: %s", SPI_result_code_string(rc));

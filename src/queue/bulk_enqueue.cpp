@@ -1,0 +1,198 @@
+// See bulk_enqueue.hpp for the protocol.  Called inside pg::call: plain data only.
+extern "C" {
+#include "postgres.h"
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/execnodes.h"
+#include "nodes/bitmapset.h"
+#include "nodes/parsenodes.h"
+#include "access/sysattr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+}
+
+#include <algorithm>
+
+#include "queue/bulk_enqueue.hpp"
+
+namespace aq::queue {
+
+namespace {
+
+constexpr int batch_rows = 1000;  // as COPY's MAX_BUFFERED_TUPLES
+
+// The columns of a queue table, in the order aq.create_queue_table creates them.
+enum Column {
+    col_msgid,
+    col_q_id,
+    col_enq_time,
+    col_priority,
+    col_delay,
+    col_expiration,
+    col_corrid,
+    col_retry_count,
+    col_exception_queue,
+    col_enq_uid,
+    col_user_data,
+    column_count
+};
+
+struct ColumnShape {
+    const char* name;
+    Oid type;  // InvalidOid: the payload type
+};
+
+const ColumnShape queue_table_shape[column_count] = {
+    {"msgid", INT8OID},       {"q_id", INT4OID},           {"enq_time", TIMESTAMPTZOID},
+    {"priority", INT4OID},    {"delay", TIMESTAMPTZOID},   {"expiration", TIMESTAMPTZOID},
+    {"corrid", TEXTOID},      {"retry_count", INT4OID},    {"exception_queue", TEXTOID},
+    {"enq_uid", TEXTOID},     {"user_data", InvalidOid},
+};
+
+bool has_queue_table_shape(Relation rel, Oid payload_type) {
+    TupleDesc desc = RelationGetDescr(rel);
+    if (rel->rd_rel->relkind != RELKIND_RELATION || desc->natts != column_count) return false;
+    for (int i = 0; i < column_count; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        Oid expected = OidIsValid(queue_table_shape[i].type) ? queue_table_shape[i].type : payload_type;
+        if (att->attisdropped || att->atttypid != expected || strcmp(NameStr(att->attname), queue_table_shape[i].name) != 0)
+            return false;
+    }
+    return true;
+}
+
+bool eligible(Relation rel, Oid payload_type) {
+    return has_queue_table_shape(rel, payload_type) && rel->trigdesc == nullptr &&
+           check_enable_rls(RelationGetRelid(rel), InvalidOid, false) != RLS_ENABLED;
+}
+
+void check_privileges(Relation rel) {
+    Oid namespace_oid = RelationGetNamespace(rel);
+    AclResult acl = pg_namespace_aclcheck(namespace_oid, GetUserId(), ACL_USAGE);
+    if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_SCHEMA, get_namespace_name(namespace_oid));
+    acl = pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_INSERT);
+    if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, RelationGetRelationName(rel));
+}
+
+Datum field(HeapTupleHeader row, int attno, bool* isnull) {
+    return GetAttributeByNum(row, static_cast<AttrNumber>(attno), isnull);
+}
+
+// Fills one row's values; the message properties as aq.message_properties defines them
+// (attribute 1 priority, 2 delay, 3 expiration, 4 correlation, 6 exception_queue).
+void fill_row(const BulkEnqueue& r, int i, Datum msgid, Datum enq_uid, Datum* v, bool* isnull) {
+    for (int c = 0; c < column_count; c++) isnull[c] = true;
+    v[col_msgid] = msgid;
+    v[col_q_id] = Int32GetDatum(r.queue_id);
+    v[col_enq_time] = TimestampTzGetDatum(r.enq_time);
+    v[col_priority] = Int32GetDatum(1);
+    v[col_retry_count] = Int32GetDatum(0);
+    v[col_enq_uid] = enq_uid;
+    v[col_user_data] = r.payloads[i];
+    for (int c : {col_msgid, col_q_id, col_enq_time, col_priority, col_retry_count, col_enq_uid, col_user_data})
+        isnull[c] = false;
+    if (!r.properties || r.properties_null[i]) return;
+
+    HeapTupleHeader props = DatumGetHeapTupleHeader(r.properties[i]);
+    bool null;
+    Datum priority = field(props, 1, &null);
+    if (!null) v[col_priority] = priority;
+    Datum ready_at = TimestampTzGetDatum(r.enq_time);
+    Datum delay = field(props, 2, &null);
+    if (!null) {
+        ready_at = DirectFunctionCall2(timestamptz_pl_interval, ready_at, delay);
+        v[col_delay] = ready_at;
+        isnull[col_delay] = false;
+    }
+    Datum expiration = field(props, 3, &null);
+    if (!null) {
+        v[col_expiration] = DirectFunctionCall2(timestamptz_pl_interval, ready_at, expiration);
+        isnull[col_expiration] = false;
+    }
+    v[col_corrid] = field(props, 4, &isnull[col_corrid]);
+    v[col_exception_queue] = field(props, 6, &isnull[col_exception_queue]);
+}
+
+}  // namespace
+
+bool bulk_enqueue(const BulkEnqueue& r) {
+    Relation rel = table_open(r.relid, RowExclusiveLock);
+    if (!eligible(rel, r.payload_type)) {
+        table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
+        return false;
+    }
+    check_privileges(rel);
+    Oid msgid_sequence = getIdentitySequence(r.relid, col_msgid + 1, false);
+
+    // A range table entry for the queue table, as COPY makes one: constraint failures
+    // describe the inserted columns from it.
+    RangeTblEntry* rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = r.relid;
+    rte->relkind = rel->rd_rel->relkind;
+    rte->rellockmode = RowExclusiveLock;
+    rte->requiredPerms = ACL_INSERT;
+    for (int attno = 1; attno <= column_count; attno++)
+        rte->insertedCols = bms_add_member(rte->insertedCols, attno - FirstLowInvalidHeapAttributeNumber);
+    EState* estate = CreateExecutorState();
+    ExecInitRangeTable(estate, list_make1(rte));
+    ResultRelInfo* result_rel = makeNode(ResultRelInfo);
+    InitResultRelInfo(result_rel, rel, 1, nullptr, 0);
+    ExecOpenIndices(result_rel, false);
+    bool check_constraints = RelationGetDescr(rel)->constr != nullptr;
+
+    int slot_count = std::min(r.count, batch_rows);
+    TupleTableSlot** slots = static_cast<TupleTableSlot**>(palloc(sizeof(TupleTableSlot*) * slot_count));
+    for (int i = 0; i < slot_count; i++) slots[i] = table_slot_create(rel, nullptr);
+    BulkInsertState bulk_state = GetBulkInsertState();
+    CommandId command = GetCurrentCommandId(true);
+    Datum enq_uid = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
+    MemoryContext batch_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk enqueue", ALLOCSET_DEFAULT_SIZES);
+
+    for (int start = 0; start < r.count; start += batch_rows) {
+        CHECK_FOR_INTERRUPTS();
+        int n = std::min(batch_rows, r.count - start);
+        MemoryContext outer = MemoryContextSwitchTo(batch_context);
+        for (int j = 0; j < n; j++) {
+            TupleTableSlot* slot = slots[j];
+            ExecClearTuple(slot);
+            Datum msgid = Int64GetDatum(nextval_internal(msgid_sequence, false));
+            r.msgids_out[start + j] = msgid;
+            fill_row(r, start + j, msgid, enq_uid, slot->tts_values, slot->tts_isnull);
+            ExecStoreVirtualTuple(slot);
+            if (check_constraints) ExecConstraints(result_rel, slot, estate);
+        }
+        table_multi_insert(rel, slots, n, command, 0, bulk_state);
+        for (int j = 0; j < n; j++) {
+            List* recheck = ExecInsertIndexTuples(result_rel, slots[j], estate, false, false, nullptr, NIL);
+            list_free(recheck);
+            ResetPerTupleExprContext(estate);
+        }
+        MemoryContextSwitchTo(outer);
+        MemoryContextReset(batch_context);
+    }
+
+    FreeBulkInsertState(bulk_state);
+    for (int i = 0; i < slot_count; i++) ExecDropSingleTupleTableSlot(slots[i]);
+    ExecCloseIndices(result_rel);
+    FreeExecutorState(estate);
+    MemoryContextDelete(batch_context);
+    table_close(rel, NoLock);
+    CommandCounterIncrement();  // later commands of this transaction see the messages
+    return true;
+}
+
+}  // namespace aq::queue

@@ -1,0 +1,44 @@
+// Bulk enqueue: COPY's multi-insert path applied to a queue table.
+//
+// Protocol.  The queue table is opened with RowExclusiveLock and checked: it must still
+// have exactly the columns aq.create_queue_table made (names, order, types), no
+// triggers, and no row-level security for the current user.  If it does not, nothing
+// is done and false is returned: the caller then runs the equivalent INSERT statement,
+// so triggers, RLS and user-added columns with defaults keep their SQL meaning.
+// Otherwise, with the caller's privileges checked (USAGE on the schema, INSERT on the
+// table; 42501 as for a plain INSERT):
+//   - message ids come from the msgid identity sequence, one nextval per message, in
+//     payload order;
+//   - rows are built in virtual slots, CHECK/NOT NULL constraints are evaluated, and
+//     every `batch_rows` rows go to table_multi_insert() with one BulkInsertState (one
+//     WAL record per heap page instead of one per row), followed by the index
+//     entries of that batch (ExecInsertIndexTuples: unique checks as usual);
+//   - a per-batch memory context is reset after each batch, and interrupts are
+//     checked between batches.
+// All of it is in the caller's transaction: visible at commit, gone on rollback.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "access/htup_details.h"
+#include "utils/timestamp.h"
+}
+
+namespace aq::queue {
+
+struct BulkEnqueue {
+    Oid relid;
+    Oid payload_type;
+    int32 queue_id;
+    TimestampTz enq_time;
+    int count;
+    const Datum* payloads;
+    const Datum* properties;       // aq.message_properties per payload, or nullptr
+    const bool* properties_null;   // with properties
+    Datum* msgids_out;             // count entries, filled in payload order
+};
+
+// May raise PostgreSQL errors: call it inside pg::call.
+bool bulk_enqueue(const BulkEnqueue& request);
+
+}  // namespace aq::queue
