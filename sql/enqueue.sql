@@ -82,7 +82,21 @@ SELECT cardinality(aq.enqueue_array('text_q', ARRAY['with a user column'])) AS e
 SELECT user_data, note FROM text_qt WHERE user_data = 'with a user column';
 SELECT payload FROM aq.dequeue_array('text_q', NULL::text, 100, aq.dequeue_options(wait => '0')) WHERE payload LIKE 'audited%' OR payload LIKE 'with%';
 DROP TABLE audit;
+-- Row-level security applies to enqueue as to any INSERT by that role.
+CREATE ROLE aq_rls_user;
+SELECT aq.grant_queue_privilege('ENQUEUE', 'jsonb_q', 'aq_rls_user');
+ALTER TABLE jsonb_qt ENABLE ROW LEVEL SECURITY;
+CREATE POLICY enqueue_ok_only ON jsonb_qt FOR INSERT TO aq_rls_user WITH CHECK (user_data ? 'ok');
+CREATE POLICY see_all ON jsonb_qt FOR SELECT TO aq_rls_user USING (true);
+SET ROLE aq_rls_user;
+SELECT cardinality(aq.enqueue_array('jsonb_q', ARRAY['{"ok": 1}'::jsonb, '{"ok": 2}'])) AS enqueued;
+SELECT try_sql($$SELECT aq.enqueue_array('jsonb_q', ARRAY['{"ok": 3}'::jsonb, '{"bad": 4}'])$$);
+RESET ROLE;
+SELECT user_data FROM jsonb_qt ORDER BY msgid;
+DROP POLICY enqueue_ok_only ON jsonb_qt;
+DROP POLICY see_all ON jsonb_qt;
 
 SELECT aq.drop_queue_table(queue_table, force => true) FROM aq.queue_tables ORDER BY queue_table_id;
 DROP TYPE point_ot;
 DROP FUNCTION audit_enqueue();
+DROP ROLE aq_rls_user;
