@@ -1,8 +1,10 @@
 // Enqueue and dequeue over a queue table (an ordinary heap table, see the install
 // script's aq.create_queue_table).
 //
-// Each operation is one SPI statement, prepared once per backend and queue table:
-//   enqueue_array  INSERT ... SELECT FROM unnest(payloads[, properties]) RETURNING msgid
+// Enqueue goes through COPY's multi-insert path (bulk_enqueue.hpp); a queue table that
+// has triggers, row-level security or columns of its own gets the equivalent statement
+//   INSERT ... SELECT FROM unnest(payloads[, properties]) RETURNING msgid.
+// Dequeue is one SPI statement, prepared once per backend and queue table (generic plan):
 //   dequeue        WITH claimed AS MATERIALIZED (SELECT ctid ... ORDER BY q_id, enq_time,
 //                  msgid LIMIT n FOR UPDATE SKIP LOCKED)
 //                  DELETE ... WHERE ctid = ANY(ARRAY(SELECT ctid FROM claimed)) RETURNING ...
