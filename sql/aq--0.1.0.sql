@@ -15,7 +15,10 @@ CREATE SCHEMA aq;
 CREATE TABLE aq.queue_tables (
     queue_table_id  integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue_table     text NOT NULL UNIQUE CHECK (octet_length(queue_table) BETWEEN 1 AND 63),
-    table_schema    text NOT NULL,
+    table_schema    text NOT NULL CHECK (octet_length(table_schema) BETWEEN 1 AND 63),
+    -- The table itself, by OID: a table later created under the same name is never taken
+    -- for it (regclass is dumped as a name and restored as the new OID).
+    relid           regclass NOT NULL,
     payload_type    regtype NOT NULL,
     sort_list       text NOT NULL DEFAULT 'enq_time',
     comment         text,
@@ -39,6 +42,8 @@ CREATE INDEX ON aq.queues (queue_table_id);
 -- pg_dump keeps the catalog's rows (the queue tables themselves are user tables).
 SELECT pg_catalog.pg_extension_config_dump('aq.queue_tables', '');
 SELECT pg_catalog.pg_extension_config_dump('aq.queues', '');
+SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('aq.queue_tables', 'queue_table_id'), '');
+SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('aq.queues', 'queue_id'), '');
 
 ------------------------------------------------------------------------------ types
 
@@ -135,6 +140,22 @@ BEGIN
     RETURN q;
 END $$;
 
+-- The queue table's relation, or an error if it was dropped behind aq's back.
+CREATE FUNCTION aq._queue_relation(t aq.queue_tables) RETURNS regclass
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
+        RAISE EXCEPTION 'the table of queue table "%" does not exist', t.queue_table
+            USING ERRCODE = 'undefined_table',
+                  DETAIL = 'It was dropped outside aq.drop_queue_table.';
+    END IF;
+    RETURN t.relid;
+END $$;
+
+-- Wakes the dequeues waiting on a queue when this transaction commits (stop/drop).
+CREATE FUNCTION aq._wake_waiters(queue_id integer) RETURNS void
+LANGUAGE c VOLATILE STRICT AS 'MODULE_PATHNAME', 'aq_wake_waiters';
+
 CREATE FUNCTION aq._check_interval(what text, value interval) RETURNS void
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -164,6 +185,7 @@ BEGIN
         RAISE EXCEPTION 'queue_table_schema must not be NULL' USING ERRCODE = 'null_value_not_allowed',
             HINT = 'No schema is selected: set search_path or pass queue_table_schema.';
     END IF;
+    PERFORM aq._check_name('queue_table_schema', queue_table_schema);
     IF sort_list IS NULL OR lower(replace(sort_list, ' ', '')) <> 'enq_time' THEN
         RAISE EXCEPTION 'invalid sort_list: "%"', sort_list USING ERRCODE = 'invalid_parameter_value',
             DETAIL = 'Valid values are enq_time.';
@@ -174,6 +196,12 @@ BEGIN
     IF (SELECT typtype FROM pg_type WHERE oid = queue_payload_type) = 'p' THEN
         RAISE EXCEPTION 'queue_payload_type % is a pseudo-type', queue_payload_type
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (SELECT typarray FROM pg_type WHERE oid = queue_payload_type) = 0 THEN
+        RAISE EXCEPTION 'queue_payload_type % has no array type', queue_payload_type
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'enqueue_array and dequeue_array need arrays of the payload type.',
+                  HINT = 'Wrap it in a composite type, e.g. CREATE TYPE t AS (items integer[]).';
     END IF;
 
     EXECUTE format(
@@ -195,8 +223,9 @@ BEGIN
     EXECUTE format('COMMENT ON TABLE %I.%I IS %L', queue_table_schema, queue_table,
                    coalesce(comment, format('aq queue table of %s', queue_payload_type)));
 
-    INSERT INTO aq.queue_tables (queue_table, table_schema, payload_type, sort_list, comment)
-    VALUES (queue_table, queue_table_schema, queue_payload_type, 'enq_time', comment);
+    INSERT INTO aq.queue_tables (queue_table, table_schema, relid, payload_type, sort_list, comment)
+    VALUES (queue_table, queue_table_schema, format('%I.%I', queue_table_schema, queue_table)::regclass,
+            queue_payload_type, 'enq_time', comment);
 END $$;
 
 CREATE FUNCTION aq.drop_queue_table(queue_table text, force boolean DEFAULT false)
@@ -211,9 +240,12 @@ BEGIN
             USING ERRCODE = 'dependent_objects_still_exist',
                   HINT = 'Drop the queues first, or pass force => true.';
     END IF;
+    PERFORM aq._wake_waiters(q.queue_id) FROM aq.queues q WHERE q.queue_table_id = t.queue_table_id;
     DELETE FROM aq.queues q WHERE q.queue_table_id = t.queue_table_id;
     DELETE FROM aq.queue_tables qt WHERE qt.queue_table_id = t.queue_table_id;
-    EXECUTE format('DROP TABLE IF EXISTS %I.%I', t.table_schema, t.queue_table);
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
+        EXECUTE format('DROP TABLE %s', t.relid);
+    END IF;
 END $$;
 
 -- Removes every message of the queue table, or of one of its queues; returns the count.
@@ -225,14 +257,14 @@ DECLARE
     purged bigint;
 BEGIN
     IF queue_name IS NULL THEN
-        EXECUTE format('DELETE FROM %I.%I', t.table_schema, t.queue_table);
+        EXECUTE format('DELETE FROM %s', aq._queue_relation(t));
     ELSE
         q := aq._queue(queue_name);
         IF q.queue_table_id <> t.queue_table_id THEN
             RAISE EXCEPTION 'queue "%" is not in queue table "%"', queue_name, queue_table
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        EXECUTE format('DELETE FROM %I.%I WHERE q_id = $1', t.table_schema, t.queue_table) USING q.queue_id;
+        EXECUTE format('DELETE FROM %s WHERE q_id = $1', aq._queue_relation(t)) USING q.queue_id;
     END IF;
     GET DIAGNOSTICS purged = ROW_COUNT;
     RETURN purged;
@@ -300,10 +332,11 @@ BEGIN
                   HINT = format('Call aq.stop_queue(%L) first.', queue_name);
     END IF;
     SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
-    IF to_regclass(format('%I.%I', t.table_schema, t.queue_table)) IS NOT NULL THEN
-        EXECUTE format('DELETE FROM %I.%I WHERE q_id = $1', t.table_schema, t.queue_table) USING q.queue_id;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
+        EXECUTE format('DELETE FROM %s WHERE q_id = $1', t.relid) USING q.queue_id;
     END IF;
     DELETE FROM aq.queues qq WHERE qq.queue_id = q.queue_id;
+    PERFORM aq._wake_waiters(q.queue_id);
 END $$;
 
 CREATE FUNCTION aq.start_queue(queue_name text, enqueue boolean DEFAULT true, dequeue boolean DEFAULT true)
@@ -324,18 +357,32 @@ BEGIN
        SET enqueue_enabled = qq.enqueue_enabled AND NOT coalesce(stop_queue.enqueue, false),
            dequeue_enabled = qq.dequeue_enabled AND NOT coalesce(stop_queue.dequeue, false)
      WHERE qq.queue_id = q.queue_id;
+    PERFORM aq._wake_waiters(q.queue_id);  -- waiting dequeues see the stop and give up
 END $$;
 
 -- Privileges are PostgreSQL grants on the queue's table (so they cover every queue of
--- that queue table): ENQUEUE = INSERT (+ SELECT of msgid, which enqueue returns);
--- DEQUEUE = SELECT, UPDATE (row locks) and DELETE; ALL = both.
+-- that queue table), as narrow as the statements need:
+--   ENQUEUE = INSERT on the columns an enqueue sets (not msgid, retry_count, enq_uid,
+--             which a producer must not forge) + SELECT of msgid, which enqueue returns;
+--   DEQUEUE = SELECT and DELETE, + UPDATE of retry_count only (FOR UPDATE needs an
+--             UPDATE privilege; no consumer may rewrite a message);
+--   ALL     = both.
+CREATE FUNCTION aq._enqueue_grant() RETURNS text LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp AS $$
+    SELECT 'INSERT (q_id, enq_time, priority, delay, expiration, corrid, exception_queue, user_data), SELECT (msgid)'
+$$;
+CREATE FUNCTION aq._dequeue_grant() RETURNS text LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp AS $$
+    SELECT 'SELECT, DELETE, UPDATE (retry_count)'
+$$;
+
 CREATE FUNCTION aq._queue_privileges(privilege text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     CASE upper(coalesce(privilege, ''))
-        WHEN 'ENQUEUE' THEN RETURN 'INSERT, SELECT (msgid)';
-        WHEN 'DEQUEUE' THEN RETURN 'SELECT, UPDATE, DELETE';
-        WHEN 'ALL' THEN RETURN 'INSERT, SELECT, UPDATE, DELETE';
+        WHEN 'ENQUEUE' THEN RETURN aq._enqueue_grant();
+        WHEN 'DEQUEUE' THEN RETURN aq._dequeue_grant();
+        WHEN 'ALL' THEN RETURN aq._enqueue_grant() || ', ' || aq._dequeue_grant();
         ELSE
             RAISE EXCEPTION 'invalid privilege: "%"', privilege USING ERRCODE = 'invalid_parameter_value',
                 DETAIL = 'Valid values are ENQUEUE, DEQUEUE, ALL.';
@@ -364,7 +411,7 @@ DECLARE
     privileges text := aq._queue_privileges(privilege);
 BEGIN
     SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
-    EXECUTE format('GRANT %s ON TABLE %I.%I TO %s%s', privileges, t.table_schema, t.queue_table,
+    EXECUTE format('GRANT %s ON TABLE %s TO %s%s', privileges, aq._queue_relation(t),
                    aq._grantee(grantee), CASE WHEN grant_option THEN ' WITH GRANT OPTION' ELSE '' END);
 END $$;
 
@@ -373,22 +420,27 @@ RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     q aq.queues := aq._queue(queue_name);
     t aq.queue_tables;
-    privileges text := aq._queue_privileges(privilege);
+    kind text := upper(coalesce(privilege, ''));
+    role_sql text := aq._grantee(grantee);
+    role_oid oid;
 BEGIN
+    PERFORM aq._queue_privileges(privilege);  -- validates the name
     SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
-    EXECUTE format('REVOKE %s ON TABLE %I.%I FROM %s CASCADE', privileges, t.table_schema, t.queue_table,
-                   aq._grantee(grantee));
-    -- Revoking the table-level SELECT of DEQUEUE also drops ENQUEUE's SELECT (msgid):
-    -- give it back to a grantee that can still enqueue.
-    IF upper(privilege) = 'DEQUEUE' AND EXISTS (
-           SELECT FROM pg_class c, aclexplode(c.relacl) a
-            WHERE c.oid = format('%I.%I', t.table_schema, t.queue_table)::regclass
-              AND a.privilege_type = 'INSERT'
-              AND a.grantee = CASE WHEN aq._grantee(revoke_queue_privilege.grantee) = 'PUBLIC' THEN 0
-                                   ELSE (SELECT r.oid FROM pg_roles r
-                                          WHERE r.rolname = revoke_queue_privilege.grantee) END) THEN
-        EXECUTE format('GRANT SELECT (msgid) ON TABLE %I.%I TO %s', t.table_schema, t.queue_table,
-                       aq._grantee(revoke_queue_privilege.grantee));
+    -- Table-level revokes, which also take the column-level grants of the same kind.
+    EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE',
+                   CASE kind WHEN 'ENQUEUE' THEN 'INSERT, SELECT (msgid)'
+                             WHEN 'DEQUEUE' THEN 'SELECT, DELETE, UPDATE'
+                             ELSE 'INSERT, SELECT, DELETE, UPDATE' END,
+                   aq._queue_relation(t), role_sql);
+    -- Revoking DEQUEUE's table-level SELECT also took ENQUEUE's SELECT (msgid): give it
+    -- back to a grantee that can still enqueue.
+    role_oid := CASE WHEN role_sql = 'PUBLIC' THEN 0
+                     ELSE (SELECT r.oid FROM pg_roles r WHERE r.rolname = revoke_queue_privilege.grantee) END;
+    IF kind = 'DEQUEUE' AND EXISTS (
+           SELECT FROM pg_attribute a, aclexplode(a.attacl) acl
+            WHERE a.attrelid = t.relid AND a.attname = 'user_data'
+              AND acl.privilege_type = 'INSERT' AND acl.grantee = role_oid) THEN
+        EXECUTE format('GRANT SELECT (msgid) ON TABLE %s TO %s', t.relid, role_sql);
     END IF;
 END $$;
 
@@ -448,6 +500,9 @@ REVOKE EXECUTE ON FUNCTION
     aq._queue_table(text),
     aq._queue(text),
     aq._queue_privileges(text),
+    aq._enqueue_grant(),
+    aq._dequeue_grant(),
+    aq._queue_relation(aq.queue_tables),
     aq._grantee(text)
 FROM PUBLIC;
 

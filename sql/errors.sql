@@ -76,6 +76,28 @@ SELECT try_sql($$SELECT aq.enqueue(NULL, ROW('x')::err_ot)$$);
 SELECT try_sql($$SELECT aq.create_queue(NULL, 'err_qt')$$);
 SELECT try_sql($$SELECT aq.create_queue_table(NULL, 'text')$$);
 
+-- consumer_name (multi-consumer queues) is not supported; array payload types are refused
+-- (arrays of arrays cannot be passed); a queue table altered behind aq's back is reported,
+-- never read with the wrong type.
+SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(consumer_name => 'app1'))$$);
+SELECT try_sql($$SELECT aq.create_queue_table('int_array_qt', 'integer[]')$$);
+SELECT aq.create_queue_table('altered_qt', 'text');
+SELECT aq.create_queue('altered_q', 'altered_qt');
+SELECT aq.start_queue('altered_q');
+SELECT aq.enqueue('altered_q', 'typed as text'::text);
+ALTER TABLE altered_qt ALTER COLUMN user_data TYPE bigint USING 12345;
+SELECT try_sql($$SELECT aq.dequeue('altered_q', NULL::text, aq.dequeue_options(wait => '0'))$$);
+SELECT try_sql($$SELECT aq.dequeue('altered_q', NULL::bigint, aq.dequeue_options(wait => '0'))$$);
+-- A queue table dropped by hand, and a look-alike created under its name: never used.
+DROP TABLE altered_qt;
+CREATE TABLE altered_qt (LIKE err_qt INCLUDING ALL);
+SELECT try_sql($$SELECT aq.enqueue('altered_q', 'x'::text)$$);
+SELECT try_sql($$SELECT aq.purge_queue_table('altered_qt')$$);
+SELECT count(*) AS impostor_rows FROM altered_qt;
+SELECT aq.drop_queue_table('altered_qt', force => true);
+SELECT count(*) AS impostor_kept FROM altered_qt;
+DROP TABLE altered_qt;
+
 -- Nothing committed was lost by any of the failures above.
 SELECT count(*) AS still_queued FROM err_qt;
 SELECT count(*) AS delivered FROM aq.dequeue_array('err_q', NULL::err_ot, 100, aq.dequeue_options(wait => '0'));

@@ -19,6 +19,7 @@ extern "C" {
 #include "pg/guard.hpp"
 #include "queue/options.hpp"
 #include "queue/queue_store.hpp"
+#include "queue/wakeup.hpp"
 
 namespace aq {
 
@@ -55,6 +56,10 @@ queue::DequeueOptions dequeue_options_arg(FunctionCallInfo fcinfo, int n) {
     queue::DequeueOptions o;
     if (PG_ARGISNULL(n)) return o;
     HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(n);
+    if (text_field(row, "consumer_name"))
+        throw Error(sqlstate::feature_not_supported, "consumer_name is not supported by this version of aq",
+                    "Queues have a single consumer group; every dequeue takes each message once.",
+                    "Leave consumer_name NULL.");
     o.mode = queue::parse_dequeue_mode(text_field(row, "dequeue_mode"));
     o.navigation = queue::parse_navigation(text_field(row, "navigation"));
     queue::check_visibility("visibility", text_field(row, "visibility"));
@@ -215,6 +220,18 @@ Datum dequeue_impl(FunctionCallInfo fcinfo) {
 
 }  // namespace aq
 
+namespace aq {
+namespace {
+// aq._wake_waiters(queue_id): stop_queue/drop_queue wake the queue's waiting dequeues
+// at commit, so they notice.
+Datum wake_waiters_impl(FunctionCallInfo fcinfo) {
+    queue::wakeup::note_enqueue(PG_GETARG_INT32(0));
+    PG_RETURN_VOID();
+}
+}  // namespace
+}  // namespace aq
+
+AQ_SQL_FUNCTION(aq_wake_waiters, aq::wake_waiters_impl)
 AQ_SQL_FUNCTION(aq_enqueue, aq::enqueue_impl)
 AQ_SQL_FUNCTION(aq_enqueue_array, aq::enqueue_array_impl)
 AQ_SQL_FUNCTION(aq_dequeue, aq::dequeue_impl)

@@ -25,6 +25,7 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "queue/bulk_enqueue.hpp"
 
@@ -32,7 +33,8 @@ namespace aq::queue {
 
 namespace {
 
-constexpr int batch_rows = 1000;  // as COPY's MAX_BUFFERED_TUPLES
+constexpr int batch_rows = 1000;            // as COPY's MAX_BUFFERED_TUPLES
+constexpr size_t batch_bytes = 64 * 1024;   // as COPY's MAX_BUFFERED_BYTES
 
 // The columns of a queue table, in the order aq.create_queue_table creates them.
 enum Column {
@@ -65,6 +67,7 @@ const ColumnShape queue_table_shape[column_count] = {
 bool has_queue_table_shape(Relation rel, Oid payload_type) {
     TupleDesc desc = RelationGetDescr(rel);
     if (rel->rd_rel->relkind != RELKIND_RELATION || desc->natts != column_count) return false;
+    if (TupleDescAttr(desc, col_msgid)->attidentity != ATTRIBUTE_IDENTITY_ALWAYS) return false;
     for (int i = 0; i < column_count; i++) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
         Oid expected = OidIsValid(queue_table_shape[i].type) ? queue_table_shape[i].type : payload_type;
@@ -75,16 +78,42 @@ bool has_queue_table_shape(Relation rel, Oid payload_type) {
 }
 
 bool eligible(Relation rel, Oid payload_type) {
-    return has_queue_table_shape(rel, payload_type) && rel->trigdesc == nullptr &&
+    return has_queue_table_shape(rel, payload_type) && rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&
            check_enable_rls(RelationGetRelid(rel), InvalidOid, false) != RLS_ENABLED;
 }
 
-void check_privileges(Relation rel) {
+Bitmapset* column_set(std::initializer_list<int> columns) {
+    Bitmapset* set = nullptr;
+    for (int c : columns) set = bms_add_member(set, c + 1 - FirstLowInvalidHeapAttributeNumber);
+    return set;
+}
+
+// The privileges of the equivalent statement, INSERT INTO t (q_id, enq_time, priority,
+// delay, expiration, corrid, exception_queue, user_data) ... RETURNING msgid: USAGE on
+// the schema (the statement names the table), INSERT on those columns (msgid,
+// retry_count and enq_uid take their identity/defaults), SELECT on msgid.
+RangeTblEntry* checked_range_table_entry(Relation rel) {
     Oid namespace_oid = RelationGetNamespace(rel);
     AclResult acl = pg_namespace_aclcheck(namespace_oid, GetUserId(), ACL_USAGE);
     if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_SCHEMA, get_namespace_name(namespace_oid));
-    acl = pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_INSERT);
-    if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, RelationGetRelationName(rel));
+
+    RangeTblEntry* rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = RelationGetRelid(rel);
+    rte->relkind = rel->rd_rel->relkind;
+    rte->rellockmode = RowExclusiveLock;
+    rte->requiredPerms = ACL_INSERT | ACL_SELECT;
+    rte->insertedCols = column_set({col_q_id, col_enq_time, col_priority, col_delay, col_expiration, col_corrid,
+                                    col_exception_queue, col_user_data});
+    rte->selectedCols = column_set({col_msgid});
+    ExecCheckRTPerms(list_make1(rte), true);  // 42501, as the statement would raise
+    return rte;
+}
+
+// Bytes of a payload, for the per-batch limit.
+size_t payload_bytes(Datum payload, int16 typlen) {
+    if (typlen == -1) return VARSIZE_ANY(DatumGetPointer(payload));
+    return typlen > 0 ? static_cast<size_t>(typlen) : 64;
 }
 
 Datum field(HeapTupleHeader row, int attno, bool* isnull) {
@@ -134,19 +163,10 @@ bool bulk_enqueue(const BulkEnqueue& r) {
         table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
         return false;
     }
-    check_privileges(rel);
+    // The range table entry also serves constraint failures, which describe the row from it.
+    RangeTblEntry* rte = checked_range_table_entry(rel);
     Oid msgid_sequence = getIdentitySequence(r.relid, col_msgid + 1, false);
-
-    // A range table entry for the queue table, as COPY makes one: constraint failures
-    // describe the inserted columns from it.
-    RangeTblEntry* rte = makeNode(RangeTblEntry);
-    rte->rtekind = RTE_RELATION;
-    rte->relid = r.relid;
-    rte->relkind = rel->rd_rel->relkind;
-    rte->rellockmode = RowExclusiveLock;
-    rte->requiredPerms = ACL_INSERT;
-    for (int attno = 1; attno <= column_count; attno++)
-        rte->insertedCols = bms_add_member(rte->insertedCols, attno - FirstLowInvalidHeapAttributeNumber);
+    int16 payload_len = get_typlen(r.payload_type);
     EState* estate = CreateExecutorState();
     ExecInitRangeTable(estate, list_make1(rte));
     ResultRelInfo* result_rel = makeNode(ResultRelInfo);
@@ -162,10 +182,13 @@ bool bulk_enqueue(const BulkEnqueue& r) {
     Datum enq_uid = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
     MemoryContext batch_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk enqueue", ALLOCSET_DEFAULT_SIZES);
 
-    for (int start = 0; start < r.count; start += batch_rows) {
+    for (int start = 0, n = 0; start < r.count; start += n) {
         CHECK_FOR_INTERRUPTS();
-        int n = std::min(batch_rows, r.count - start);
         MemoryContext outer = MemoryContextSwitchTo(batch_context);
+        // A batch is batch_rows rows or batch_bytes of payload, whichever comes first.
+        size_t bytes = 0;
+        for (n = 0; n < batch_rows && start + n < r.count && (n == 0 || bytes < batch_bytes); n++)
+            bytes += payload_bytes(r.payloads[start + n], payload_len);
         for (int j = 0; j < n; j++) {
             TupleTableSlot* slot = slots[j];
             ExecClearTuple(slot);
@@ -186,6 +209,7 @@ bool bulk_enqueue(const BulkEnqueue& r) {
     }
 
     FreeBulkInsertState(bulk_state);
+    table_finish_bulk_insert(rel, 0);
     for (int i = 0; i < slot_count; i++) ExecDropSingleTupleTableSlot(slots[i]);
     ExecCloseIndices(result_rel);
     FreeExecutorState(estate);

@@ -2,15 +2,17 @@
 //
 // Protocol.  The queue table is opened with RowExclusiveLock and checked: it must still
 // have exactly the columns aq.create_queue_table made (names, order, types), no
-// triggers, and no row-level security for the current user.  If it does not, nothing
+// triggers, no rules, and no row-level security for the current user.  If it does not, nothing
 // is done and false is returned: the caller then runs the equivalent INSERT statement,
 // so triggers, RLS and user-added columns with defaults keep their SQL meaning.
-// Otherwise, with the caller's privileges checked (USAGE on the schema, INSERT on the
-// table; 42501 as for a plain INSERT):
+// Otherwise, with the caller's privileges checked as for the equivalent INSERT ...
+// RETURNING msgid (USAGE on the schema, INSERT on the columns it names, SELECT on msgid;
+// 42501 otherwise):
 //   - message ids come from the msgid identity sequence, one nextval per message, in
 //     payload order;
 //   - rows are built in virtual slots, CHECK/NOT NULL constraints are evaluated, and
-//     every `batch_rows` rows go to table_multi_insert() with one BulkInsertState (one
+//     every batch (1,000 rows or 64 kB of payload, as COPY) goes to table_multi_insert()
+//     with one BulkInsertState (one
 //     WAL record per heap page instead of one per row), followed by the index
 //     entries of that batch (ExecInsertIndexTuples: unique checks as usual);
 //   - a per-batch memory context is reset after each batch, and interrupts are

@@ -61,7 +61,7 @@ Wait parse_wait(std::optional<double> seconds) {
     if (std::isnan(s) || s < 0)
         throw Error(sqlstate::invalid_parameter_value, "wait must not be negative",
                     {}, "Use NULL to wait forever, 0 not to wait, or a positive interval.");
-    if (std::isinf(s)) return Wait{};
+    if (std::isinf(s) || s > max_wait_seconds) return Wait{};  // as good as forever
     return Wait{false, s};
 }
 

@@ -17,6 +17,7 @@ namespace aq::queue {
 
 inline constexpr int max_name_bytes = 63;         // NAMEDATALEN - 1
 inline constexpr int64_t max_dequeue_array_size = 100000;
+inline constexpr double max_wait_seconds = 1e9;  // ~31 years; longer waits are FOREVER
 
 enum class DequeueMode { remove, browse, locked };
 enum class Navigation { next_message, first_message };
@@ -43,7 +44,7 @@ Navigation parse_navigation(const char* value);
 void check_visibility(const char* option, const char* value);
 // delivery_mode: only PERSISTENT (buffered messages are not part of aq).
 void check_delivery_mode(const char* value);
-// From the wait interval in seconds; nullopt = forever.
+// From the wait interval in seconds; nullopt (or more than max_wait_seconds) = forever.
 Wait parse_wait(std::optional<double> seconds);
 // 1 .. max_dequeue_array_size.
 int32_t check_array_size(std::optional<int64_t> array_size);

@@ -49,14 +49,17 @@ struct QueueInfo {
 
 SPIPlanPtr lookup_plan = nullptr;
 
+// The queue table is found by OID (never by name: a look-alike table created later
+// under the same name is not the queue table); its current name builds the statements.
 const char* const lookup_sql =
     "SELECT q.queue_id, q.enqueue_enabled, q.dequeue_enabled, t.payload_type::pg_catalog.oid, c.oid,"
-    "       pg_catalog.quote_ident(t.table_schema) || '.' || pg_catalog.quote_ident(t.queue_table)"
+    "       pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.'"
+    "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname)"
     "  FROM aq.queues q"
-    "  JOIN aq.queue_tables t ON t.queue_table_id = q.queue_table_id"
-    "  LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.table_schema"
-    "  LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.queue_table"
-    " WHERE q.queue_name = $1";
+    "  JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) q.queue_table_id"
+    "  LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
+    "  LEFT JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+    " WHERE q.queue_name OPERATOR(pg_catalog.=) $1";
 
 // Requires an SPI connection.  Returns false when no queue has that name.
 bool lookup(const char* queue_name, QueueInfo& info) {
@@ -68,9 +71,14 @@ bool lookup(const char* queue_name, QueueInfo& info) {
         lookup_plan = plan;
     }
     Datum args[1] = {CStringGetTextDatum(queue_name)};
-    int rc = SPI_execute_plan(lookup_plan, args, nullptr, true, 1);
+    // Not read-only: a fresh snapshot each time, so a waiting dequeue sees a stop_queue or
+    // drop_queue that committed while it slept.
+    int rc = SPI_execute_plan(lookup_plan, args, nullptr, false, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: queue lookup failed: %s", SPI_result_code_string(rc));
-    if (SPI_processed == 0) return false;
+    if (SPI_processed == 0) {
+        SPI_freetuptable(SPI_tuptable);
+        return false;
+    }
 
     HeapTuple row = SPI_tuptable->vals[0];
     TupleDesc desc = SPI_tuptable->tupdesc;
@@ -82,7 +90,8 @@ bool lookup(const char* queue_name, QueueInfo& info) {
     Datum relid = SPI_getbinval(row, desc, 5, &isnull);
     info.relid = isnull ? InvalidOid : DatumGetObjectId(relid);
     char* qualified = SPI_getvalue(row, desc, 6);
-    strlcpy(info.qualified_table, qualified, sizeof info.qualified_table);
+    strlcpy(info.qualified_table, qualified ? qualified : "", sizeof info.qualified_table);
+    SPI_freetuptable(SPI_tuptable);  // a waiting dequeue looks the queue up on every pass
     return true;
 }
 
@@ -110,6 +119,13 @@ std::string type_name(Oid type) {
     return name;
 }
 
+// queue_name as an SQL string literal, for hints the user can paste.
+std::string sql_literal(const char* text) {
+    std::string literal = "'";
+    for (const char* c = text; *c; c++) literal += (*c == '\'') ? std::string("''") : std::string(1, *c);
+    return literal + "'";
+}
+
 [[noreturn]] void throw_problem(const Problem& p, const char* queue_name, const char* argument) {
     std::string q = std::string("\"") + queue_name + "\"";
     switch (p.kind) {
@@ -118,7 +134,7 @@ std::string type_name(Oid type) {
                         "Create it with aq.create_queue(); queue names are case-sensitive.");
         case QueueProblem::storage_missing:
             throw Error("42P01", "the queue table of queue " + q + " does not exist",
-                        "The queue is registered in aq.queues but its table was dropped or renamed.");
+                        "The queue is registered in aq.queues but its table was dropped outside aq.drop_queue_table.");
         case QueueProblem::wrong_payload:
             throw Error(sqlstate::datatype_mismatch,
                         std::string(argument) + " is of type " + type_name(p.given_type) + " but queue " + q +
@@ -129,10 +145,10 @@ std::string type_name(Oid type) {
                             : "Cast the payload to " + type_name(p.expected_type) + ".");
         case QueueProblem::enqueue_disabled:
             throw Error(sqlstate::object_not_in_prerequisite_state, "queue " + q + " is not enabled for enqueue", {},
-                        "Start it with aq.start_queue(" + q + ").");
+                        "Start it with aq.start_queue(" + sql_literal(queue_name) + ").");
         case QueueProblem::dequeue_disabled:
             throw Error(sqlstate::object_not_in_prerequisite_state, "queue " + q + " is not enabled for dequeue", {},
-                        "Start it with aq.start_queue(" + q + ").");
+                        "Start it with aq.start_queue(" + sql_literal(queue_name) + ").");
         case QueueProblem::none:
             break;
     }
@@ -236,12 +252,12 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
     if (found && entry->plan) SPI_freeplan(entry->plan);
     entry->plan = nullptr;
 
-    Oid payload_array_type = get_array_type(q.payload_type);
-    if (!OidIsValid(payload_array_type))
-        elog(ERROR, "aq: payload type %s has no array type", format_type_be(q.payload_type));
     Oid argtypes[7];
     int nargs;
     if (statement == enqueue_plain || statement == enqueue_with_properties) {
+        Oid payload_array_type = get_array_type(q.payload_type);
+        if (!OidIsValid(payload_array_type))
+            elog(ERROR, "aq: payload type %s has no array type", format_type_be(q.payload_type));
         argtypes[0] = INT4OID;
         argtypes[1] = TIMESTAMPTZOID;
         argtypes[2] = payload_array_type;
@@ -325,7 +341,20 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     r->last_enq_time = DatumGetTimestampTz(slot->tts_values[3]);
     return true;
 }
-void receiver_startup(DestReceiver*, int, TupleDesc) {}
+// The statement's rows must have the types the result is declared with: the queue
+// table's user_data column may have been altered since the queue table was registered.
+void receiver_startup(DestReceiver* self, int, TupleDesc desc) {
+    auto* r = reinterpret_cast<SinkReceiver*>(self);
+    Oid payload = desc->natts == 4 ? TupleDescAttr(desc, 1)->atttypid : InvalidOid;
+    if (payload != r->request->payload_type || TupleDescAttr(desc, 0)->atttypid != INT8OID ||
+        TupleDescAttr(desc, 3)->atttypid != TIMESTAMPTZOID)
+        ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                        errmsg("the queue table of queue \"%s\" no longer matches its payload type %s",
+                               r->request->queue_name, format_type_be(r->request->payload_type)),
+                        errdetail("Its user_data column is of type %s.",
+                                  OidIsValid(payload) ? format_type_be(payload) : "unknown"),
+                        errhint("Queue tables must not be altered; recreate the queue table.")));
+}
 void receiver_shutdown(DestReceiver*) {}
 void receiver_destroy(DestReceiver*) {}
 
@@ -485,8 +514,18 @@ int dequeue(const DequeueRequest& r) {
         if (!o.wait.forever)
             deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), static_cast<int64>(o.wait.seconds * 1000.0));
         bool by_position = o.navigation == Navigation::next_message && !o.msgid;
-        for (;;) {
+        // Each pass allocates its parameters here; reset every pass, so a long wait with
+        // many wake-ups uses constant memory.
+        MemoryContext pass_context = AllocSetContextCreate(CurrentMemoryContext, "aq dequeue pass", ALLOCSET_SMALL_SIZES);
+        MemoryContext outer_context = MemoryContextSwitchTo(pass_context);
+        for (bool first_pass = true;; first_pass = false) {
+            MemoryContextReset(pass_context);
             uint64 seen = wakeup::generation(q.queue_id);  // before the scan: see wakeup.hpp
+            if (!first_pass) {
+                // The queue may have been stopped or dropped while this dequeue slept.
+                problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
+                if (problem.kind != QueueProblem::none) break;
+            }
             const Position* after = by_position ? find_position(q.queue_id) : nullptr;
             delivered = claim(ClaimArgs{&q, &r, after});
             if (delivered == 0 && after) delivered = claim(ClaimArgs{&q, &r, nullptr});  // rescan from the head
@@ -504,6 +543,8 @@ int dequeue(const DequeueRequest& r) {
             wakeup::sleep(q.queue_id, seen, timeout_ms);
             CHECK_FOR_INTERRUPTS();
         }
+        MemoryContextSwitchTo(outer_context);
+        MemoryContextDelete(pass_context);
         SPI_finish();
     });
     if (problem.kind != QueueProblem::none) throw_problem(problem, r.queue_name, "payload_type");

@@ -107,6 +107,10 @@ void sleep(int32_t queue_id, uint64_t seen, long timeout_ms) {
         CHECK_FOR_INTERRUPTS();
         return;
     }
+    // ConditionVariableTimedSleep takes an int number of milliseconds: longer waits sleep
+    // in pieces (the caller loops until its deadline).
+    constexpr long longest_sleep_ms = 3600L * 1000L;
+    if (timeout_ms < 0 || timeout_ms > longest_sleep_ms) timeout_ms = longest_sleep_ms;
     Channel& ch = channel_of(queue_id);
     ConditionVariablePrepareToSleep(&ch.cv);
     while (pg_atomic_read_u64(&ch.generation) == seen) {

@@ -275,14 +275,14 @@ SELECT is((aq.dequeue_options(wait => '5 s')).wait, interval '5 seconds', 'deque
 
 SELECT has_table('aq', 'queue_tables', 'catalog table aq.queue_tables exists');
 SELECT columns_are('aq', 'queue_tables',
-                   ARRAY['queue_table_id', 'queue_table', 'table_schema', 'payload_type', 'sort_list', 'comment',
-                         'created'],
+                   ARRAY['queue_table_id', 'queue_table', 'table_schema', 'relid', 'payload_type', 'sort_list',
+                         'comment', 'created'],
                    'aq.queue_tables has exactly the documented columns');
 SELECT results_eq(
     $$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod), attnotnull FROM pg_attribute
        WHERE attrelid = 'aq.queue_tables'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum$$,
     $$VALUES ('queue_table_id', 'integer', true), ('queue_table', 'text', true), ('table_schema', 'text', true),
-             ('payload_type', 'regtype', true), ('sort_list', 'text', true), ('comment', 'text', false),
+             ('relid', 'regclass', true), ('payload_type', 'regtype', true), ('sort_list', 'text', true), ('comment', 'text', false),
              ('created', 'timestamp with time zone', true)$$,
     'aq.queue_tables column types and NOT NULL constraints');
 SELECT has_pk('aq', 'queue_tables', 'aq.queue_tables has a primary key');
@@ -316,8 +316,8 @@ SELECT col_default_is('aq', 'queue_tables', 'sort_list', 'enq_time',
 -- pg_dump keeps the catalog rows of the extension
 SELECT results_eq(
     $$SELECT c::regclass::text COLLATE "default" FROM pg_extension e, unnest(e.extconfig) AS c WHERE e.extname = 'aq' ORDER BY 1$$,
-    $$VALUES ('aq.queue_tables'), ('aq.queues')$$,
-    'aq.queue_tables and aq.queues are extension configuration tables (dumped by pg_dump)');
+    $$VALUES ('aq.queue_tables'), ('aq.queue_tables_queue_table_id_seq'), ('aq.queues'), ('aq.queues_queue_id_seq')$$,
+    'aq.queue_tables and aq.queues, and their id sequences, are dumped by pg_dump');
 -- the catalog starts empty
 SELECT is_empty('SELECT * FROM aq.queue_tables', 'aq.queue_tables is empty in a fresh database');
 SELECT is_empty('SELECT * FROM aq.queues', 'aq.queues is empty in a fresh database');

@@ -3,7 +3,7 @@
 -- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.  Run as a superuser;
 -- everything (roles included) is rolled back.
 BEGIN;
-SELECT plan(131);
+SELECT plan(132);
 
 SET LOCAL search_path = public;
 SET LOCAL client_min_messages = warning;
@@ -338,15 +338,21 @@ SELECT ok(NOT has_table_privilege('aq_tap_none', 'public.priv_qt', 'INSERT')
 
 SELECT lives_ok($$SELECT aq.grant_queue_privilege('ENQUEUE', 'priv_q', 'aq_tap_go', grant_option => true)$$,
                 'grant_queue_privilege(ENQUEUE, priv_q, aq_tap_go, grant_option => true)');
-SELECT ok(has_table_privilege('aq_tap_go', 'public.priv_qt', 'INSERT WITH GRANT OPTION'),
-          'grant_option => true: aq_tap_go may grant INSERT on the queue table');
+SELECT ok(has_column_privilege('aq_tap_go', 'public.priv_qt', 'user_data', 'INSERT WITH GRANT OPTION'),
+          'grant_option => true: aq_tap_go may grant INSERT on the queue table''s columns');
 SELECT lives_ok($$SELECT aq.grant_queue_privilege('ENQUEUE', 'priv_q', 'aq_tap_enq')$$,
                 'grant_queue_privilege(ENQUEUE, priv_q, aq_tap_enq) without grant option');
-SELECT ok(has_table_privilege('aq_tap_enq', 'public.priv_qt', 'INSERT')
-          AND NOT has_table_privilege('aq_tap_enq', 'public.priv_qt', 'INSERT WITH GRANT OPTION'),
+SELECT ok(has_column_privilege('aq_tap_enq', 'public.priv_qt', 'user_data', 'INSERT')
+          AND NOT has_column_privilege('aq_tap_enq', 'public.priv_qt', 'user_data', 'INSERT WITH GRANT OPTION'),
           'grant_option defaults to false');
+-- ENQUEUE is column-level: a producer cannot forge the columns aq sets itself.
+SELECT ok(NOT has_column_privilege('aq_tap_enq', 'public.priv_qt', 'enq_uid', 'INSERT')
+          AND NOT has_column_privilege('aq_tap_enq', 'public.priv_qt', 'retry_count', 'INSERT')
+          AND NOT has_column_privilege('aq_tap_enq', 'public.priv_qt', 'msgid', 'INSERT'),
+          'ENQUEUE grants no INSERT on msgid, retry_count or enq_uid');
 SET LOCAL ROLE aq_tap_go;
-SELECT lives_ok($$GRANT INSERT, SELECT (msgid) ON public.priv_qt TO aq_tap_none$$,
+SELECT lives_ok($$GRANT INSERT (q_id, enq_time, priority, delay, expiration, corrid, exception_queue, user_data),
+                            SELECT (msgid) ON public.priv_qt TO aq_tap_none$$,
                 'aq_tap_go passes its enqueue privilege on to aq_tap_none');
 RESET ROLE;
 SET LOCAL ROLE aq_tap_none;
