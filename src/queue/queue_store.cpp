@@ -187,6 +187,9 @@ struct PlanEntry {
 
 HTAB* plan_cache = nullptr;
 
+// The statements run with the caller's search_path, so every operator and function in
+// them is schema-qualified (OPERATOR(pg_catalog.x)): nothing the caller's schemas define
+// can stand in for them.
 char* build_sql(const QueueInfo& q, int32 statement) {
     const char* t = q.qualified_table;
     if (statement == enqueue_plain)
@@ -201,12 +204,12 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         return psprintf(
             "INSERT INTO %s (q_id, enq_time, priority, delay, expiration, corrid, exception_queue, user_data)"
             " SELECT $1, $2, COALESCE((b.p).priority, 1),"
-            "        $2 + (b.p).delay,"
-            "        $2 + COALESCE((b.p).delay, '0') + (b.p).expiration,"
+            "        $2 OPERATOR(pg_catalog.+) (b.p).delay,"
+            "        $2 OPERATOR(pg_catalog.+) COALESCE((b.p).delay, '0') OPERATOR(pg_catalog.+) (b.p).expiration,"
             "        (b.p).correlation, (b.p).exception_queue, a.u"
             "   FROM (SELECT u, pg_catalog.row_number() OVER () AS n FROM pg_catalog.unnest($3) AS u) a"
             "   JOIN (SELECT p, pg_catalog.row_number() OVER () AS n FROM pg_catalog.unnest($4) AS p) b"
-            "     ON a.n = b.n"
+            "     ON a.n OPERATOR(pg_catalog.=) b.n"
             "  ORDER BY a.n"
             " RETURNING msgid",
             t);
@@ -214,22 +217,24 @@ char* build_sql(const QueueInfo& q, int32 statement) {
     return psprintf(
         "WITH claimed AS MATERIALIZED ("
         "  SELECT ctid FROM %s"
-        "   WHERE q_id = $1%s%s%s"
-        "     AND (delay IS NULL OR delay <= $2)"
-        "     AND (expiration IS NULL OR expiration > $2)"
+        "   WHERE q_id OPERATOR(pg_catalog.=) $1%s%s%s"
+        "     AND (delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
+        "     AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)"
         "   ORDER BY q_id, enq_time, msgid"
         "   LIMIT $3"
         "   FOR UPDATE SKIP LOCKED),"
         " removed AS ("
-        "  DELETE FROM %s WHERE ctid = ANY (ARRAY(SELECT ctid FROM claimed))"
+        "  DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
         "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time)"
         " SELECT msgid, user_data,"
-        "        ROW(priority, delay - enq_time, expiration - COALESCE(delay, enq_time), corrid,"
+        "        ROW(priority, delay OPERATOR(pg_catalog.-) enq_time,"
+        "            expiration OPERATOR(pg_catalog.-) COALESCE(delay, enq_time), corrid,"
         "            retry_count, exception_queue, enq_time, 'ready')::aq.message_properties,"
         "        enq_time"
         "   FROM removed ORDER BY enq_time, msgid",
-        t, (filters & after_position) ? " AND (enq_time, msgid) > ($4, $5)" : "",
-        (filters & by_msgid) ? " AND msgid = $6" : "", (filters & by_correlation) ? " AND corrid LIKE $7" : "", t);
+        t, (filters & after_position) ? " AND ROW(enq_time, msgid) OPERATOR(pg_catalog.>) ROW($4, $5)" : "",
+        (filters & by_msgid) ? " AND msgid OPERATOR(pg_catalog.=) $6" : "",
+        (filters & by_correlation) ? " AND corrid OPERATOR(pg_catalog.~~) $7" : "", t);
 }
 
 // Requires an SPI connection.
