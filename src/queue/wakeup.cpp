@@ -91,10 +91,6 @@ void shmem_startup() {
     LWLockRelease(AddinShmemInitLock);
 }
 
-bool available() {
-    return shared != nullptr;
-}
-
 uint64_t generation(int32_t queue_id) {
     return shared ? pg_atomic_read_u64(&channel_of(queue_id).generation) : 0;
 }

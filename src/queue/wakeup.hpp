@@ -34,7 +34,6 @@ inline constexpr long poll_interval_ms = 100;
 // Shared memory size, and attach/initialise (from shmem hooks).
 std::size_t shmem_size();
 void shmem_startup();
-bool available();
 
 // A token to compare against after a failed scan.
 uint64_t generation(int32_t queue_id);
