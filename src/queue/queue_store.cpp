@@ -419,6 +419,14 @@ int claim(const ClaimArgs& a) {
     return receiver.rows;
 }
 
+// The message ids as int8[], built in the caller's memory context (SPI's goes away).
+ArrayType* msgid_array(Datum* ids, int count, MemoryContext context) {
+    MemoryContext previous = MemoryContextSwitchTo(context);
+    ArrayType* array = construct_array(ids, count, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+    MemoryContextSwitchTo(previous);
+    return array;
+}
+
 // The multi-insert path (bulk_enqueue.hpp); false if the table is not eligible.
 bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz enq_time, int count,
                      MemoryContext result_context, ArrayType** result) {
@@ -437,9 +445,7 @@ bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz en
     Datum* ids = static_cast<Datum*>(palloc(sizeof(Datum) * count));
     BulkEnqueue request{q.relid, q.payload_type, q.queue_id, enq_time, count, payloads, properties, properties_null, ids};
     if (!bulk_enqueue(request)) return false;
-    MemoryContext spi_context = MemoryContextSwitchTo(result_context);
-    *result = construct_array(ids, count, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-    MemoryContextSwitchTo(spi_context);
+    *result = msgid_array(ids, count, result_context);
     return true;
 }
 
@@ -473,7 +479,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
             return;
         }
 
-        // The queue table has triggers, RLS or columns of its own: one INSERT statement.
+        // The queue table has triggers, rules, RLS or columns of its own: one INSERT statement.
         Oid properties_array_type = r.properties ? ARR_ELEMTYPE(r.properties) : InvalidOid;
         if (OidIsValid(properties_array_type)) properties_array_type = get_array_type(properties_array_type);
         SPIPlanPtr plan =
@@ -485,12 +491,10 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         if (SPI_processed != static_cast<uint64>(count))
             elog(ERROR, "aq: enqueue inserted " UINT64_FORMAT " of %d messages", SPI_processed, count);
 
-        MemoryContext spi_context = MemoryContextSwitchTo(caller_context);
         Datum* ids = static_cast<Datum*>(palloc(sizeof(Datum) * count));
         bool isnull;
         for (int i = 0; i < count; i++) ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-        result = construct_array(ids, count, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-        MemoryContextSwitchTo(spi_context);
+        result = msgid_array(ids, count, caller_context);
 
         wakeup::note_enqueue(q.queue_id);
         SPI_finish();
