@@ -1,10 +1,14 @@
 # aq — PGXS build. `make && sudo make install`; `bash tools/run test` runs every suite.
 EXTENSION   = aq
 MODULE_big  = aq
-DATA        = sql/aq--0.1.0.sql
+DATA        = sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql
 PGFILEDESC  = "aq - Oracle-style Advanced Queuing for PostgreSQL"
 
 OBJS = \
+	src/commit/committer.o \
+	src/commit/mode.o \
+	src/commit/settings.o \
+	src/pg/commit_functions.o \
 	src/pg/guard.o \
 	src/pg/module.o \
 	src/pg/queue_functions.o \
@@ -50,7 +54,7 @@ tools/bench/queue-bench: tools/bench/queue_bench.cpp
 
 # Unit tests of the pure C++ pieces (no PostgreSQL headers): Boost.Test.
 UNIT_SRCS = test/unit/options_test.cpp src/queue/options.cpp
-test/unit/options_test: $(UNIT_SRCS) src/queue/options.hpp src/queue/error.hpp
+test/unit/options_test: $(UNIT_SRCS) src/queue/options.hpp src/common/error.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ $(UNIT_SRCS)
 
 unitcheck: test/unit/options_test

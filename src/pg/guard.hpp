@@ -23,7 +23,7 @@ extern "C" {
 #include <exception>
 #include <utility>
 
-#include "queue/error.hpp"
+#include "common/error.hpp"
 
 namespace aq::pg {
 

@@ -1,5 +1,5 @@
-// Library entry: PG_MODULE_MAGIC, _PG_init, shared-memory hooks and the transaction
-// callback.  Shared memory is requested only when aq is in shared_preload_libraries
+// Library entry: PG_MODULE_MAGIC, _PG_init, the parameters, shared-memory hooks and the
+// transaction callbacks (queue wake-ups, commit modes).  Shared memory is requested only when aq is in shared_preload_libraries
 // (PostgreSQL 15: RequestAddinShmemSpace is allowed only in shmem_request_hook).
 extern "C" {
 #include "postgres.h"
@@ -10,11 +10,14 @@ extern "C" {
 #include "storage/shmem.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
+#include "utils/guc.h"
 
 PG_MODULE_MAGIC;
 PGDLLEXPORT void _PG_init(void);
 }
 
+#include "commit/committer.hpp"
+#include "commit/settings.hpp"
 #include "pg/guard.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/wakeup.hpp"
@@ -28,18 +31,31 @@ ProcessUtility_hook_type prev_process_utility_hook = nullptr;
 void request_shmem() {
     if (prev_shmem_request_hook) prev_shmem_request_hook();
     RequestAddinShmemSpace(aq::queue::wakeup::shmem_size());
+    RequestAddinShmemSpace(aq::commit::settings::shmem_size());
+    RequestAddinShmemSpace(aq::commit::committer::shmem_size());
 }
 
 void startup_shmem() {
     if (prev_shmem_startup_hook) prev_shmem_startup_hook();
-    aq::pg::entry_void([] { aq::queue::wakeup::shmem_startup(); });
+    aq::pg::entry_void([] {
+        aq::queue::wakeup::shmem_startup();
+        aq::commit::settings::shmem_startup();
+        aq::commit::committer::shmem_startup();
+    });
 }
 
 void on_xact_event(XactEvent event, void*) {
-    // Called by PostgreSQL: nothing may throw past here.  The wake-ups only touch
-    // atomics and condition variables, which do not raise errors.
+    // Called by PostgreSQL: nothing may throw past here.  Pre-commit may raise (the
+    // transaction then aborts), through entry_void; the other events only touch atomics,
+    // condition variables and the WAL flush, which do not raise errors.
     switch (event) {
+        case XACT_EVENT_PRE_COMMIT:
+            aq::pg::entry_void([] { aq::commit::committer::pre_commit(); });
+            break;
         case XACT_EVENT_COMMIT:
+            aq::commit::committer::at_commit();
+            aq::queue::wakeup::at_commit();
+            break;
         case XACT_EVENT_PARALLEL_COMMIT:
             aq::queue::wakeup::at_commit();
             break;
@@ -47,6 +63,9 @@ void on_xact_event(XactEvent event, void*) {
             aq::queue::wakeup::at_prepare();
             break;
         case XACT_EVENT_ABORT:
+            aq::commit::committer::at_abort();
+            aq::queue::wakeup::at_abort();
+            break;
         case XACT_EVENT_PARALLEL_ABORT:
             aq::queue::wakeup::at_abort();
             break;
@@ -89,6 +108,8 @@ void _PG_init(void) {
         prev_process_utility_hook = ProcessUtility_hook;
         ProcessUtility_hook = process_utility;
     }
+    aq::pg::entry_void([] { aq::commit::settings::define(process_shared_preload_libraries_in_progress); });
+    MarkGUCPrefixReserved("aq");
     RegisterXactCallback(on_xact_event, nullptr);
     RegisterSubXactCallback(on_subxact_event, nullptr);
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <type_traits>
 
-#include "queue/error.hpp"
+#include "common/error.hpp"
 
 namespace aq::queue {
 

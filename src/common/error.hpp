@@ -1,4 +1,4 @@
-// aq::Error — the one C++ exception type of aq's core.
+// aq::Error — the one C++ exception type of aq's core (queues, commit modes, ingest).
 //
 // Pure C++ (no PostgreSQL header): it carries a five-character SQLSTATE and the
 // message, detail and hint that the boundary (src/pg/guard.cpp) turns into an
@@ -19,6 +19,7 @@ inline constexpr const char* datatype_mismatch = "42804";
 inline constexpr const char* undefined_object = "42704";
 inline constexpr const char* object_not_in_prerequisite_state = "55000";
 inline constexpr const char* feature_not_supported = "0A000";
+inline constexpr const char* invalid_transaction_termination = "2D000";
 inline constexpr const char* internal_error = "XX000";
 // Dequeue found no message within its wait: the analogue of ORA-25228.
 // Class Q is implementation-defined, so it can never collide with a standard code.

@@ -1,0 +1,61 @@
+// The commit-time half of commit modes: applies the decided mode to each commit.
+//
+// Protocol (called from the transaction callback; see settings.hpp for how the mode is decided):
+//
+//  pre-commit (the transaction still open, before its commit record):
+//    * nothing set anywhere, or no transaction id (no commit record): do nothing.
+//    * decide; run the commit with the decided synchronous_commit (SET LOCAL, undone by the
+//      commit itself): WAIT -> aq.commit_wait_level or stronger, NOWAIT -> off.
+//    * WAIT/BATCH (no synchronous standby to wait for): count the other WAIT/BATCH sessions
+//      that committed within the last millisecond — the peers about to commit again.  None:
+//      commit exactly as IMMEDIATE does, so a lone session is never slower.  Some: write the
+//      commit record asynchronously; at_commit flushes it for the group.
+//  commit (record written, client not yet told):
+//    * WAIT/BATCH with an asynchronous record — group commit: wait until every expected peer
+//      is waiting for its flush too (so its record is in), at most aq.batch_commit_window
+//      microseconds, yielding the CPU and holding no lock; then XLogFlush(ours), which
+//      flushes every record inserted so far, so one fsync serves the group.  A committer
+//      whose record a peer already flushed returns at once.  Each session waits only for
+//      itself: nobody holds a lock while waiting, so a long window slows only its own session.
+//      As in Oracle, the transaction is visible to others just before it is flushed.
+//    * NOWAIT/IMMEDIATE: wake the WAL writer, so the record is written now (Oracle's LGWR
+//      writes per commit); NOWAIT/BATCH leaves it to the WAL writer's own pace.
+//    * remember the commit (LSN, mode, durable when acknowledged?) and count it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "commit/mode.hpp"
+
+namespace aq::commit::committer {
+
+std::size_t shmem_size();
+void shmem_startup();
+
+void pre_commit();
+void at_commit();  // must not fail: the transaction is already committed
+void at_abort();
+
+// The last commit of this session that wrote a commit record.
+struct LastCommit {
+    bool valid;
+    uint64_t lsn;       // end of its commit record
+    int64_t at;         // TimestampTz
+    Decision decision;
+    bool durable_on_return;  // flushed before the client was told
+};
+const LastCommit& last_commit();
+
+struct Stats {
+    int64_t commits;          // commits with a commit record, under aq's watch
+    int64_t waited;           // ... acknowledged after their WAL was flushed
+    int64_t not_waited;       // ... acknowledged before it was (NOWAIT)
+    int64_t batch_gathers;    // WAIT/BATCH commits that waited for peers in flight
+    int64_t batch_followers;  // WAIT/BATCH commits whose record a peer flushed
+    int64_t walwriter_kicks;  // NOWAIT/IMMEDIATE commits that woke the WAL writer
+};
+Stats session_stats();
+Stats cluster_stats();  // all sessions since the server started (needs preloading)
+
+}  // namespace aq::commit::committer
