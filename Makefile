@@ -18,7 +18,7 @@ OBJS = \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
-REGRESS      = setup walkthrough enqueue dequeue errors names waiting
+REGRESS      = setup walkthrough enqueue dequeue errors names waiting commit_modes
 # Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out
@@ -57,9 +57,13 @@ UNIT_SRCS = test/unit/options_test.cpp src/queue/options.cpp
 test/unit/options_test: $(UNIT_SRCS) src/queue/options.hpp src/common/error.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ $(UNIT_SRCS)
 
-unitcheck: test/unit/options_test
+test/unit/commit_mode_test: test/unit/commit_mode_test.cpp src/commit/mode.cpp src/commit/mode.hpp src/common/error.hpp
+	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/commit_mode_test.cpp src/commit/mode.cpp
+
+unitcheck: test/unit/options_test test/unit/commit_mode_test
 	./test/unit/options_test
+	./test/unit/commit_mode_test
 
 .PHONY: unitcheck
-EXTRA_CLEAN = test/unit/options_test tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+EXTRA_CLEAN = test/unit/options_test test/unit/commit_mode_test tools/bench/queue-bench results output_iso tmp_check tmp_regress \
 	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out

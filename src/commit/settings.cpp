@@ -128,7 +128,7 @@ bool check_write(char** newval, void** extra, GucSource source) {
         }
     } catch (const Error& e) {
         ok = false;
-        snprintf(detail, sizeof detail, "%s %s", e.what(), e.detail().c_str());
+        snprintf(detail, sizeof detail, "%s", e.detail().c_str());
         snprintf(hint, sizeof hint, "%s", e.hint().c_str());
     } catch (...) {
         ok = false;
@@ -267,14 +267,15 @@ void add_system_candidates(std::vector<Candidate>& waits, std::vector<Candidate>
     int write_wait = int((word >> 5) & 3) - 1;
     int write_logging = int((word >> 7) & 3) - 1;
     uint64_t write_after_wait = (word >> 9) & 1, write_after_logging = (word >> 10) & 1;
-    // Stamps only order values within the system level: 1 before 2.
-    if (wait >= 0) waits.push_back({Origin::commit_wait, Level::system, 2 - write_after_wait, wait});
-    if (logging >= 0) loggings.push_back({Origin::commit_logging, Level::system, 2 - write_after_logging, logging});
+    // Stamps only order values within the system level: aq.commit_write's halves are 2, a
+    // separate parameter is 1 if set before it, 3 if after (so the halves share a stamp).
+    uint64_t wait_stamp = write_after_wait ? 1 : 3, logging_stamp = write_after_logging ? 1 : 3;
+    if (wait >= 0) waits.push_back({Origin::commit_wait, Level::system, wait_stamp, wait});
+    if (logging >= 0) loggings.push_back({Origin::commit_logging, Level::system, logging_stamp, logging});
     if (write_set) {
-        waits.push_back({Origin::commit_write, Level::system, 1 + write_after_wait,
-                         write_wait >= 0 ? write_wait : int(Wait::wait)});
-        loggings.push_back({Origin::commit_write, Level::system, 1 + write_after_logging,
-                            write_logging >= 0 ? write_logging : int(Logging::immediate)});
+        waits.push_back({Origin::commit_write, Level::system, 2, write_wait >= 0 ? write_wait : int(Wait::wait)});
+        loggings.push_back(
+            {Origin::commit_write, Level::system, 2, write_logging >= 0 ? write_logging : int(Logging::immediate)});
     }
 }
 
