@@ -57,10 +57,11 @@ SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", count(*)::int FROM pg_proc p
        WHERE p.pronamespace = 'aq'::regnamespace AND p.proname NOT LIKE E'\\_%'
        GROUP BY p.proname ORDER BY p.proname$$,
-    $$VALUES ('alter_queue', 1), ('create_queue', 1), ('create_queue_table', 1), ('dequeue', 1),
+    $$VALUES ('alter_queue', 1), ('commit', 1), ('commit_mode', 1), ('commit_settings', 1), ('commit_stats', 1),
+             ('create_queue', 1), ('create_queue_table', 1), ('dequeue', 1),
              ('dequeue_array', 1), ('dequeue_options', 1), ('drop_queue', 1), ('drop_queue_table', 1),
              ('enqueue', 1), ('enqueue_array', 1), ('enqueue_options', 1), ('grant_queue_privilege', 1),
-             ('message_properties', 1), ('purge_queue_table', 1), ('revoke_queue_privilege', 1),
+             ('last_commit', 1), ('message_properties', 1), ('purge_queue_table', 1), ('revoke_queue_privilege', 1),
              ('start_queue', 1), ('stop_queue', 1)$$,
     'exactly the documented public functions exist, each without overloads');
 
@@ -107,6 +108,12 @@ SELECT results_eq(
        WHERE p.pronamespace = 'aq'::regnamespace AND p.proname NOT LIKE E'\\_%' ORDER BY p.proname$$,
     $$VALUES
       ('alter_queue', ARRAY['queue_name','max_retries','retry_delay','retention_time','comment'], 4),
+      ('commit', ARRAY['mode'], 1),
+      ('commit_mode', ARRAY['commit_wait','commit_logging','synchronous_commit','wait_decided_by',
+                            'logging_decided_by','forced'], 0),
+      ('commit_settings', ARRAY['level','parameter','value'], 0),
+      ('commit_stats', ARRAY['all_sessions','commits','waited','not_waited','batch_gathers','batch_followers',
+                             'walwriter_kicks'], 1),
       ('create_queue', ARRAY['queue_name','queue_table','max_retries','retry_delay','retention_time','comment'], 4),
       ('create_queue_table', ARRAY['queue_table','queue_payload_type','sort_list','comment','queue_table_schema'], 3),
       ('dequeue', ARRAY['queue_name','payload_type','dequeue_options','msgid','payload','message_properties'], 1),
@@ -120,6 +127,8 @@ SELECT results_eq(
       ('enqueue_array', ARRAY['queue_name','payload_array','message_properties_array','enqueue_options'], 2),
       ('enqueue_options', ARRAY['visibility','delivery_mode'], 2),
       ('grant_queue_privilege', ARRAY['privilege','queue_name','grantee','grant_option'], 1),
+      ('last_commit', ARRAY['commit_lsn','flushed_lsn','durable','durable_on_return','commit_wait',
+                            'commit_logging','synchronous_commit','committed_at'], 0),
       ('message_properties', ARRAY['priority','delay','expiration','correlation','exception_queue'], 5),
       ('purge_queue_table', ARRAY['queue_table','queue_name'], 1),
       ('revoke_queue_privilege', ARRAY['privilege','queue_name','grantee'], 0),
