@@ -6,6 +6,7 @@ PGFILEDESC  = "aq - Oracle-style Advanced Queuing for PostgreSQL"
 
 OBJS = \
 	src/commit/committer.o \
+	src/commit/log_writer.o \
 	src/commit/mode.o \
 	src/commit/settings.o \
 	src/pg/commit_functions.o \

@@ -40,7 +40,9 @@ CREATE FUNCTION aq.last_commit(
     OUT committed_at timestamptz)
 RETURNS record LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_last_commit';
 
--- Commit counters of this session (or of all sessions since the server started).
+-- Commit counters of this session (or of all sessions since the server started):
+-- commits acknowledged after / before their WAL was flushed, WAIT/BATCH group flushes,
+-- NOWAIT/IMMEDIATE commits handed to aq's log writer, and its flushes (all_sessions only).
 CREATE FUNCTION aq.commit_stats(
     all_sessions boolean DEFAULT false,
     OUT commits bigint,
@@ -48,5 +50,6 @@ CREATE FUNCTION aq.commit_stats(
     OUT not_waited bigint,
     OUT batch_gathers bigint,
     OUT batch_followers bigint,
-    OUT walwriter_kicks bigint)
+    OUT log_writer_requests bigint,
+    OUT log_writer_flushes bigint)
 RETURNS record LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_commit_stats';

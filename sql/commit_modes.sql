@@ -170,16 +170,16 @@ SET aq.commit_wait = nowait;
 SELECT commit_wait, forced FROM aq.commit_mode();
 RESET ALL;
 
--- WAIT never weakens synchronous_commit; aq.commit_wait_level says what WAIT waits for.
+-- WAIT means aq.commit_wait_level, but never weakens a synchronous_commit someone set.
 SET synchronous_commit = remote_apply;
 SET aq.commit_wait = wait;
 SELECT synchronous_commit FROM aq.commit_mode();
 RESET synchronous_commit;
 SET aq.commit_wait_level = remote_apply;
 SELECT synchronous_commit FROM aq.commit_mode();
-SET aq.commit_wait_level = local;   -- weaker than synchronous_commit's own 'on': WAIT keeps 'on'
+SET aq.commit_wait_level = local;   -- synchronous_commit only at its default: 'local' it is
 SELECT synchronous_commit FROM aq.commit_mode();
-SET synchronous_commit = local;     -- same level as aq.commit_wait: aq decides WAIT, at its level 'local'
+SET synchronous_commit = on;        -- explicitly stronger: WAIT keeps it
 SELECT synchronous_commit FROM aq.commit_mode();
 SET aq.commit_wait = nowait;
 SELECT synchronous_commit FROM aq.commit_mode();

@@ -15,16 +15,17 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
-#include <sched.h>
+#include <sys/prctl.h>
 
 #include "commit/committer.hpp"
+#include "commit/log_writer.hpp"
 #include "commit/settings.hpp"
 
 namespace aq::commit::committer {
 
 namespace {
 
-enum Counter { c_commits, c_waited, c_not_waited, c_gathers, c_followers, c_kicks, counter_count };
+enum Counter { c_commits, c_waited, c_not_waited, c_gathers, c_followers, c_log_writer, counter_count };
 
 // A WAIT/BATCH session that committed within this many microseconds is expected to commit
 // again soon: a leader waits for its record.
@@ -52,6 +53,30 @@ struct Pending {
 Pending pending;
 
 LastCommit last;
+
+// synchronous_commit for this one commit.  PostgreSQL reads the variable (and the wait mode
+// its assign hook derives from it) in RecordTransactionCommit; aq swaps it in at pre-commit and
+// back at commit or abort, both before the GUC machinery's end-of-transaction work, which
+// therefore never sees it.  (SET LOCAL would do the same at the price of a pass over every
+// parameter at each commit.)
+struct SyncSwap {
+    bool active;
+    int saved_value;
+};
+SyncSwap swap;
+
+void swap_in(SyncCommit value) {
+    if (!swap.active) swap = SyncSwap{true, synchronous_commit};
+    synchronous_commit = static_cast<int>(value);
+    assign_synchronous_commit(synchronous_commit, nullptr);
+}
+
+void swap_out() {
+    if (!swap.active) return;
+    synchronous_commit = swap.saved_value;
+    assign_synchronous_commit(synchronous_commit, nullptr);
+    swap.active = false;
+}
 
 void count(Counter c) {
     session_counters[c]++;
@@ -94,6 +119,12 @@ Decision decision_without_aq() {
 // Group flush for WAIT/BATCH; see the protocol.  Touches only atomics, the WAL position and
 // XLogFlush (which fails only by PANIC): nothing here can raise an error.
 void gather_and_flush(XLogRecPtr lsn, int expected_peers) {
+    // Microsecond sleeps need a small timer slack (Linux's default, 50 us, would dominate).
+    static bool slack_set = false;
+    if (!slack_set) {
+        (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+        slack_set = true;
+    }
     pg_atomic_fetch_add_u32(&shared->batch_waiting, 1);
     int window = settings::batch_window_us();
     if (window > 0 && GetFlushRecPtr(nullptr) < lsn) {
@@ -102,7 +133,7 @@ void gather_and_flush(XLogRecPtr lsn, int expected_peers) {
         TimestampTz deadline = GetCurrentTimestamp() + window;
         while (int(pg_atomic_read_u32(&shared->batch_waiting)) - 1 < expected_peers &&
                GetFlushRecPtr(nullptr) < lsn && GetCurrentTimestamp() < deadline)
-            sched_yield();  // 2 cores, many committers: let the peers run
+            pg_usleep(5);  // sleep, not spin: the peers need this CPU (2 cores, many committers)
     }
     if (GetFlushRecPtr(nullptr) >= lsn)
         count(c_followers);
@@ -140,12 +171,12 @@ void pre_commit() {
     if (involved && d.wait == Wait::wait && d.logging == Logging::batch && !waits_for_standby(d.sync) && shared)
         peers = active_batch_peers(GetCurrentTimestamp());
     if (peers > 0) run_with = SyncCommit::off;
-    if (involved && run_with != settings::current_synchronous_commit())
-        settings::set_transaction_synchronous_commit(run_with);
+    if (involved && run_with != settings::current_synchronous_commit()) swap_in(run_with);
     pending = Pending{true, peers > 0, peers, involved, XactLastCommitEnd, d};
 }
 
 void at_commit() {
+    swap_out();
     if (!pending.active) return;
     pending.active = false;
     XLogRecPtr lsn = XactLastCommitEnd;
@@ -155,10 +186,9 @@ void at_commit() {
     if (pending.async_flush) gather_and_flush(lsn, pending.expected_peers);
     if (shared && d.wait == Wait::wait && d.logging == Logging::batch) note_batch_commit(GetCurrentTimestamp());
     bool durable = GetFlushRecPtr(nullptr) >= lsn;
-    if (!durable && pending.aq_involved && d.wait == Wait::nowait && d.logging == Logging::immediate &&
-        ProcGlobal->walwriterLatch) {
-        SetLatch(ProcGlobal->walwriterLatch);
-        count(c_kicks);
+    if (!durable && pending.aq_involved && d.wait == Wait::nowait && d.logging == Logging::immediate) {
+        log_writer::request_flush(lsn);
+        count(c_log_writer);
     }
     count(c_commits);
     count(durable ? c_waited : c_not_waited);
@@ -166,6 +196,7 @@ void at_commit() {
 }
 
 void at_abort() {
+    swap_out();
     pending.active = false;
 }
 
@@ -175,14 +206,14 @@ const LastCommit& last_commit() {
 
 Stats session_stats() {
     const int64_t* c = session_counters;
-    return Stats{c[c_commits], c[c_waited], c[c_not_waited], c[c_gathers], c[c_followers], c[c_kicks]};
+    return Stats{c[c_commits], c[c_waited], c[c_not_waited], c[c_gathers], c[c_followers], c[c_log_writer]};
 }
 
 Stats cluster_stats() {
     int64_t c[counter_count] = {};
     if (shared)
         for (int i = 0; i < counter_count; i++) c[i] = int64_t(pg_atomic_read_u64(&shared->counters[i]));
-    return Stats{c[c_commits], c[c_waited], c[c_not_waited], c[c_gathers], c[c_followers], c[c_kicks]};
+    return Stats{c[c_commits], c[c_waited], c[c_not_waited], c[c_gathers], c[c_followers], c[c_log_writer]};
 }
 
 }  // namespace aq::commit::committer

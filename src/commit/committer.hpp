@@ -4,8 +4,9 @@
 //
 //  pre-commit (the transaction still open, before its commit record):
 //    * nothing set anywhere, or no transaction id (no commit record): do nothing.
-//    * decide; run the commit with the decided synchronous_commit (SET LOCAL, undone by the
-//      commit itself): WAIT -> aq.commit_wait_level or stronger, NOWAIT -> off.
+//    * decide; run the commit with the decided synchronous_commit, swapped in for this commit
+//      only and swapped back at commit or abort: WAIT -> aq.commit_wait_level (or a stronger
+//      synchronous_commit that was set), NOWAIT -> off.
 //    * WAIT/BATCH (no synchronous standby to wait for): count the other WAIT/BATCH sessions
 //      that committed within the last millisecond — the peers about to commit again.  None:
 //      commit exactly as IMMEDIATE does, so a lone session is never slower.  Some: write the
@@ -13,13 +14,14 @@
 //  commit (record written, client not yet told):
 //    * WAIT/BATCH with an asynchronous record — group commit: wait until every expected peer
 //      is waiting for its flush too (so its record is in), at most aq.batch_commit_window
-//      microseconds, yielding the CPU and holding no lock; then XLogFlush(ours), which
+//      microseconds, sleeping (not spinning) and holding no lock; then XLogFlush(ours), which
 //      flushes every record inserted so far, so one fsync serves the group.  A committer
 //      whose record a peer already flushed returns at once.  Each session waits only for
 //      itself: nobody holds a lock while waiting, so a long window slows only its own session.
 //      As in Oracle, the transaction is visible to others just before it is flushed.
-//    * NOWAIT/IMMEDIATE: wake the WAL writer, so the record is written now (Oracle's LGWR
-//      writes per commit); NOWAIT/BATCH leaves it to the WAL writer's own pace.
+//    * NOWAIT/IMMEDIATE: hand the record to aq's log writer, which flushes it at once while the
+//      session returns (Oracle's LGWR; log_writer.hpp); NOWAIT/BATCH leaves it to
+//      PostgreSQL's WAL writer and its own pace.
 //    * remember the commit (LSN, mode, durable when acknowledged?) and count it.
 #pragma once
 
@@ -53,7 +55,7 @@ struct Stats {
     int64_t not_waited;       // ... acknowledged before it was (NOWAIT)
     int64_t batch_gathers;    // WAIT/BATCH commits that waited for peers in flight
     int64_t batch_followers;  // WAIT/BATCH commits whose record a peer flushed
-    int64_t walwriter_kicks;  // NOWAIT/IMMEDIATE commits that woke the WAL writer
+    int64_t log_writer_requests;  // NOWAIT/IMMEDIATE commits handed to aq's log writer
 };
 Stats session_stats();
 Stats cluster_stats();  // all sessions since the server started (needs preloading)

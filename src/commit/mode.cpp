@@ -144,9 +144,14 @@ Decision resolve(const std::vector<Candidate>& wait_candidates,
                  const std::vector<Candidate>& logging_candidates, SyncCommit wait_level) {
     Decision d;
     SyncCommit current = SyncCommit::on;
+    bool current_is_set = false;  // synchronous_commit set somewhere, not just its default
     for (const auto& c : wait_candidates)
-        if (c.origin == Origin::synchronous_commit) current = static_cast<SyncCommit>(c.value);
-    SyncCommit waiting = std::max(wait_level, current == SyncCommit::off ? wait_level : current);
+        if (c.origin == Origin::synchronous_commit) {
+            current = static_cast<SyncCommit>(c.value);
+            current_is_set = c.level != Level::default_level;
+        }
+    // WAIT means aq.commit_wait_level, or a stronger synchronous_commit that someone set.
+    SyncCommit waiting = current_is_set && current != SyncCommit::off ? std::max(wait_level, current) : wait_level;
 
     // FORCE_WAIT anywhere: report the least specific level that forces (the one that rules).
     std::optional<Candidate> force;

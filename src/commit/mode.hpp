@@ -15,8 +15,9 @@
 //  * Otherwise the most specific level wins.  At one level aq's parameters beat
 //    synchronous_commit, and between aq's parameters the one set last wins.
 //  * If synchronous_commit wins, aq leaves it alone.  If an aq parameter wins, WAIT runs the
-//    commit with synchronous_commit = the stronger of aq.commit_wait_level and the current
-//    synchronous_commit (WAIT never weakens what PostgreSQL was asked for), NOWAIT with off.
+//    commit with synchronous_commit = aq.commit_wait_level, or the current synchronous_commit
+//    if someone set that (at any level) to something stronger: WAIT never weakens what
+//    PostgreSQL was explicitly asked for.  NOWAIT runs it with off.
 #pragma once
 
 #include <cstdint>

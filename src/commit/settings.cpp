@@ -430,14 +430,6 @@ void set_transaction_clause(const WriteClause& clause) {
     });
 }
 
-void set_transaction_synchronous_commit(SyncCommit value) {
-    const char* text = name(value);
-    pg::call([&] {
-        (void)set_config_option("synchronous_commit", text, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
-                                false);
-    });
-}
-
 SyncCommit current_synchronous_commit() {
     return static_cast<SyncCommit>(synchronous_commit);
 }

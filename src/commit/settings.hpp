@@ -56,8 +56,6 @@ std::vector<LevelValue> levels();
 
 // SET LOCAL aq.commit_write = '<clause>' (the transaction level).
 void set_transaction_clause(const WriteClause& clause);
-// SET LOCAL synchronous_commit = <value>, for this commit only.
-void set_transaction_synchronous_commit(SyncCommit value);
 SyncCommit current_synchronous_commit();
 
 }  // namespace aq::commit::settings

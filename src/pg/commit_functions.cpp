@@ -20,6 +20,7 @@ extern "C" {
 #include <vector>
 
 #include "commit/committer.hpp"
+#include "commit/log_writer.hpp"
 #include "commit/settings.hpp"
 #include "pg/guard.hpp"
 
@@ -151,10 +152,12 @@ Datum commit_stats(FunctionCallInfo fcinfo) {
     require_preloaded();
     bool all = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
     committer::Stats s = all ? committer::cluster_stats() : committer::session_stats();
-    Datum values[6] = {Int64GetDatum(s.commits),       Int64GetDatum(s.waited),
-                       Int64GetDatum(s.not_waited),    Int64GetDatum(s.batch_gathers),
-                       Int64GetDatum(s.batch_followers), Int64GetDatum(s.walwriter_kicks)};
-    bool nulls[6] = {};
+    Datum values[7] = {Int64GetDatum(s.commits),         Int64GetDatum(s.waited),
+                       Int64GetDatum(s.not_waited),      Int64GetDatum(s.batch_gathers),
+                       Int64GetDatum(s.batch_followers), Int64GetDatum(s.log_writer_requests),
+                       Int64GetDatum(log_writer::flushes())};
+    bool nulls[7] = {};
+    nulls[6] = !all;  // the log writer's flushes are the cluster's, not a session's
     return composite(fcinfo, values, nulls);
 }
 

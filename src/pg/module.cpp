@@ -17,6 +17,7 @@ PGDLLEXPORT void _PG_init(void);
 }
 
 #include "commit/committer.hpp"
+#include "commit/log_writer.hpp"
 #include "commit/settings.hpp"
 #include "pg/guard.hpp"
 #include "queue/queue_store.hpp"
@@ -33,6 +34,7 @@ void request_shmem() {
     RequestAddinShmemSpace(aq::queue::wakeup::shmem_size());
     RequestAddinShmemSpace(aq::commit::settings::shmem_size());
     RequestAddinShmemSpace(aq::commit::committer::shmem_size());
+    RequestAddinShmemSpace(aq::commit::log_writer::shmem_size());
 }
 
 void startup_shmem() {
@@ -41,6 +43,7 @@ void startup_shmem() {
         aq::queue::wakeup::shmem_startup();
         aq::commit::settings::shmem_startup();
         aq::commit::committer::shmem_startup();
+        aq::commit::log_writer::shmem_startup();
     });
 }
 
@@ -107,6 +110,7 @@ void _PG_init(void) {
         shmem_startup_hook = startup_shmem;
         prev_process_utility_hook = ProcessUtility_hook;
         ProcessUtility_hook = process_utility;
+        aq::commit::log_writer::register_worker();
     }
     aq::pg::entry_void([] { aq::commit::settings::define(process_shared_preload_libraries_in_progress); });
     MarkGUCPrefixReserved("aq");

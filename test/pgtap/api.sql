@@ -113,7 +113,7 @@ SELECT results_eq(
                             'logging_decided_by','forced'], 0),
       ('commit_settings', ARRAY['level','parameter','value'], 0),
       ('commit_stats', ARRAY['all_sessions','commits','waited','not_waited','batch_gathers','batch_followers',
-                             'walwriter_kicks'], 1),
+                             'log_writer_requests','log_writer_flushes'], 1),
       ('create_queue', ARRAY['queue_name','queue_table','max_retries','retry_delay','retention_time','comment'], 4),
       ('create_queue_table', ARRAY['queue_table','queue_payload_type','sort_list','comment','queue_table_schema'], 3),
       ('dequeue', ARRAY['queue_name','payload_type','dequeue_options','msgid','payload','message_properties'], 1),

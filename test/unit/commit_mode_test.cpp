@@ -139,6 +139,13 @@ BOOST_AUTO_TEST_CASE(wait_never_weakens_synchronous_commit) {
     d = resolve({wait_at(Level::session, Wait::wait), sync_at(Level::system, SyncCommit::local)}, {},
                 SyncCommit::on);
     BOOST_TEST((d.sync == SyncCommit::on));
+    // synchronous_commit only at its default ('on'): aq.commit_wait_level alone says what WAIT means.
+    d = resolve({wait_at(Level::session, Wait::wait), sync_at(Level::default_level, SyncCommit::on)}, {},
+                SyncCommit::local);
+    BOOST_TEST((d.sync == SyncCommit::local));
+    d = resolve({wait_at(Level::system, Wait::force_wait), sync_at(Level::default_level, SyncCommit::on)}, {},
+                SyncCommit::remote_write);
+    BOOST_TEST((d.sync == SyncCommit::remote_write));
     // NOWAIT never waits for a standby.
     d = resolve({wait_at(Level::session, Wait::nowait), sync_at(Level::system, SyncCommit::remote_apply)}, {},
                 SyncCommit::on);
