@@ -9,8 +9,9 @@
 //      synchronous_commit that was set), NOWAIT -> off.
 //    * WAIT/BATCH (no synchronous standby to wait for): count the other WAIT/BATCH sessions
 //      that committed within the last millisecond — the peers about to commit again.  None:
-//      commit exactly as IMMEDIATE does, so a lone session is never slower.  Some: write the
-//      commit record asynchronously; at_commit flushes it for the group.
+//      commit exactly as IMMEDIATE does, so a lone session is never slower.  One: write the
+//      commit record asynchronously; at_commit flushes it for both.  More: PostgreSQL's own
+//      path, where the sessions queued on the WAL flush already share it.
 //  commit (record written, client not yet told):
 //    * WAIT/BATCH with an asynchronous record — group commit: wait until every expected peer
 //      is waiting for its flush too (so its record is in), at most aq.batch_commit_window

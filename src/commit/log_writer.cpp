@@ -104,6 +104,7 @@ void aq_log_writer_main(Datum) {
             pg_atomic_fetch_add_u64(&shared->flushes, 1);
             continue;  // commits that came in meanwhile: flush them at once
         }
+        pgstat_report_wal(false);  // its writes and syncs count in pg_stat_wal (when idle: cheap)
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L, PG_WAIT_EXTENSION);
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
@@ -113,5 +114,6 @@ void aq_log_writer_main(Datum) {
     // A smart or fast shutdown: flush what was asked for before leaving.
     XLogRecPtr want = pg_atomic_read_u64(&shared->requested);
     if (!RecoveryInProgress() && want > GetFlushRecPtr(nullptr)) XLogFlush(want);
+    pgstat_report_wal(true);
     proc_exit(0);
 }
