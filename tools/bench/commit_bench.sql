@@ -1,0 +1,47 @@
+-- Set-up for tools/bench/commit-bench (the commit-modes benchmark): schema commit_bench with the
+-- article's table t, a one-row table standing in for Oracle's DUAL, the table the pgbench
+-- sessions insert into, and the article's PL/SQL block as two PL/pgSQL procedures.
+-- Leftovers of an interrupted run are dropped first; commit-bench drops the schema at the end.
+\set ON_ERROR_STOP on
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS aq;
+DROP SCHEMA IF EXISTS commit_bench CASCADE;
+CREATE SCHEMA commit_bench;
+
+-- Autovacuum is off on these tables: its WAL writes and syncs would land in the measurements.
+CREATE TABLE commit_bench.t (id integer, pad varchar(100)) WITH (autovacuum_enabled = off);
+CREATE TABLE commit_bench.dual (dummy varchar(1)) WITH (autovacuum_enabled = off);
+INSERT INTO commit_bench.dual VALUES ('X');
+CREATE TABLE commit_bench.p (id integer, pad varchar(100)) WITH (autovacuum_enabled = off);
+
+-- The article's block:
+--   FOR i IN 1..1000 LOOP
+--     INSERT INTO t VALUES (i, rpad('*',100,'*'));
+--     COMMIT;
+--     SELECT count(*) INTO l_dummy FROM dual;
+--   END LOOP;
+-- The plain COMMIT takes the session's aq.commit_write.
+CREATE PROCEDURE commit_bench.article_loop(n integer DEFAULT 1000)
+LANGUAGE plpgsql AS $$
+DECLARE
+    l_dummy integer;
+BEGIN
+    FOR i IN 1..n LOOP
+        INSERT INTO commit_bench.t VALUES (i, rpad('*', 100, '*'));
+        COMMIT;
+        SELECT count(*) INTO l_dummy FROM commit_bench.dual;
+    END LOOP;
+END $$;
+
+-- The same with the per-transaction form: COMMIT WRITE <mode> instead of COMMIT.
+CREATE PROCEDURE commit_bench.article_loop_aq_commit(mode text, n integer DEFAULT 1000)
+LANGUAGE plpgsql AS $$
+DECLARE
+    l_dummy integer;
+BEGIN
+    FOR i IN 1..n LOOP
+        INSERT INTO commit_bench.t VALUES (i, rpad('*', 100, '*'));
+        CALL aq.commit(mode);
+        SELECT count(*) INTO l_dummy FROM commit_bench.dual;
+    END LOOP;
+END $$;
