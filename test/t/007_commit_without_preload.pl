@@ -1,0 +1,67 @@
+# Commit modes without shared_preload_libraries = 'aq': they cannot work (the system level
+# lives in the postmaster's shared memory, the database and role levels are only seen at
+# connection start), so they say so instead of being silently ignored — and the queues still
+# work.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('no_preload');
+$node->init;
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION aq');
+
+# Runs statements in one session; returns (exit code, stdout, stderr).
+sub session
+{
+	my ($sql) = @_;
+	my ($stdout, $stderr) = ('', '');
+	my $rc = $node->psql('postgres', $sql, stdout => \$stdout, stderr => \$stderr,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	return ($rc, $stdout, $stderr);
+}
+
+my ($rc, $out, $err) = session("LOAD 'aq'; SET aq.commit_wait = nowait;");
+isnt($rc, 0, 'SET aq.commit_wait = nowait fails without preloading');
+like($err, qr/aq's commit modes need aq in shared_preload_libraries/, 'the error says why');
+like($err, qr/HINT:  Add 'aq' to shared_preload_libraries and restart the server/, 'and the hint says what to do');
+
+($rc, $out, $err) = session("LOAD 'aq'; SET aq.commit_write = 'batch,nowait';");
+isnt($rc, 0, 'SET aq.commit_write fails too');
+
+($rc, $out, $err) = session("LOAD 'aq'; SET aq.commit_wait = wait; SHOW aq.commit_wait;");
+is($rc, 0, 'the default value is accepted (RESET and SET to the default keep working)');
+
+for my $function ('aq.commit_mode()', 'aq.commit_settings()', 'aq.last_commit()', 'aq.commit_stats()')
+{
+	($rc, $out, $err) = session("SELECT * FROM $function");
+	like($err, qr/ERROR:  55000: aq's commit modes need aq in shared_preload_libraries/,
+		"$function fails with 55000 and says why");
+}
+($rc, $out, $err) = session("CALL aq.commit('WRITE BATCH NOWAIT')");
+like($err, qr/ERROR:  55000/, 'CALL aq.commit() fails with 55000');
+
+# Before aq is loaded in a session, PostgreSQL keeps an aq.* setting as a placeholder; the
+# moment aq loads, the setting is refused with a warning that says why.
+($rc, $out, $err) = session("SET aq.commit_write = 'batch,nowait'; LOAD 'aq'; SHOW aq.commit_write;");
+like($err, qr/WARNING:  .*aq's commit modes need aq in shared_preload_libraries/,
+	'a placeholder set before aq was loaded is refused with a warning when aq loads');
+unlike($out, qr/batch/, 'and it is not in force afterwards');
+
+# The queues do not need shared memory: waits poll instead of sleeping.
+$node->safe_psql('postgres', q{
+	SELECT aq.create_queue_table('np_qt', 'text');
+	SELECT aq.create_queue('np_q', 'np_qt');
+	SELECT aq.start_queue('np_q');
+});
+is( $node->safe_psql('postgres', q{
+	SELECT aq.enqueue('np_q', 'still works'::text) > 0;
+	SELECT payload FROM aq.dequeue('np_q', NULL::text, aq.dequeue_options(wait => '1 s'));
+}),
+	"t\nstill works",
+	'enqueue and dequeue work without preloading');
+
+done_testing();
