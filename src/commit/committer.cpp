@@ -98,7 +98,7 @@ int active_batch_peers(TimestampTz now) {
     for (int i = 0; i < shared->slot_count; i++) {
         if (i == me) continue;
         auto at = static_cast<TimestampTz>(pg_atomic_read_u64(&shared->last_batch_commit[i]));
-        if (at != 0 && now - at < active_horizon_us) peers++;
+        if (at != 0 && now - at < active_horizon_us && ++peers > max_gather_peers) break;  // a crowd
     }
     return peers;
 }
