@@ -185,6 +185,20 @@ SET aq.commit_wait = nowait;
 SELECT synchronous_commit FROM aq.commit_mode();
 RESET ALL;
 
+-- An ordinary role asks for BATCH (and NOWAIT) and gets it: no superuser setting is involved.
+CREATE ROLE commit_modes_app;
+GRANT INSERT ON commit_probe TO commit_modes_app;
+SET ROLE commit_modes_app;
+SET aq.commit_write = 'batch,wait';
+INSERT INTO commit_probe VALUES (5);
+SELECT commit_wait, commit_logging, synchronous_commit, durable_on_return FROM aq.last_commit();
+SET aq.commit_write = 'batch,nowait';
+INSERT INTO commit_probe VALUES (6);
+SELECT commit_wait, commit_logging, synchronous_commit FROM aq.last_commit();
+SET commit_delay = 10;   -- PostgreSQL's own knob stays superuser-only
+RESET ROLE;
+RESET ALL;
+
 -- ---------------------------------------------------------------- aq.commit()
 
 -- At top level (outside BEGIN) it commits the current transaction in the given mode; the
@@ -254,3 +268,5 @@ CALL aq.commit('WRITE SOMETIMES');
 -- Nothing above changed anything.
 SELECT * FROM aq.commit_settings() WHERE parameter LIKE 'aq.%';
 SHOW aq.commit_wait;
+DROP OWNED BY commit_modes_app;
+DROP ROLE commit_modes_app;
