@@ -219,24 +219,18 @@ struct RecordLevels {
 
 RecordLevels read_record(config_generic* rec, const config_var_value* current) {
     RecordLevels out{{current, rec->source}, false, {current, PGC_S_SESSION}};
-    GucStack* outer = nullptr;
-    bool all_set = true;
-    for (GucStack* s = rec->stack; s; s = s->prev) {
-        outer = s;
-        if (s->state != GUC_SET) all_set = false;
-    }
-    if (!outer) return out;
-    out.has_transaction = !all_set;
-    if (all_set) return out;  // only SETs: the current value is the session's
-    // The session level is the value below the first local change: the masked SET of a
-    // SET-then-SET-LOCAL entry, else the prior value of the outermost non-SET entry.
-    GucStack* e = nullptr;
+    // The outermost stack entry that is not a plain SET: the first local change.
+    GucStack* local = nullptr;
     for (GucStack* s = rec->stack; s; s = s->prev)
-        if (s->state != GUC_SET) e = s;
-    if (e->state == GUC_SET_LOCAL)
-        out.session = Found{&e->masked, PGC_S_SESSION};
+        if (s->state != GUC_SET) local = s;
+    if (!local) return out;  // no stack, or only SETs: the current value is the session's
+    out.has_transaction = true;
+    // Below it, the session's value: the masked SET of a SET-then-SET-LOCAL entry, else the
+    // value before the change.
+    if (local->state == GUC_SET_LOCAL)
+        out.session = Found{&local->masked, PGC_S_SESSION};
     else
-        out.session = Found{&e->prior, e->source};
+        out.session = Found{&local->prior, local->source};
     return out;
 }
 
