@@ -114,13 +114,6 @@ bool waits_for_standby(SyncCommit sync) {
     return sync > SyncCommit::local && SyncRepStandbyNames && SyncRepStandbyNames[0] != '\0';
 }
 
-Decision decision_without_aq() {
-    Decision d;
-    d.sync = settings::current_synchronous_commit();
-    d.wait = d.sync == SyncCommit::off ? Wait::nowait : Wait::wait;
-    return d;
-}
-
 // Group flush for WAIT/BATCH; see the protocol.  Touches only atomics, the WAL position and
 // XLogFlush (which fails only by PANIC): nothing here can raise an error.
 void gather_and_flush(XLogRecPtr lsn, int expected_peers) {
@@ -168,7 +161,7 @@ void pre_commit() {
     pending.active = false;
     if (IsParallelWorker() || !TransactionIdIsValid(GetTopTransactionIdIfAny())) return;
     bool involved = settings::any_set();
-    Decision d = involved ? settings::decide() : decision_without_aq();
+    Decision d = settings::decide();
     SyncCommit run_with = d.sync;
     // WAIT/BATCH with WAIT/BATCH peers committing now: write the record asynchronously and
     // flush it for the group in at_commit.  Alone: PostgreSQL's own path, as IMMEDIATE.

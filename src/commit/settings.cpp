@@ -376,6 +376,12 @@ bool any_set() {
 
 Decision decide() {
     ensure_records();
+    if (!any_set()) {  // the common case, without the collection: synchronous_commit decides
+        Decision d;
+        d.sync = current_synchronous_commit();
+        d.wait = d.sync == SyncCommit::off ? Wait::nowait : Wait::wait;
+        return d;
+    }
     std::vector<Candidate> waits, loggings;
     collect(waits, loggings);
     return resolve(waits, loggings, wait_level());

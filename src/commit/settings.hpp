@@ -38,7 +38,8 @@ void shmem_startup();
 // PostgreSQL alone.  Cheap: called at every commit.
 bool any_set();
 
-// The mode the current transaction would commit with now.  May raise (GUC machinery).
+// The mode the current transaction would commit with now (with nothing set: what
+// synchronous_commit says).  May raise (GUC machinery).
 Decision decide();
 
 // aq.commit_wait_level: what WAIT means for synchronous_commit.

@@ -84,13 +84,7 @@ Datum commit_procedure(FunctionCallInfo fcinfo) {
 Datum commit_mode(FunctionCallInfo fcinfo) {
     require_preloaded();
     bool involved = settings::any_set();
-    Decision d;
-    if (involved) {
-        d = settings::decide();
-    } else {
-        d.sync = settings::current_synchronous_commit();
-        d.wait = d.sync == SyncCommit::off ? Wait::nowait : Wait::wait;
-    }
+    Decision d = settings::decide();
     std::string wait_from = involved ? describe_wait(d.wait_from) : "synchronous_commit (no aq setting)";
     std::string logging_from = describe_logging(d.logging_from);
     Datum values[6];
