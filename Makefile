@@ -1,7 +1,7 @@
 # aq — PGXS build. `make && sudo make install`; `bash tools/run test` runs every suite.
 EXTENSION   = aq
 MODULE_big  = aq
-DATA        = sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql
+DATA        = sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql sql/aq--0.2.0--0.3.0.sql
 PGFILEDESC  = "aq - Oracle-style Advanced Queuing for PostgreSQL"
 
 OBJS = \
@@ -9,8 +9,15 @@ OBJS = \
 	src/commit/log_writer.o \
 	src/commit/mode.o \
 	src/commit/settings.o \
+	src/ingest/drain.o \
+	src/ingest/hint.o \
+	src/ingest/ring.o \
+	src/ingest/settings.o \
+	src/ingest/watermarks.o \
+	src/ingest/writer.o \
 	src/pg/commit_functions.o \
 	src/pg/guard.o \
+	src/pg/ingest_functions.o \
 	src/pg/module.o \
 	src/pg/queue_functions.o \
 	src/queue/bulk_enqueue.o \

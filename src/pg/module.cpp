@@ -1,5 +1,5 @@
 // Library entry: PG_MODULE_MAGIC, _PG_init, the parameters, shared-memory hooks and the
-// transaction callbacks (queue wake-ups, commit modes).  Shared memory is requested only when aq is in shared_preload_libraries
+// transaction callbacks (queue wake-ups, commit modes, fast ingest).  Shared memory is requested only when aq is in shared_preload_libraries
 // (PostgreSQL 15: RequestAddinShmemSpace is allowed only in shmem_request_hook).
 extern "C" {
 #include "postgres.h"
@@ -19,6 +19,10 @@ PGDLLEXPORT void _PG_init(void);
 #include "commit/committer.hpp"
 #include "commit/log_writer.hpp"
 #include "commit/settings.hpp"
+#include "ingest/drain.hpp"
+#include "ingest/ring.hpp"
+#include "ingest/settings.hpp"
+#include "ingest/writer.hpp"
 #include "pg/guard.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/wakeup.hpp"
@@ -35,6 +39,8 @@ void request_shmem() {
     RequestAddinShmemSpace(aq::commit::settings::shmem_size());
     RequestAddinShmemSpace(aq::commit::committer::shmem_size());
     RequestAddinShmemSpace(aq::commit::log_writer::shmem_size());
+    RequestAddinShmemSpace(aq::ingest::ring::shmem_size());
+    aq::ingest::ring::request_lwlocks();
 }
 
 void startup_shmem() {
@@ -44,6 +50,7 @@ void startup_shmem() {
         aq::commit::settings::shmem_startup();
         aq::commit::committer::shmem_startup();
         aq::commit::log_writer::shmem_startup();
+        aq::ingest::ring::shmem_startup();
     });
 }
 
@@ -53,9 +60,14 @@ void on_xact_event(XactEvent event, void*) {
     // condition variables and the WAL flush, which do not raise errors.
     switch (event) {
         case XACT_EVENT_PRE_COMMIT:
+            aq::ingest::writer::pre_commit();  // may wait for ring space or raise: before the commit mode
             aq::pg::entry_void([] { aq::commit::committer::pre_commit(); });
             break;
+        case XACT_EVENT_PRE_PREPARE:
+            aq::ingest::writer::pre_prepare();
+            break;
         case XACT_EVENT_COMMIT:
+            aq::ingest::writer::at_commit();
             aq::commit::committer::at_commit();
             aq::queue::wakeup::at_commit();
             break;
@@ -66,6 +78,7 @@ void on_xact_event(XactEvent event, void*) {
             aq::queue::wakeup::at_prepare();
             break;
         case XACT_EVENT_ABORT:
+            aq::ingest::writer::at_abort();
             aq::commit::committer::at_abort();
             aq::queue::wakeup::at_abort();
             break;
@@ -77,7 +90,8 @@ void on_xact_event(XactEvent event, void*) {
     }
 }
 
-void on_subxact_event(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+void on_subxact_event(SubXactEvent event, SubTransactionId mine, SubTransactionId parent, void*) {
+    aq::ingest::writer::at_subxact(event, mine, parent);  // list surgery on local chunks: cannot fail
     if (event != SUBXACT_EVENT_ABORT_SUB) return;
     // Plain stores, atomics and CV broadcasts: nothing here can fail.
     aq::queue::forget_positions();
@@ -111,8 +125,11 @@ void _PG_init(void) {
         prev_process_utility_hook = ProcessUtility_hook;
         ProcessUtility_hook = process_utility;
         aq::commit::log_writer::register_worker();
+        aq::ingest::drain::register_launcher();
     }
     aq::pg::entry_void([] { aq::commit::settings::define(process_shared_preload_libraries_in_progress); });
+    aq::ingest::settings::define(process_shared_preload_libraries_in_progress);
+    aq::ingest::writer::install_hooks();
     MarkGUCPrefixReserved("aq");
     RegisterXactCallback(on_xact_event, nullptr);
     RegisterSubXactCallback(on_subxact_event, nullptr);

@@ -1,0 +1,720 @@
+// See drain.hpp for the protocol.  PostgreSQL-side code (background workers): plain data only,
+// errors are PostgreSQL's own and are caught with PG_TRY around subtransactions.
+extern "C" {
+#include "postgres.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/pg_crc32c.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+}
+
+#include "ingest/drain.hpp"
+#include "ingest/ring.hpp"
+#include "ingest/settings.hpp"
+
+namespace aq::ingest::drain {
+
+namespace {
+
+using namespace aq::ingest::ring;
+
+constexpr uint64 batch_rows = 100000;
+constexpr uint64 batch_bytes = 64 * 1024 * 1024;
+constexpr int batch_records = 16384;
+constexpr int multi_insert_rows = 1000;  // as COPY's MAX_BUFFERED_TUPLES
+constexpr int max_attempts = 3;
+constexpr int idle_exit_ms = 3000;
+constexpr int shutdown_wait_ms = 10000;
+constexpr int start_interval_ms = 1000;
+constexpr uint32 max_failed_starts = 3;
+// A batch smaller than this waits linger_us for more rows first: commits of single rows then
+// share a drain transaction instead of each waking the worker (2 cores: that matters).
+constexpr uint64 linger_below_rows = 5000;
+constexpr long linger_us = 2000;
+
+// ---------------------------------------------------------------- a batch
+struct Taken {
+    RecordHeader* header;
+};
+
+struct Row {
+    MinimalTuple tuple;
+    uint64 seq;
+    RecordHeader* header;
+};
+
+struct BatchCounts {
+    uint64 applied;
+    uint64 rejected;
+    uint64 hwm;
+};
+
+DatabaseSlot* my_slot = nullptr;
+SPIPlanPtr progress_plan = nullptr;
+SPIPlanPtr reject_plan = nullptr;
+
+// Collects the next records of this database (see the protocol).  Sets *in_flight if it
+// stopped at a record whose transaction has not finished, *wait_ms if the drain delay holds one.
+int collect(Taken* taken, bool all_now, bool* in_flight, long* wait_ms, uint64* rows_taken) {
+    int n = 0;
+    uint64 rows = 0, bytes = 0;
+    TimestampTz now = GetCurrentTimestamp();
+    *in_flight = false;
+    *wait_ms = 1000;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    uint64 head = shared->head;
+    pg_read_barrier();
+    for (uint64 pos = shared->tail; pos < head && n < batch_records && rows < batch_rows && bytes < batch_bytes;) {
+        RecordHeader* h = header_at(pos);
+        pos += h->total_bytes;
+        if (h->database != MyDatabaseId) continue;
+        uint32 state = pg_atomic_read_u32(&h->state);
+        pg_read_barrier();
+        if (state == state_reserved) {
+            *in_flight = true;
+            break;
+        }
+        if (state != state_committed) continue;
+        if (!all_now && settings::drain_delay_ms > 0) {
+            TimestampTz due = TimestampTzPlusMilliseconds(h->committed_at, settings::drain_delay_ms);
+            if (due > now) {
+                *wait_ms = Max(1L, Min(1000L, TimestampDifferenceMilliseconds(now, due) + 1));
+                break;
+            }
+        }
+        taken[n++].header = h;
+        rows += h->row_count;
+        bytes += h->payload_bytes;
+    }
+    LWLockRelease(shared->lock);
+    *rows_taken = rows;
+    return n;
+}
+
+bool has_work(bool* in_flight) {
+    bool work = false;
+    *in_flight = false;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    for (uint64 pos = shared->tail; pos < shared->head;) {
+        RecordHeader* h = header_at(pos);
+        pos += h->total_bytes;
+        if (h->database != MyDatabaseId) continue;
+        uint32 state = pg_atomic_read_u32(&h->state);
+        if (state == state_reserved) *in_flight = true;
+        if (state == state_committed) work = true;
+    }
+    LWLockRelease(shared->lock);
+    return work;
+}
+
+// ---------------------------------------------------------------- rejects
+// A row as text, "(v1,v2,...)" like a record, from the types the writer recorded.
+char* row_text(const Oid* types, int natts, MinimalTuple tuple) {
+    for (int i = 0; i < natts; i++)
+        if (OidIsValid(types[i]) && !SearchSysCacheExists1(TYPEOID, ObjectIdGetDatum(types[i]))) return nullptr;
+    TupleDesc desc = CreateTemplateTupleDesc(natts);
+    for (int i = 0; i < natts; i++)
+        TupleDescInitEntry(desc, AttrNumber(i + 1), nullptr, OidIsValid(types[i]) ? types[i] : INT4OID, -1, 0);
+    HeapTupleData ht;
+    ht.t_len = tuple->t_len + MINIMAL_TUPLE_OFFSET;
+    ht.t_data = reinterpret_cast<HeapTupleHeader>(reinterpret_cast<char*>(tuple) - MINIMAL_TUPLE_OFFSET);
+    ItemPointerSetInvalid(&ht.t_self);
+    ht.t_tableOid = InvalidOid;
+    Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * natts));
+    bool* isnull = static_cast<bool*>(palloc(sizeof(bool) * natts));
+    heap_deform_tuple(&ht, desc, values, isnull);
+    StringInfoData s;
+    initStringInfo(&s);
+    appendStringInfoChar(&s, '(');
+    for (int i = 0; i < natts; i++) {
+        if (i > 0) appendStringInfoChar(&s, ',');
+        if (isnull[i] || !OidIsValid(types[i])) continue;
+        Oid output;
+        bool varlena;
+        getTypeOutputInfo(types[i], &output, &varlena);
+        char* v = OidOutputFunctionCall(output, values[i]);
+        bool quote = *v == '\0' || strpbrk(v, ",()\"\\ \t\n") != nullptr;
+        if (!quote) {
+            appendStringInfoString(&s, v);
+            continue;
+        }
+        appendStringInfoChar(&s, '"');
+        for (const char* p = v; *p; p++) {
+            if (*p == '"' || *p == '\\') appendStringInfoChar(&s, *p);
+            appendStringInfoChar(&s, *p);
+        }
+        appendStringInfoChar(&s, '"');
+    }
+    appendStringInfoChar(&s, ')');
+    return s.data;
+}
+
+Oid aq_table(const char* name) {
+    Oid schema = get_namespace_oid("aq", true);
+    return OidIsValid(schema) ? get_relname_relid(name, schema) : InvalidOid;
+}
+
+// Keeps one rejected row (or, with tuple == nullptr, a whole record) in aq.fast_ingest_rejects.
+// Runs as the drain's own user, in the batch transaction.
+void keep_reject(RecordHeader* h, uint64 seq, MinimalTuple tuple, const char* sqlstate, const char* message,
+                 const char* detail) {
+    if (!OidIsValid(aq_table("fast_ingest_rejects"))) {
+        ereport(LOG, (errmsg("aq: fast-ingest row %llu rejected: %s", (unsigned long long)seq, message)));
+        return;
+    }
+    if (!reject_plan) {
+        Oid types[8] = {INT8OID, TEXTOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+        reject_plan = SPI_prepare(
+            "INSERT INTO aq.fast_ingest_rejects (seqid, table_name, relid, role_name, row_text, sqlstate, message, "
+            "detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            8, types);
+        if (!reject_plan) elog(ERROR, "aq: could not prepare the rejects insert: %s", SPI_result_code_string(SPI_result));
+        SPI_keepplan(reject_plan);
+    }
+    const char* table = get_rel_name(h->relation);
+    char* schema = nullptr;
+    if (table) schema = get_namespace_name(get_rel_namespace(h->relation));
+    const char* role = GetUserNameFromId(h->role, true);
+    const char* text = tuple ? row_text(reinterpret_cast<Oid*>(payload_of(h)), h->natts, tuple) : nullptr;
+    Datum values[8];
+    char nulls[8];
+    memset(nulls, ' ', sizeof nulls);
+    values[0] = Int64GetDatum(int64(seq));
+    if (table)
+        values[1] = CStringGetTextDatum(quote_qualified_identifier(schema, table));
+    else
+        nulls[1] = 'n';
+    values[2] = ObjectIdGetDatum(h->relation);
+    if (role) values[3] = CStringGetTextDatum(role); else nulls[3] = 'n';
+    if (text) values[4] = CStringGetTextDatum(text); else nulls[4] = 'n';
+    values[5] = CStringGetTextDatum(sqlstate);
+    values[6] = CStringGetTextDatum(message);
+    if (detail) values[7] = CStringGetTextDatum(detail); else nulls[7] = 'n';
+    int rc = SPI_execute_plan(reject_plan, values, nulls, false, 0);
+    if (rc != SPI_OK_INSERT) elog(ERROR, "aq: could not keep a rejected row: %s", SPI_result_code_string(rc));
+}
+
+void reject_rows(Row* rows, int count, const char* sqlstate, const char* message, const char* detail, BatchCounts* counts) {
+    for (int i = 0; i < count; i++) keep_reject(rows[i].header, rows[i].seq, rows[i].tuple, sqlstate, message, detail);
+    counts->rejected += count;
+}
+
+// ---------------------------------------------------------------- inserting rows
+bool deform_row(TupleDesc desc, MinimalTuple tuple, Datum* values, bool* isnull) {
+    HeapTupleData ht;
+    ht.t_len = tuple->t_len + MINIMAL_TUPLE_OFFSET;
+    ht.t_data = reinterpret_cast<HeapTupleHeader>(reinterpret_cast<char*>(tuple) - MINIMAL_TUPLE_OFFSET);
+    ItemPointerSetInvalid(&ht.t_self);
+    ht.t_tableOid = InvalidOid;
+    // Columns added since the row was buffered get their "missing" value, as old rows do.
+    heap_deform_tuple(&ht, desc, values, isnull);
+    for (int i = 0; i < desc->natts; i++)
+        if (TupleDescAttr(desc, i)->attisdropped) isnull[i] = true;
+    return true;
+}
+
+// The multi-insert path, as COPY FROM uses it: for tables without triggers, rules or RLS.
+void insert_multi(Relation rel, Row* rows, int count) {
+    TupleDesc desc = RelationGetDescr(rel);
+    RangeTblEntry* rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = RelationGetRelid(rel);
+    rte->relkind = rel->rd_rel->relkind;
+    rte->rellockmode = RowExclusiveLock;
+    rte->requiredPerms = ACL_INSERT;
+    for (int i = 0; i < desc->natts; i++)
+        if (!TupleDescAttr(desc, i)->attisdropped)
+            rte->insertedCols = bms_add_member(rte->insertedCols, i + 1 - FirstLowInvalidHeapAttributeNumber);
+    ExecCheckRTPerms(list_make1(rte), true);  // as the writing role: 42501 if it lost INSERT
+
+    EState* estate = CreateExecutorState();
+    ExecInitRangeTable(estate, list_make1(rte));
+    ResultRelInfo* result_rel = makeNode(ResultRelInfo);
+    InitResultRelInfo(result_rel, rel, 1, nullptr, 0);
+    ExecOpenIndices(result_rel, false);
+    bool generated = desc->constr && desc->constr->has_generated_stored;
+    bool constraints = desc->constr != nullptr;
+    int slot_count = Min(count, multi_insert_rows);
+    auto** slots = static_cast<TupleTableSlot**>(palloc(sizeof(TupleTableSlot*) * slot_count));
+    for (int i = 0; i < slot_count; i++) slots[i] = table_slot_create(rel, nullptr);
+    BulkInsertState bulk = GetBulkInsertState();
+    CommandId command = GetCurrentCommandId(true);
+
+    for (int start = 0; start < count; start += slot_count) {
+        CHECK_FOR_INTERRUPTS();
+        int n = Min(slot_count, count - start);
+        for (int j = 0; j < n; j++) {
+            TupleTableSlot* slot = slots[j];
+            ExecClearTuple(slot);
+            deform_row(desc, rows[start + j].tuple, slot->tts_values, slot->tts_isnull);
+            ExecStoreVirtualTuple(slot);
+            if (generated) ExecComputeStoredGenerated(result_rel, estate, slot, CMD_INSERT);
+            if (constraints) ExecConstraints(result_rel, slot, estate);
+        }
+        table_multi_insert(rel, slots, n, command, 0, bulk);
+        for (int j = 0; j < n; j++) {
+            if (result_rel->ri_NumIndices > 0) {
+                List* recheck = ExecInsertIndexTuples(result_rel, slots[j], estate, false, false, nullptr, NIL);
+                list_free(recheck);
+            }
+            ResetPerTupleExprContext(estate);
+        }
+    }
+    FreeBulkInsertState(bulk);
+    table_finish_bulk_insert(rel, 0);
+    for (int i = 0; i < slot_count; i++) ExecDropSingleTupleTableSlot(slots[i]);
+    ExecCloseIndices(result_rel);
+    FreeExecutorState(estate);
+}
+
+// A prepared INSERT per row: triggers (foreign keys among them), rules and RLS apply exactly as
+// for the writer's own statement.
+void insert_statement(Relation rel, Row* rows, int count) {
+    TupleDesc desc = RelationGetDescr(rel);
+    StringInfoData sql;
+    initStringInfo(&sql);
+    appendStringInfo(&sql, "INSERT INTO %s (",
+                     quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel)));
+    Oid* types = static_cast<Oid*>(palloc(sizeof(Oid) * desc->natts));
+    int* columns = static_cast<int*>(palloc(sizeof(int) * desc->natts));
+    int nargs = 0;
+    for (int i = 0; i < desc->natts; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        if (att->attisdropped || att->attgenerated) continue;
+        appendStringInfo(&sql, "%s%s", nargs ? ", " : "", quote_identifier(NameStr(att->attname)));
+        types[nargs] = att->atttypid;
+        columns[nargs++] = i;
+    }
+    appendStringInfoString(&sql, ") VALUES (");
+    for (int k = 0; k < nargs; k++) appendStringInfo(&sql, "%s$%d", k ? ", " : "", k + 1);
+    appendStringInfoChar(&sql, ')');
+    SPIPlanPtr plan = SPI_prepare(sql.data, nargs, types);
+    if (!plan) elog(ERROR, "aq: could not prepare \"%s\": %s", sql.data, SPI_result_code_string(SPI_result));
+    Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * desc->natts));
+    bool* isnull = static_cast<bool*>(palloc(sizeof(bool) * desc->natts));
+    Datum* args = static_cast<Datum*>(palloc(sizeof(Datum) * Max(nargs, 1)));
+    char* nulls = static_cast<char*>(palloc(Max(nargs, 1)));
+    for (int r = 0; r < count; r++) {
+        CHECK_FOR_INTERRUPTS();
+        deform_row(desc, rows[r].tuple, values, isnull);
+        for (int k = 0; k < nargs; k++) {
+            args[k] = values[columns[k]];
+            nulls[k] = isnull[columns[k]] ? 'n' : ' ';
+        }
+        int rc = SPI_execute_plan(plan, args, nulls, false, 0);
+        if (rc != SPI_OK_INSERT) elog(ERROR, "aq: fast-ingest insert failed: %s", SPI_result_code_string(rc));
+    }
+    SPI_freeplan(plan);
+}
+
+void insert_rows(Relation rel, Row* rows, int count, bool multi) {
+    if (multi)
+        insert_multi(rel, rows, count);
+    else
+        insert_statement(rel, rows, count);
+}
+
+// Runs insert_rows in a subtransaction; on failure returns the error (copied into `keep`).
+ErrorData* try_insert(Relation rel, Row* rows, int count, bool multi, MemoryContext keep) {
+    MemoryContext outer = CurrentMemoryContext;
+    ResourceOwner owner = CurrentResourceOwner;
+    ErrorData* volatile failure = nullptr;
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(outer);
+    PG_TRY();
+    {
+        insert_rows(rel, rows, count, multi);
+        ReleaseCurrentSubTransaction();
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(keep);
+        failure = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+    }
+    PG_END_TRY();
+    MemoryContextSwitchTo(outer);
+    CurrentResourceOwner = owner;
+    return failure;
+}
+
+// Why rows buffered with these column types cannot go into the table as it is now, or nullptr.
+const char* layout_change(Relation rel, const Oid* types, int natts) {
+    TupleDesc desc = RelationGetDescr(rel);
+    if (natts > desc->natts) return "it has fewer columns than when the rows were written";
+    for (int i = 0; i < natts; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        if (!att->attisdropped && att->atttypid != types[i])
+            return psprintf("column \"%s\" changed type since the rows were written", NameStr(att->attname));
+    }
+    return nullptr;
+}
+
+// One run: rows of one table, one role and one layout.
+void apply_run(Row* rows, int count, BatchCounts* counts) {
+    RecordHeader* first = rows[0].header;
+    Relation rel = try_relation_open(first->relation, RowExclusiveLock);
+    if (!rel) {
+        reject_rows(rows, count, "42P01", "the table was dropped before its fast-ingest rows were applied", nullptr, counts);
+        return;
+    }
+    if (rel->rd_rel->relkind != RELKIND_RELATION) {
+        relation_close(rel, RowExclusiveLock);
+        reject_rows(rows, count, "42809", "the table is no longer an ordinary table", nullptr, counts);
+        return;
+    }
+    if (const char* why = layout_change(rel, reinterpret_cast<Oid*>(payload_of(first)), first->natts)) {
+        char* message = psprintf("table \"%s\" was altered: %s", RelationGetRelationName(rel), why);
+        relation_close(rel, RowExclusiveLock);
+        reject_rows(rows, count, "42804", message, nullptr, counts);
+        return;
+    }
+
+    Oid saved_user;
+    int saved_context;
+    GetUserIdAndSecContext(&saved_user, &saved_context);
+    SetUserIdAndSecContext(first->role, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    bool multi = rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&
+                 check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED;
+    MemoryContext keep = CurrentMemoryContext;
+    ErrorData* failure = try_insert(rel, rows, count, multi, keep);
+    if (!failure) {
+        counts->applied += count;
+    } else {
+        // Redo row by row: the good rows go in, each bad one is kept with its own error.
+        FreeErrorData(failure);
+        for (int i = 0; i < count; i++) {
+            ErrorData* e = try_insert(rel, &rows[i], 1, multi, keep);
+            if (!e) {
+                counts->applied++;
+                continue;
+            }
+            SetUserIdAndSecContext(saved_user, saved_context);
+            reject_rows(&rows[i], 1, unpack_sql_state(e->sqlerrcode), e->message ? e->message : "error",
+                        e->detail, counts);
+            FreeErrorData(e);
+            SetUserIdAndSecContext(first->role, saved_context | SECURITY_LOCAL_USERID_CHANGE |
+                                                    SECURITY_RESTRICTED_OPERATION);
+        }
+    }
+    SetUserIdAndSecContext(saved_user, saved_context);
+    relation_close(rel, RowExclusiveLock);
+}
+
+bool same_run(RecordHeader* a, RecordHeader* b) {
+    return a->relation == b->relation && a->role == b->role && a->natts == b->natts &&
+           memcmp(payload_of(a), payload_of(b), sizeof(Oid) * a->natts) == 0;
+}
+
+void record_progress(const BatchCounts& counts) {
+    if (!OidIsValid(aq_table("fast_ingest_progress"))) return;
+    if (!progress_plan) {
+        Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
+        progress_plan = SPI_prepare(
+            "INSERT INTO aq.fast_ingest_progress AS p (epoch, applied_hwm, applied_rows, rejected_rows, batches, "
+            "updated_at) VALUES ($1, $2, $3, $4, 1, now()) ON CONFLICT (epoch) DO UPDATE SET applied_hwm = "
+            "greatest(p.applied_hwm, excluded.applied_hwm), applied_rows = p.applied_rows + excluded.applied_rows, "
+            "rejected_rows = p.rejected_rows + excluded.rejected_rows, batches = p.batches + 1, updated_at = "
+            "excluded.updated_at",
+            4, types);
+        if (!progress_plan) elog(ERROR, "aq: could not prepare the progress update");
+        SPI_keepplan(progress_plan);
+    }
+    Datum values[4] = {Int32GetDatum(int32(shared->epoch)), Int64GetDatum(int64(counts.hwm)),
+                       Int64GetDatum(int64(counts.applied)), Int64GetDatum(int64(counts.rejected))};
+    int rc = SPI_execute_plan(progress_plan, values, nullptr, false, 0);
+    if (rc != SPI_OK_INSERT) elog(ERROR, "aq: could not record fast-ingest progress: %s", SPI_result_code_string(rc));
+}
+
+// Applies the taken records in one transaction, then publishes them.
+void apply_batch(Taken* taken, int n) {
+    BatchCounts counts = {0, 0, 0};
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    pgstat_report_activity(STATE_RUNNING, "aq fast ingest: applying a batch");
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
+    PushActiveSnapshot(GetTransactionSnapshot());
+    AfterTriggerSetState(makeNode(ConstraintsSetStmt));  // SET CONSTRAINTS ALL IMMEDIATE: a deferred
+                                                          // violation must hit its row, not the batch
+    uint64 total_rows = 0;
+    for (int i = 0; i < n; i++) total_rows += taken[i].header->row_count;
+    Row* rows = static_cast<Row*>(palloc(sizeof(Row) * Max(total_rows, uint64(1))));
+    int row_count = 0;
+    int i = 0;
+    while (i < n) {
+        int run_start = row_count;
+        int j = i;
+        for (; j < n && same_run(taken[i].header, taken[j].header); j++) {
+            RecordHeader* h = taken[j].header;
+            counts.hwm = Max(counts.hwm, h->first_seq + h->row_count - 1);
+            h->attempts++;
+            pg_crc32c crc;
+            INIT_CRC32C(crc);
+            COMP_CRC32C(crc, payload_of(h), h->payload_bytes);
+            FIN_CRC32C(crc);
+            if (h->magic != record_magic || crc != h->crc || h->attempts > max_attempts) {
+                const char* why = h->attempts > max_attempts ? "the drain failed on these rows repeatedly"
+                                                            : "the rows' checksum does not match: ring memory corrupted";
+                keep_reject(h, h->first_seq, nullptr, "XX001", psprintf("%s; %u rows lost", why, h->row_count), nullptr);
+                counts.rejected += h->row_count;
+                ereport(WARNING, (errmsg("aq: fast-ingest rows %llu..%llu rejected: %s",
+                                         (unsigned long long)h->first_seq,
+                                         (unsigned long long)(h->first_seq + h->row_count - 1), why)));
+                continue;
+            }
+            char* p = payload_of(h) + MAXALIGN(sizeof(Oid) * h->natts);
+            for (uint32 k = 0; k < h->row_count; k++) {
+                auto tuple = reinterpret_cast<MinimalTuple>(p);
+                rows[row_count++] = Row{tuple, h->first_seq + k, h};
+                p += MAXALIGN(tuple->t_len);
+            }
+        }
+        if (row_count > run_start) apply_run(&rows[run_start], row_count - run_start, &counts);
+        i = j;
+    }
+    record_progress(counts);
+    SPI_finish();
+    PopActiveSnapshot();
+    CommitTransactionCommand();  // synchronous: the watermark never runs ahead of durability
+    pgstat_report_stat(false);
+    pgstat_report_activity(STATE_IDLE, nullptr);
+
+    for (int k = 0; k < n; k++) {
+        pg_atomic_fetch_sub_u64(&shared->rows_buffered, taken[k].header->row_count);
+        pg_atomic_write_u32(&taken[k].header->state, state_done);
+    }
+    pg_atomic_write_u64(&my_slot->apply_hwm, Max(pg_atomic_read_u64(&my_slot->apply_hwm), counts.hwm));
+    pg_atomic_fetch_add_u64(&my_slot->applied_rows, counts.applied);
+    pg_atomic_fetch_add_u64(&my_slot->rejected_rows, counts.rejected);
+    pg_atomic_fetch_add_u64(&my_slot->batches, 1);
+    advance_tail();
+    ConditionVariableBroadcast(&shared->applied);
+}
+
+// An idle worker leaves only if no record of its database is in the ring (checked under the
+// lock writers reserve with, so a record reserved later finds the slot stopped).
+bool try_stop() {
+    bool busy = false;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    for (uint64 pos = shared->tail; pos < shared->head && !busy;) {
+        RecordHeader* h = header_at(pos);
+        pos += h->total_bytes;
+        uint32 state = pg_atomic_read_u32(&h->state);
+        busy = h->database == MyDatabaseId && (state == state_reserved || state == state_committed);
+    }
+    if (!busy) {
+        pg_atomic_write_u32(&my_slot->worker_procno, no_proc);
+        pg_atomic_write_u32(&my_slot->state, slot_stopped);
+    }
+    LWLockRelease(shared->lock);
+    return !busy;
+}
+
+void drain_exit(int, Datum) {
+    if (!my_slot) return;
+    if (pg_atomic_read_u32(&my_slot->state) == slot_starting) pg_atomic_fetch_add_u32(&my_slot->failed_starts, 1);
+    pg_atomic_write_u32(&my_slot->worker_procno, no_proc);
+    pg_atomic_write_u32(&my_slot->state, slot_stopped);
+    wake_launcher();  // rows may be left: it starts another worker
+}
+
+// ---------------------------------------------------------------- the launcher
+uint64 now_ms() {
+    return uint64(GetCurrentTimestamp() / 1000);
+}
+
+// A database whose drain cannot start (dropped, or not accepting connections): its rows are
+// released and counted as rejected, so the ring does not fill up behind them.
+void discard_database(DatabaseSlot* slot) {
+    uint64 rows = 0;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    for (uint64 pos = shared->tail; pos < shared->head;) {
+        RecordHeader* h = header_at(pos);
+        pos += h->total_bytes;
+        if (h->database != slot->database || pg_atomic_read_u32(&h->state) != state_committed) continue;
+        rows += h->row_count;
+        pg_atomic_write_u32(&h->state, state_done);
+    }
+    LWLockRelease(shared->lock);
+    pg_atomic_fetch_sub_u64(&shared->rows_buffered, rows);
+    pg_atomic_fetch_add_u64(&slot->rejected_rows, rows);
+    pg_atomic_write_u64(&slot->apply_hwm, pg_atomic_read_u64(&slot->committed_hwm));
+    pg_atomic_write_u32(&slot->failed_starts, 0);
+    ereport(LOG, (errmsg("aq: %llu fast-ingest rows of database %u discarded: its drain worker could not start",
+                         (unsigned long long)rows, slot->database)));
+    advance_tail();
+    ConditionVariableBroadcast(&shared->applied);
+}
+
+bool start_drain(DatabaseSlot* slot) {
+    uint32 expected = slot_stopped;
+    if (!pg_atomic_compare_exchange_u32(&slot->state, &expected, slot_starting)) return false;
+    BackgroundWorker worker;
+    memset(&worker, 0, sizeof worker);
+    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    worker.bgw_restart_time = BGW_NEVER_RESTART;  // the launcher restarts it, and can give up
+    snprintf(worker.bgw_library_name, BGW_MAXLEN, "aq");
+    snprintf(worker.bgw_function_name, BGW_MAXLEN, "aq_fast_ingest_drain_main");
+    snprintf(worker.bgw_name, BGW_MAXLEN, "aq fast ingest drain for database %u", slot->database);
+    snprintf(worker.bgw_type, BGW_MAXLEN, "aq fast ingest drain");
+    worker.bgw_main_arg = ObjectIdGetDatum(slot->database);
+    worker.bgw_notify_pid = MyProcPid;
+    pg_atomic_write_u64(&slot->last_start_ms, now_ms());
+    if (!RegisterDynamicBackgroundWorker(&worker, nullptr)) {
+        pg_atomic_write_u32(&slot->state, slot_stopped);
+        ereport(LOG, (errmsg("aq: could not start a fast-ingest drain worker for database %u", slot->database),
+                      errhint("Raise max_worker_processes.")));
+        return false;
+    }
+    return true;
+}
+
+void launcher_exit(int, Datum) {
+    if (shared) pg_atomic_write_u32(&shared->launcher_procno, no_proc);
+}
+
+}  // namespace
+
+void register_launcher() {
+    BackgroundWorker worker;
+    memset(&worker, 0, sizeof worker);
+    worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    worker.bgw_restart_time = 1;
+    snprintf(worker.bgw_library_name, BGW_MAXLEN, "aq");
+    snprintf(worker.bgw_function_name, BGW_MAXLEN, "aq_fast_ingest_launcher_main");
+    snprintf(worker.bgw_name, BGW_MAXLEN, "aq fast ingest launcher");
+    snprintf(worker.bgw_type, BGW_MAXLEN, "aq fast ingest launcher");
+    RegisterBackgroundWorker(&worker);
+}
+
+}  // namespace aq::ingest::drain
+
+void aq_fast_ingest_launcher_main(Datum) {
+    using namespace aq::ingest::drain;
+    using namespace aq::ingest::ring;
+    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    BackgroundWorkerUnblockSignals();
+    if (!shared) proc_exit(1);
+    before_shmem_exit(launcher_exit, 0);
+    pg_atomic_write_u32(&shared->launcher_procno, uint32(MyProc->pgprocno));
+    while (!ShutdownRequestPending) {
+        ResetLatch(MyLatch);
+        if (ConfigReloadPending) {
+            ConfigReloadPending = false;
+            ProcessConfigFile(PGC_SIGHUP);
+        }
+        for (auto& slot : shared->slots) {
+            if (slot.database == InvalidOid || pg_atomic_read_u32(&slot.state) != slot_stopped) continue;
+            if (pg_atomic_read_u64(&slot.committed_hwm) <= pg_atomic_read_u64(&slot.apply_hwm)) continue;
+            if (pg_atomic_read_u32(&slot.failed_starts) >= max_failed_starts) {
+                discard_database(&slot);
+                continue;
+            }
+            if (now_ms() - pg_atomic_read_u64(&slot.last_start_ms) < uint64(start_interval_ms)) continue;
+            start_drain(&slot);
+        }
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, start_interval_ms, PG_WAIT_EXTENSION);
+    }
+    proc_exit(0);
+}
+
+void aq_fast_ingest_drain_main(Datum database_arg) {
+    using namespace aq::ingest::drain;
+    using namespace aq::ingest::ring;
+    Oid database = DatumGetObjectId(database_arg);
+    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    BackgroundWorkerUnblockSignals();
+    if (!shared) proc_exit(1);
+    DatabaseSlot* slot = find_slot(database);
+    if (!slot || pg_atomic_read_u32(&slot->state) != slot_starting) proc_exit(0);  // not ours to run
+    my_slot = slot;
+    before_shmem_exit(drain_exit, 0);
+    pg_atomic_write_u32(&slot->worker_procno, uint32(MyProc->pgprocno));
+    BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
+    pg_atomic_write_u32(&slot->state, slot_running);
+    pg_atomic_write_u32(&slot->failed_starts, 0);
+    // The apply watermark promises that rows at or below it survive a crash.
+    SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+    pgstat_report_appname("aq fast ingest drain");
+
+    MemoryContext batch_context = AllocSetContextCreate(TopMemoryContext, "aq fast ingest batch", ALLOCSET_DEFAULT_SIZES);
+    auto* taken = static_cast<Taken*>(MemoryContextAlloc(TopMemoryContext, sizeof(Taken) * batch_records));
+    TimestampTz idle_since = GetCurrentTimestamp();
+    TimestampTz shutdown_deadline = 0;
+    bool lingered = false;
+    for (;;) {
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+        if (ConfigReloadPending) {
+            ConfigReloadPending = false;
+            ProcessConfigFile(PGC_SIGHUP);
+        }
+        bool stopping = ShutdownRequestPending;
+        bool in_flight = false;
+        long wait_ms = 1000;
+        uint64 rows = 0;
+        int n = collect(taken, stopping, &in_flight, &wait_ms, &rows);
+        if (n > 0 && rows < linger_below_rows && !stopping && !lingered) {
+            pg_usleep(linger_us);
+            lingered = true;
+            continue;
+        }
+        lingered = false;
+        if (n > 0) {
+            MemoryContext outer = MemoryContextSwitchTo(batch_context);
+            apply_batch(taken, n);
+            MemoryContextSwitchTo(outer);
+            MemoryContextReset(batch_context);
+            idle_since = GetCurrentTimestamp();
+            continue;
+        }
+        TimestampTz now = GetCurrentTimestamp();
+        if (stopping) {
+            // Drain everything first; wait (boundedly) for commits still in flight.
+            if (!shutdown_deadline) shutdown_deadline = TimestampTzPlusMilliseconds(now, shutdown_wait_ms);
+            bool work = has_work(&in_flight);
+            if (!work && (!in_flight || now >= shutdown_deadline)) break;
+            wait_ms = 10;
+        } else if (!in_flight && TimestampDifferenceExceeds(idle_since, now, idle_exit_ms) && try_stop()) {
+            my_slot = nullptr;  // try_stop already marked the slot
+            proc_exit(0);
+        }
+        if (in_flight) wait_ms = 1;
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms, PG_WAIT_EXTENSION);
+    }
+    proc_exit(0);
+}

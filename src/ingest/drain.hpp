@@ -1,0 +1,38 @@
+// The drain: background workers that move committed rows from the ring into their tables.
+//
+// Protocol
+//  * "aq fast ingest launcher" (one, static, restarted by the postmaster if it dies) keeps one
+//    "aq fast ingest drain" worker running for every database that has committed rows in the
+//    ring.  Writers wake it when their database has no drain.  A database whose drain keeps
+//    failing to start (it was dropped) has its rows counted as rejected and released.
+//  * A drain worker walks the ring from the tail (lock shared), takes its database's COMMITTED
+//    records in order up to a batch limit, stops at the first RESERVED one, and applies them
+//    in ONE transaction.  Per run of rows of one table and role, as that role (never as a
+//    superuser): in a subtransaction, through the multi-insert path (table_multi_insert plus
+//    index insertion, constraints checked, generated columns computed) or, for tables with
+//    triggers, rules or row-level security, through a prepared INSERT per row.  If the run
+//    fails, it is redone row by row, each row in its own subtransaction; a row that fails is
+//    kept in aq.fast_ingest_rejects with its error.  The batch transaction also advances
+//    aq.fast_ingest_progress (this epoch's durable apply watermark).  After it commits, the
+//    records become DONE, the database's apply watermark moves, the tail advances and waiters
+//    on `applied` are woken.  A record whose checksum does not match is rejected whole; one
+//    that was attempted three times without success (the worker died) is rejected too, so a
+//    poison record can never crash-loop the drain.
+//  * SIGTERM (smart or fast shutdown): the worker keeps draining until its database has no
+//    committed or in-flight record left, then exits; the postmaster waits for it.
+//  * An idle worker exits after a few seconds (so DROP DATABASE is not blocked), after
+//    checking, under the ring lock, that no record of its database is left.
+#pragma once
+
+#include "postgres.h"
+
+namespace aq::ingest::drain {
+
+void register_launcher();  // from _PG_init, when preloaded
+
+}  // namespace aq::ingest::drain
+
+extern "C" {
+PGDLLEXPORT void aq_fast_ingest_launcher_main(Datum);
+PGDLLEXPORT void aq_fast_ingest_drain_main(Datum);
+}

@@ -1,0 +1,140 @@
+// The fast-ingest ring: Oracle's MEMOPTIMIZE FOR WRITE buffer (the large pool) in shared memory.
+//
+// Protocol
+//  * Space.  One byte array of aq.fast_ingest_buffer bytes, addressed by two monotonic 64-bit
+//    positions: `head` (next byte to hand out) and `tail` (first byte still in use).  A record
+//    is one chunk of rows of one transaction, for one table and one role; it never wraps: when
+//    it does not fit before the end of the array, a PAD record fills the rest.  Every size is
+//    a multiple of 64 bytes, so a gap is always large enough for a PAD header.
+//  * Writers (sessions, at pre-commit) reserve every chunk of their transaction at once while
+//    holding `lock` exclusively for a few arithmetic steps: all or nothing, so two large
+//    transactions can never each hold half of the ring and wait for the other.  Under the lock
+//    they also take the rows' sequence ids, so id order is ring order.  They copy the rows and
+//    compute each record's CRC-32C after releasing the lock.  A record is RESERVED until the
+//    transaction's commit marks it COMMITTED (or its abort ABORTED): plain atomic stores that
+//    cannot fail.  No space: wait on `space_freed` (bounded by aq.fast_ingest_wait_timeout,
+//    cancellable), then a clear error that aborts the transaction.
+//  * Drain workers (one per database) walk [tail, head) holding `lock` shared, which keeps the
+//    tail from moving under them; writers only ever write in [head, tail + size).  A worker
+//    applies the COMMITTED records of its own database in ring order, stops at the first
+//    RESERVED one of its database, marks applied ones DONE, then advances the tail over every
+//    DONE / ABORTED / PAD record (lock exclusive) and broadcasts `space_freed` and `applied`.
+//  * Watermarks.  Sequence id = (epoch << 40) + n.  The epoch is read from and written back to
+//    $PGDATA/pg_aq_epoch at every shared-memory initialisation (server start, crash restart),
+//    so ids never repeat and tell which incarnation of the ring held them.  Each database's
+//    slot keeps its apply watermark: every row of that database with an id at or below it has
+//    been applied or rejected.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/lwlock.h"
+#include "utils/timestamp.h"
+}
+
+#include <cstddef>
+
+namespace aq::ingest::ring {
+
+enum RecordState : uint32 {
+    state_reserved = 1,   // being filled, or its transaction has not committed yet
+    state_committed = 2,  // ready for the drain
+    state_aborted = 3,    // its transaction rolled back: never applied
+    state_done = 4,       // applied or rejected
+    state_pad = 5,        // filler up to the end of the array
+};
+
+constexpr uint32 record_magic = 0x41514652;  // "AQFR"
+constexpr int seq_shift = 40;
+
+// The header of one record.  After it: natts column type OIDs, then the rows, each a
+// MinimalTuple (t_len first) padded to MAXALIGN.
+struct RecordHeader {
+    uint32 magic;
+    pg_atomic_uint32 state;
+    uint32 total_bytes;   // header + payload, a multiple of 64
+    uint32 payload_bytes;
+    uint32 crc;           // CRC-32C of the payload
+    uint32 row_count;
+    uint64 first_seq;
+    Oid database;
+    Oid relation;
+    Oid role;
+    int16 natts;
+    int16 attempts;       // drain attempts; a record that keeps failing is rejected, not retried forever
+    int32 writer_pid;
+    TimestampTz committed_at;
+};
+
+constexpr std::size_t header_bytes = (sizeof(RecordHeader) + 63) & ~std::size_t(63);
+inline uint32 record_bytes(std::size_t payload) {
+    return uint32((header_bytes + payload + 63) & ~std::size_t(63));
+}
+inline char* payload_of(RecordHeader* h) { return reinterpret_cast<char*>(h) + header_bytes; }
+
+// A database being drained.
+enum SlotState : uint32 { slot_free = 0, slot_stopped = 1, slot_starting = 2, slot_running = 3 };
+constexpr int max_databases = 64;
+struct DatabaseSlot {
+    Oid database;                  // InvalidOid: unused (changed under lock)
+    pg_atomic_uint32 state;
+    pg_atomic_uint32 worker_procno;  // the drain worker's PGPROC, while running
+    pg_atomic_uint64 apply_hwm;      // every row of this database with an id <= it is applied or rejected
+    pg_atomic_uint64 committed_hwm;  // the highest id committed in this database
+    pg_atomic_uint32 failed_starts;  // drain workers that exited before running (e.g. database dropped)
+    pg_atomic_uint64 applied_rows;
+    pg_atomic_uint64 rejected_rows;
+    pg_atomic_uint64 batches;
+    pg_atomic_uint64 last_start_ms;  // when the launcher last started a worker (ms since epoch start)
+};
+
+struct Shared {
+    LWLock* lock;
+    uint64 size;                 // bytes in `data`
+    uint64 head;                 // under lock (exclusive to change); read with barriers
+    uint64 tail;
+    uint64 next_seq;             // under lock
+    uint32 epoch;
+    pg_atomic_uint64 rows_buffered;  // committed or reserved rows not yet DONE
+    pg_atomic_uint32 writers;        // sessions with rows in their transaction or in the ring
+    pg_atomic_uint32 launcher_procno;
+    pg_atomic_uint64 oldest_commit_ts;  // committed_at of the oldest undrained record (0: none)
+    ConditionVariable space_freed;
+    ConditionVariable applied;
+    DatabaseSlot slots[max_databases];
+    char* data;
+};
+
+constexpr uint32 no_proc = UINT32_MAX;
+
+// Set up by shmem_startup when aq is preloaded; nullptr otherwise.
+extern Shared* shared;
+
+std::size_t shmem_size();
+void request_lwlocks();
+void shmem_startup();
+bool available();
+
+inline RecordHeader* header_at(uint64 position) {
+    return reinterpret_cast<RecordHeader*>(shared->data + position % shared->size);
+}
+
+// The slot of a database, taking a free one if needed (lock must be held exclusively).
+// Returns nullptr when every slot is in use by another database.
+DatabaseSlot* slot_for_locked(Oid database);
+DatabaseSlot* find_slot(Oid database);  // no lock; nullptr if the database has none
+
+// Advances the tail over finished records; returns true if it moved.  Takes the lock.
+bool advance_tail();
+
+// Wakes the launcher, to start a drain worker for a database that has none.
+void wake_launcher();
+// Wakes a database's drain worker, or the launcher if it has none.
+void wake_drain(DatabaseSlot* slot);
+
+uint64 seq_base(uint32 epoch);
+uint32 epoch_of(uint64 seq);
+
+}  // namespace aq::ingest::ring

@@ -1,0 +1,584 @@
+// See writer.hpp for the protocol.  PostgreSQL-side code: it runs inside the planner, the
+// executor and transaction callbacks, holds plain data only (palloc'd, no C++ object with a
+// destructor), and reports errors with ereport like the executor around it.
+extern "C" {
+#include "postgres.h"
+#include "access/detoast.h"
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/extensible.h"
+#include "nodes/makefuncs.h"
+#include "nodes/plannodes.h"
+#include "optimizer/planner.h"
+#include "parser/parsetree.h"
+#include "port/pg_crc32c.h"
+#include "storage/condition_variable.h"
+#include "storage/lwlock.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+}
+
+#include "ingest/hint.hpp"
+#include "ingest/ring.hpp"
+#include "ingest/settings.hpp"
+#include "ingest/writer.hpp"
+
+namespace aq::ingest::writer {
+
+namespace {
+
+using namespace aq::ingest::ring;
+
+// ---------------------------------------------------------------- enabled tables
+// aq.fast_ingest_tables, cached per backend; aq.enable_fast_ingest / disable invalidate the
+// table's relcache entry, which empties the cache entry here and replans every cached plan.
+struct EnabledEntry {
+    Oid relid;
+    bool enabled;
+};
+HTAB* enabled_cache = nullptr;
+
+void on_relcache_invalidation(Datum, Oid relid) {
+    if (!enabled_cache) return;
+    if (relid == InvalidOid) {
+        hash_destroy(enabled_cache);
+        enabled_cache = nullptr;
+        return;
+    }
+    hash_search(enabled_cache, &relid, HASH_REMOVE, nullptr);
+}
+
+bool lookup_enabled(Oid relid) {
+    Oid schema = get_namespace_oid("aq", true);
+    if (!OidIsValid(schema)) return false;
+    Oid registry = get_relname_relid("fast_ingest_tables", schema);
+    Oid index = get_relname_relid("fast_ingest_tables_pkey", schema);
+    if (!OidIsValid(registry) || !OidIsValid(index)) return false;
+    Relation rel = table_open(registry, AccessShareLock);
+    ScanKeyData key;
+    ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+    SysScanDesc scan = systable_beginscan(rel, index, true, nullptr, 1, &key);
+    bool found = HeapTupleIsValid(systable_getnext(scan));
+    systable_endscan(scan);
+    table_close(rel, AccessShareLock);
+    return found;
+}
+
+bool is_enabled(Oid relid) {
+    if (!enabled_cache) {
+        HASHCTL ctl;
+        memset(&ctl, 0, sizeof ctl);
+        ctl.keysize = sizeof(Oid);
+        ctl.entrysize = sizeof(EnabledEntry);
+        enabled_cache = hash_create("aq fast ingest tables", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+    }
+    bool found = false;
+    auto* e = static_cast<EnabledEntry*>(hash_search(enabled_cache, &relid, HASH_FIND, &found));
+    if (found) return e->enabled;
+    bool enabled = lookup_enabled(relid);
+    e = static_cast<EnabledEntry*>(hash_search(enabled_cache, &relid, HASH_ENTER, &found));
+    e->enabled = enabled;
+    return enabled;
+}
+
+// ---------------------------------------------------------------- the transaction's rows
+// Chunk payload: natts type OIDs (MAXALIGNed), then MinimalTuples, each MAXALIGNed.
+struct Chunk {
+    Chunk* next;
+    Oid relid;
+    Oid role;
+    SubTransactionId subid;
+    int16 natts;
+    char* data;
+    uint32 used;
+    uint32 capacity;
+    uint32 rows;
+    uint64 ring_position;
+    uint64 first_seq;
+};
+
+struct TransactionRows {
+    MemoryContext context;
+    Chunk* first;
+    Chunk* last;
+    uint64 ring_bytes;  // what the chunks will take in the ring, headers included
+    uint64 rows;
+    bool counted_as_writer;
+    bool reserved;
+    DatabaseSlot* slot;
+};
+TransactionRows txn;
+uint64 write_hwm = 0;
+
+constexpr uint32 initial_chunk_bytes = 8 * 1024;
+
+uint32 chunk_limit() {
+    uint64 limit = Min(uint64(4) * 1024 * 1024, shared->size / 8);
+    return uint32(limit & ~uint64(63));
+}
+
+void forget_transaction() {
+    if (txn.counted_as_writer && shared) pg_atomic_fetch_sub_u32(&shared->writers, 1);
+    memset(&txn, 0, sizeof txn);
+}
+
+Chunk* new_chunk(Relation rel, Oid role, uint32 first_row_bytes) {
+    if (!txn.context) {
+        txn.context = AllocSetContextCreate(TopTransactionContext, "aq fast ingest rows", ALLOCSET_DEFAULT_SIZES);
+        pg_atomic_fetch_add_u32(&shared->writers, 1);
+        txn.counted_as_writer = true;
+    }
+    TupleDesc desc = RelationGetDescr(rel);
+    uint32 types_bytes = MAXALIGN(sizeof(Oid) * desc->natts);
+    uint32 capacity = Max(initial_chunk_bytes, types_bytes + first_row_bytes);
+    auto* c = static_cast<Chunk*>(MemoryContextAllocZero(txn.context, sizeof(Chunk)));
+    c->relid = RelationGetRelid(rel);
+    c->role = role;
+    c->subid = GetCurrentSubTransactionId();
+    c->natts = int16(desc->natts);
+    c->capacity = capacity;
+    c->data = static_cast<char*>(MemoryContextAllocZero(txn.context, capacity));
+    for (int i = 0; i < desc->natts; i++)
+        reinterpret_cast<Oid*>(c->data)[i] = TupleDescAttr(desc, i)->atttypid;
+    c->used = types_bytes;
+    if (txn.last)
+        txn.last->next = c;
+    else
+        txn.first = c;
+    txn.last = c;
+    txn.ring_bytes += record_bytes(types_bytes);
+    return c;
+}
+
+// The chunk the next row of `rel` goes to, with room for `bytes` more.
+Chunk* chunk_for(Relation rel, Oid role, uint32 bytes) {
+    Chunk* c = txn.last;
+    bool same = c && c->relid == RelationGetRelid(rel) && c->role == role &&
+                c->subid == GetCurrentSubTransactionId() && c->natts == RelationGetDescr(rel)->natts;
+    if (same && c->used + bytes <= c->capacity) return c;
+    if (same && c->used + bytes <= chunk_limit()) {
+        uint32 capacity = c->capacity;
+        while (capacity < c->used + bytes) capacity *= 2;
+        capacity = Min(capacity, chunk_limit());
+        c->data = static_cast<char*>(repalloc(c->data, capacity));
+        c->capacity = capacity;
+        return c;
+    }
+    return new_chunk(rel, role, bytes);
+}
+
+void append_row(Relation rel, TupleTableSlot* slot) {
+    TupleDesc desc = RelationGetDescr(rel);
+    int natts = desc->natts;
+    slot_getallattrs(slot);
+    Datum* values = slot->tts_values;
+    bool* isnull = slot->tts_isnull;
+    bool hasnull = false;
+    Datum* own = nullptr;  // a copy of the values, once one of them must be detoasted
+    for (int i = 0; i < natts; i++) {
+        if (isnull[i]) {
+            hasnull = true;
+            continue;
+        }
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        // A value stored out of line elsewhere (INSERT ... SELECT from a table) must travel
+        // by value: the drain runs later, in another transaction.
+        if (att->attlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(values[i]))) {
+            if (!own) {
+                own = static_cast<Datum*>(palloc(sizeof(Datum) * natts));
+                memcpy(own, values, sizeof(Datum) * natts);
+                values = own;
+            }
+            values[i] = PointerGetDatum(detoast_external_attr(reinterpret_cast<struct varlena*>(DatumGetPointer(values[i]))));
+        }
+    }
+    Size header = SizeofMinimalTupleHeader + (hasnull ? BITMAPLEN(natts) : 0);
+    header = MAXALIGN(header);
+    Size data_len = heap_compute_data_size(desc, values, isnull);
+    Size len = header + data_len;
+    Size space = MAXALIGN(len);
+    uint32 types_bytes = MAXALIGN(sizeof(Oid) * natts);
+    if (space + types_bytes > chunk_limit())
+        ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                        errmsg("row of %zu bytes is too large for fast ingest into \"%s\"", len, RelationGetRelationName(rel)),
+                        errdetail("The limit is %u bytes, an eighth of aq.fast_ingest_buffer (at most 4 MB).",
+                                  unsigned(chunk_limit() - types_bytes)),
+                        errhint("Insert this row without the MEMOPTIMIZE_WRITE hint, or raise aq.fast_ingest_buffer.")));
+    if (txn.ring_bytes + space + chunk_limit() > shared->size)
+        ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                        errmsg("this transaction's fast-ingest rows do not fit in the ring"),
+                        errdetail("%llu rows take %llu bytes; aq.fast_ingest_buffer is %llu bytes.",
+                                  (unsigned long long)txn.rows + 1, (unsigned long long)(txn.ring_bytes + space),
+                                  (unsigned long long)shared->size),
+                        errhint("Commit more often, or raise aq.fast_ingest_buffer (needs a restart).")));
+    Chunk* c = chunk_for(rel, GetUserId(), uint32(space));
+    auto tuple = reinterpret_cast<MinimalTuple>(c->data + c->used);
+    memset(tuple, 0, space);
+    tuple->t_len = uint32(len);
+    HeapTupleHeaderSetNatts(tuple, natts);
+    tuple->t_hoff = uint8(header + MINIMAL_TUPLE_OFFSET);
+    heap_fill_tuple(desc, values, isnull, reinterpret_cast<char*>(tuple) + header, data_len, &tuple->t_infomask,
+                    hasnull ? tuple->t_bits : nullptr);
+    c->used += uint32(space);
+    c->rows++;
+    txn.ring_bytes += space;
+    txn.rows++;
+    if (own) {
+        for (int i = 0; i < natts; i++)
+            if (values[i] != slot->tts_values[i]) pfree(DatumGetPointer(values[i]));
+        pfree(own);
+    }
+}
+
+// ---------------------------------------------------------------- the Custom Scan
+struct IngestScanState {
+    CustomScanState css;
+    Relation rel;
+    bool fast;
+    bool done;
+};
+
+Node* create_scan_state(CustomScan* plan);
+
+const CustomScanMethods scan_methods = {"AQ Fast Ingest", create_scan_state};
+
+ModifyTable* modify_table_of(CustomScanState* node) {
+    auto* plan = reinterpret_cast<CustomScan*>(node->ss.ps.plan);
+    return static_cast<ModifyTable*>(linitial(plan->custom_plans));
+}
+
+bool hinted_plan(CustomScanState* node) {
+    auto* plan = reinterpret_cast<CustomScan*>(node->ss.ps.plan);
+    return linitial_oid(plan->custom_private) != 0;
+}
+
+void require_ring() {
+    if (!available())
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("fast ingest needs aq in shared_preload_libraries"),
+                        errhint("Add aq to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+void begin_scan(CustomScanState* node, EState* estate, int eflags) {
+    auto* state = reinterpret_cast<IngestScanState*>(node);
+    ModifyTable* mt = modify_table_of(node);
+    state->fast = hinted_plan(node) || settings::memoptimize_write;
+    PlanState* child;
+    if (state->fast) {
+        require_ring();
+        state->rel = ExecGetRangeTableRelation(estate, linitial_int(mt->resultRelations));
+        child = ExecInitNode(outerPlan(mt), estate, eflags);
+    } else {
+        child = ExecInitNode(&mt->plan, estate, eflags);
+    }
+    node->custom_ps = list_make1(child);
+}
+
+TupleTableSlot* exec_scan(CustomScanState* node) {
+    auto* state = reinterpret_cast<IngestScanState*>(node);
+    auto* child = static_cast<PlanState*>(linitial(node->custom_ps));
+    if (!state->fast) return ExecProcNode(child);  // the ModifyTable itself (no RETURNING: NULL)
+    if (state->done) return nullptr;
+    EState* estate = node->ss.ps.state;
+    ExprContext* per_row = GetPerTupleExprContext(estate);
+    uint64 rows = 0;
+    for (;;) {
+        TupleTableSlot* slot = ExecProcNode(child);
+        if (TupIsNull(slot)) break;
+        MemoryContext outer = MemoryContextSwitchTo(per_row->ecxt_per_tuple_memory);
+        append_row(state->rel, slot);
+        MemoryContextSwitchTo(outer);
+        ResetExprContext(per_row);
+        rows++;
+    }
+    if (modify_table_of(node)->canSetTag) estate->es_processed += rows;  // "INSERT 0 n", ROW_COUNT
+    state->done = true;
+    return nullptr;
+}
+
+void end_scan(CustomScanState* node) {
+    ExecEndNode(static_cast<PlanState*>(linitial(node->custom_ps)));
+}
+
+void rescan(CustomScanState* node) {
+    ExecReScan(static_cast<PlanState*>(linitial(node->custom_ps)));
+    reinterpret_cast<IngestScanState*>(node)->done = false;
+}
+
+void explain_scan(CustomScanState* node, List*, ExplainState* es) {
+    auto* state = reinterpret_cast<IngestScanState*>(node);
+    ExplainPropertyText("Rows Go To", state->fast ? "fast-ingest ring" : "table (ordinary insert)", es);
+}
+
+const CustomExecMethods exec_methods = {
+    "AQ Fast Ingest", begin_scan, exec_scan, end_scan, rescan, nullptr, nullptr,
+    nullptr,          nullptr,    nullptr,   nullptr,  nullptr, explain_scan,
+};
+
+Node* create_scan_state(CustomScan*) {
+    auto* state = static_cast<IngestScanState*>(palloc0(sizeof(IngestScanState)));
+    NodeSetTag(state, T_CustomScanState);
+    state->css.methods = &exec_methods;
+    return reinterpret_cast<Node*>(state);
+}
+
+// ---------------------------------------------------------------- planning
+planner_hook_type prev_planner_hook = nullptr;
+
+// Why the ring cannot take this INSERT, or nullptr if it can.
+const char* unsupported_shape(PlannedStmt* stmt, Relation rel) {
+    if (!IsA(stmt->planTree, ModifyTable)) return "this form of INSERT";
+    auto* mt = reinterpret_cast<ModifyTable*>(stmt->planTree);
+    if (mt->operation != CMD_INSERT || list_length(mt->resultRelations) != 1) return "this form of INSERT";
+    if (mt->onConflictAction != ONCONFLICT_NONE) return "INSERT ... ON CONFLICT";
+    if (mt->returningLists != NIL) return "INSERT ... RETURNING";
+    if (stmt->hasModifyingCTE) return "INSERT with a data-modifying WITH";
+    if (mt->rootRelation != 0 || rel->rd_rel->relkind != RELKIND_RELATION) return "INSERT into a partitioned table";
+    Plan* source = outerPlan(mt);
+    if (!source || list_length(source->targetlist) != RelationGetDescr(rel)->natts) return "this form of INSERT";
+    ListCell* lc;
+    foreach (lc, source->targetlist)
+        if (static_cast<TargetEntry*>(lfirst(lc))->resjunk) return "this form of INSERT";
+    return nullptr;
+}
+
+PlannedStmt* plan(Query* parse, const char* query_string, int cursor_options, ParamListInfo params) {
+    PlannedStmt* stmt = prev_planner_hook ? prev_planner_hook(parse, query_string, cursor_options, params)
+                                          : standard_planner(parse, query_string, cursor_options, params);
+    if (parse->commandType != CMD_INSERT || parse->resultRelation == 0 || !query_string) return stmt;
+
+    const char* text = query_string + Max(parse->stmt_location, 0);
+    size_t length = parse->stmt_len > 0 ? size_t(parse->stmt_len) : strlen(text);
+    bool hinted = has_memoptimize_write_hint(text, length);
+    Oid relid = rt_fetch(parse->resultRelation, parse->rtable)->relid;
+    if (!hinted && !available()) return stmt;
+    if (hinted) require_ring();
+    bool enabled = is_enabled(relid);
+    if (!enabled && !hinted) return stmt;
+    if (!enabled)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("table \"%s\" is not enabled for fast ingest", get_rel_name(relid)),
+                        errhint("Run SELECT aq.enable_fast_ingest('%s'), or remove the MEMOPTIMIZE_WRITE hint.",
+                                get_rel_name(relid))));
+
+    Relation rel = table_open(relid, NoLock);  // the parser holds the lock
+    const char* why_not = unsupported_shape(stmt, rel);
+    table_close(rel, NoLock);
+    if (why_not) {
+        if (!hinted) return stmt;  // aq.memoptimize_write: this one stays an ordinary insert
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("MEMOPTIMIZE_WRITE does not support %s", why_not),
+                        errhint("Remove the hint: the statement then runs as an ordinary insert.")));
+    }
+
+    auto* mt = reinterpret_cast<ModifyTable*>(stmt->planTree);
+    CustomScan* scan = makeNode(CustomScan);
+    scan->scan.plan.startup_cost = mt->plan.startup_cost;
+    scan->scan.plan.total_cost = mt->plan.total_cost;
+    scan->scan.plan.plan_rows = mt->plan.plan_rows;
+    scan->scan.plan.plan_width = 0;
+    scan->scan.plan.targetlist = NIL;
+    // Initplans (e.g. VALUES ((SELECT max(id) FROM t) + 1)) must run whichever child runs.
+    scan->scan.plan.initPlan = mt->plan.initPlan;
+    mt->plan.initPlan = NIL;
+    scan->scan.plan.extParam = bms_copy(mt->plan.extParam);
+    scan->scan.plan.allParam = bms_copy(mt->plan.allParam);
+    scan->scan.scanrelid = 0;
+    scan->custom_plans = list_make1(mt);
+    scan->custom_private = list_make2_oid(Oid(hinted ? 1 : 0), relid);
+    scan->methods = &scan_methods;
+    stmt->planTree = &scan->scan.plan;
+    return stmt;
+}
+
+}  // namespace
+
+void install_hooks() {
+    RegisterCustomScanMethods(&scan_methods);
+    prev_planner_hook = planner_hook;
+    planner_hook = plan;
+    CacheRegisterRelcacheCallback(on_relcache_invalidation, 0);
+}
+
+void forget_enabled(Oid relid) {
+    CacheInvalidateRelcacheByRelid(relid);
+}
+
+uint64 session_write_hwm() {
+    return write_hwm;
+}
+
+// ---------------------------------------------------------------- transaction end
+void pre_commit() {
+    if (!txn.first) return;
+    // Place every chunk at once (see ring.hpp); wait for space if the drain is behind.
+    TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), settings::wait_timeout_ms);
+    bool sleeping = false;
+    for (;;) {
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        DatabaseSlot* slot = slot_for_locked(MyDatabaseId);
+        if (!slot) {
+            LWLockRelease(shared->lock);
+            ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                            errmsg("too many databases use fast ingest at once"),
+                            errdetail("The ring serves at most %d databases.", max_databases)));
+        }
+        uint64 position = shared->head;
+        for (Chunk* c = txn.first; c; c = c->next) {
+            uint32 need = record_bytes(c->used);
+            uint64 room = shared->size - position % shared->size;
+            if (room < need) position += room;  // a PAD record fills the end
+            position += need;
+        }
+        if (position - shared->tail <= shared->size) {
+            uint64 at = shared->head;
+            for (Chunk* c = txn.first; c; c = c->next) {
+                uint32 need = record_bytes(c->used);
+                uint64 room = shared->size - at % shared->size;
+                if (room < need) {
+                    RecordHeader* pad = header_at(at);
+                    pad->magic = record_magic;
+                    pad->total_bytes = uint32(room);
+                    pad->row_count = 0;
+                    pad->database = InvalidOid;
+                    pg_atomic_init_u32(&pad->state, state_pad);
+                    at += room;
+                }
+                RecordHeader* h = header_at(at);
+                h->magic = record_magic;
+                h->total_bytes = need;
+                h->payload_bytes = c->used;
+                h->row_count = c->rows;
+                h->first_seq = shared->next_seq;
+                h->database = MyDatabaseId;
+                h->relation = c->relid;
+                h->role = c->role;
+                h->natts = c->natts;
+                h->attempts = 0;
+                h->writer_pid = MyProcPid;
+                h->committed_at = 0;
+                pg_atomic_init_u32(&h->state, state_reserved);
+                c->ring_position = at;
+                c->first_seq = shared->next_seq;
+                shared->next_seq += c->rows;
+                at += need;
+            }
+            pg_write_barrier();  // headers before the head that publishes them
+            shared->head = at;
+            txn.slot = slot;
+            txn.reserved = true;
+            LWLockRelease(shared->lock);
+            break;
+        }
+        LWLockRelease(shared->lock);
+        if (advance_tail()) continue;
+        if (!sleeping) {
+            ConditionVariablePrepareToSleep(&shared->space_freed);
+            sleeping = true;
+            continue;
+        }
+        long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+        if (remaining <= 0) {
+            ConditionVariableCancelSleep();
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES), errmsg("fast-ingest ring is full"),
+                            errdetail("Waited %d ms for %llu bytes; the ring has %llu bytes.", settings::wait_timeout_ms,
+                                      (unsigned long long)txn.ring_bytes, (unsigned long long)shared->size),
+                            errhint("The drain is behind or stopped (see aq.memoptimize_write_area).  Raise "
+                                    "aq.fast_ingest_buffer or aq.fast_ingest_wait_timeout.")));
+        }
+        (void)ConditionVariableTimedSleep(&shared->space_freed, Min(remaining, 1000L), PG_WAIT_EXTENSION);
+    }
+    if (sleeping) ConditionVariableCancelSleep();
+
+    // Copy outside the lock: the space is ours.
+    for (Chunk* c = txn.first; c; c = c->next) {
+        RecordHeader* h = header_at(c->ring_position);
+        memcpy(payload_of(h), c->data, c->used);
+        pg_crc32c crc;
+        INIT_CRC32C(crc);
+        COMP_CRC32C(crc, c->data, c->used);
+        FIN_CRC32C(crc);
+        h->crc = crc;
+    }
+    pg_atomic_fetch_add_u64(&shared->rows_buffered, txn.rows);
+}
+
+void at_commit() {
+    if (!txn.reserved) {
+        forget_transaction();
+        return;
+    }
+    TimestampTz now = GetCurrentTimestamp();
+    pg_write_barrier();  // the rows before the state that lets the drain read them
+    for (Chunk* c = txn.first; c; c = c->next) {
+        RecordHeader* h = header_at(c->ring_position);
+        h->committed_at = now;
+        pg_write_barrier();
+        pg_atomic_write_u32(&h->state, state_committed);
+    }
+    write_hwm = txn.last->first_seq + txn.last->rows - 1;
+    uint64 current = pg_atomic_read_u64(&txn.slot->committed_hwm);
+    while (current < write_hwm && !pg_atomic_compare_exchange_u64(&txn.slot->committed_hwm, &current, write_hwm)) {
+    }
+    uint64 none = 0;
+    (void)pg_atomic_compare_exchange_u64(&shared->oldest_commit_ts, &none, uint64(now));
+    wake_drain(txn.slot);
+    forget_transaction();
+}
+
+void at_abort() {
+    if (txn.reserved) {
+        for (Chunk* c = txn.first; c; c = c->next)
+            pg_atomic_write_u32(&header_at(c->ring_position)->state, state_aborted);
+        pg_atomic_fetch_sub_u64(&shared->rows_buffered, txn.rows);
+    }
+    forget_transaction();
+}
+
+void pre_prepare() {
+    if (txn.first)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("cannot PREPARE a transaction that has fast-ingest rows"),
+                        errhint("Commit it instead; fast-ingest rows do not take part in two-phase commit.")));
+}
+
+void at_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId parent) {
+    if (!txn.first) return;
+    if (event == SUBXACT_EVENT_COMMIT_SUB) {
+        for (Chunk* c = txn.first; c; c = c->next)
+            if (c->subid == mine) c->subid = parent;
+    } else if (event == SUBXACT_EVENT_ABORT_SUB) {
+        // Drop the rolled-back subtransaction's chunks (its committed children were relabelled).
+        Chunk* kept = nullptr;
+        Chunk* last = nullptr;
+        txn.ring_bytes = 0;
+        txn.rows = 0;
+        for (Chunk* c = txn.first; c; c = c->next) {
+            if (c->subid == mine) continue;
+            if (last)
+                last->next = c;
+            else
+                kept = c;
+            last = c;
+            txn.ring_bytes += record_bytes(c->used);
+            txn.rows += c->rows;
+        }
+        if (last) last->next = nullptr;
+        txn.first = kept;
+        txn.last = last;
+    }
+}
+
+}  // namespace aq::ingest::writer

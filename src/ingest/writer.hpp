@@ -1,0 +1,41 @@
+// The writing side of fast ingest: which INSERTs go to the ring, and how their rows get there.
+//
+// Protocol
+//  * Planning.  The planner hook looks at every INSERT.  A statement with the
+//    /*+ MEMOPTIMIZE_WRITE */ hint must target a table enabled with aq.enable_fast_ingest and
+//    have a shape the ring can take (no ON CONFLICT, no RETURNING, not partitioned), else it
+//    fails at once.  A supported INSERT into an enabled table — hinted or not — gets a Custom
+//    Scan "AQ Fast Ingest" on top of its ModifyTable; whether it goes to the ring is decided
+//    at execution (the hint, or aq.memoptimize_write), so a cached plan follows the setting.
+//  * Execution.  In fast mode the Custom Scan runs only the ModifyTable's source plan and
+//    appends each row, as a MinimalTuple in the table's layout, to a buffer of this
+//    transaction (chunks per table, role and subtransaction).  Privileges are checked when the
+//    executor starts (42501 at insert time, as for any insert); constraints, triggers and RLS
+//    apply when the drain inserts the row.  The statement reports the rows it accepted.
+//  * Transaction end.  Pre-commit reserves ring space for every chunk at once and copies them
+//    (see ring.hpp); commit marks them COMMITTED and wakes the drain; abort marks them ABORTED.
+//    A subtransaction's rollback drops its chunks; PREPARE TRANSACTION refuses buffered rows.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "access/xact.h"
+}
+
+namespace aq::ingest::writer {
+
+void install_hooks();  // from _PG_init
+
+void pre_commit();
+void at_commit();
+void at_abort();
+void pre_prepare();
+void at_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId parent);
+
+// The last sequence id of this session's committed fast-ingest rows (0: none yet).
+uint64 session_write_hwm();
+
+// Called when a table is enabled or disabled, so every backend replans.
+void forget_enabled(Oid relid);
+
+}  // namespace aq::ingest::writer
