@@ -26,7 +26,7 @@ OBJS = \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
-REGRESS      = setup walkthrough enqueue dequeue errors names waiting commit_modes
+REGRESS      = setup walkthrough enqueue dequeue errors names waiting commit_modes ingest
 # Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out
@@ -68,10 +68,14 @@ test/unit/options_test: $(UNIT_SRCS) src/queue/options.hpp src/common/error.hpp
 test/unit/commit_mode_test: test/unit/commit_mode_test.cpp src/commit/mode.cpp src/commit/mode.hpp src/common/error.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/commit_mode_test.cpp src/commit/mode.cpp
 
-unitcheck: test/unit/options_test test/unit/commit_mode_test
+test/unit/hint_test: test/unit/hint_test.cpp src/ingest/hint.cpp src/ingest/hint.hpp
+	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/hint_test.cpp src/ingest/hint.cpp
+
+unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test
 	./test/unit/options_test
 	./test/unit/commit_mode_test
+	./test/unit/hint_test
 
 .PHONY: unitcheck
-EXTRA_CLEAN = test/unit/options_test test/unit/commit_mode_test tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+EXTRA_CLEAN = test/unit/options_test test/unit/commit_mode_test test/unit/hint_test tools/bench/queue-bench results output_iso tmp_check tmp_regress \
 	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out

@@ -60,7 +60,8 @@ void wait_until(Done done, Stalled stalled, long timeout_ms, uint64 target) {
             long left = timeout_ms - TimestampDifferenceMilliseconds(start, now);
             if (left <= 0) {
                 ConditionVariableCancelSleep();
-                ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED),
+                // Class Q is implementation-defined; unlike 57014 a PL/pgSQL handler can catch it.
+                ereport(ERROR, (errcode(MAKE_SQLSTATE('Q', 'I', '0', '0', '1')),
                                 errmsg("timed out waiting for fast-ingest rows to be applied"),
                                 errdetail("Waiting for sequence id %llu.", (unsigned long long)target)));
             }
