@@ -73,7 +73,7 @@ REVOKE EXECUTE ON FUNCTION aq.writes_flush(interval) FROM PUBLIC;
 CREATE FUNCTION aq.seqid_epoch(seqid bigint) RETURNS integer
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS 'SELECT (seqid >> 40)::integer';
 
-CREATE FUNCTION aq.memoptimize_write_area_stats(
+CREATE FUNCTION aq._memoptimize_write_area(
     OUT total_bytes bigint,
     OUT used_bytes bigint,
     OUT free_bytes bigint,
@@ -96,5 +96,5 @@ CREATE VIEW aq.memoptimize_write_area AS
 SELECT total_bytes, used_bytes, free_bytes, rows_buffered, writers, applied_rows, rejected_rows, batches,
        coalesce(clock_timestamp() - oldest_undrained, interval '0') AS drain_lag,
        epoch, write_hwm, apply_hwm, drain_workers
-FROM aq.memoptimize_write_area_stats();
+FROM aq._memoptimize_write_area();
 GRANT SELECT ON aq.memoptimize_write_area TO PUBLIC;

@@ -33,7 +33,9 @@ bool check_memoptimize_write(bool* value, void**, GucSource source) {
 
 void define(bool preloaded) {
     preloaded_library = preloaded;
-    DefineCustomIntVariable("aq.fast_ingest_buffer",
+    // A postmaster parameter can only be defined while the postmaster loads the library.
+    if (preloaded)
+        DefineCustomIntVariable("aq.fast_ingest_buffer",
                             "Size of the shared-memory ring that buffers fast-ingest rows (Oracle's large pool).",
                             "One transaction's fast-ingest rows must fit in it.", &buffer_kb, 128 * 1024, 1024,
                             MAX_KILOBYTES, PGC_POSTMASTER, GUC_UNIT_KB, nullptr, nullptr, nullptr);

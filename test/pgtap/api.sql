@@ -1,7 +1,7 @@
 -- pgTAP: the public surface of aq 0.1.0 (functions, signatures, types, catalog tables).
 -- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.
 BEGIN;
-SELECT plan(107);
+SELECT plan(117);
 
 ------------------------------------------------------------------------------ schema / extension
 
@@ -51,6 +51,18 @@ SELECT has_function('aq', 'dequeue', ARRAY['text', 'anyelement', 'aq.dequeue_opt
                     'aq.dequeue(text, anyelement, aq.dequeue_options) exists');
 SELECT has_function('aq', 'dequeue_array', ARRAY['text', 'anyelement', 'integer', 'aq.dequeue_options'],
                     'aq.dequeue_array(text, anyelement, integer, aq.dequeue_options) exists');
+-- fast ingest (DBMS_MEMOPTIMIZE)
+SELECT has_function('aq', 'enable_fast_ingest', ARRAY['regclass'], 'aq.enable_fast_ingest(regclass) exists');
+SELECT has_function('aq', 'disable_fast_ingest', ARRAY['regclass'], 'aq.disable_fast_ingest(regclass) exists');
+SELECT has_function('aq', 'get_write_hwm_seqid', ARRAY[]::text[], 'aq.get_write_hwm_seqid() exists');
+SELECT has_function('aq', 'get_apply_hwm_seqid', ARRAY[]::text[], 'aq.get_apply_hwm_seqid() exists');
+SELECT has_function('aq', 'write_end', ARRAY['interval'], 'aq.write_end(interval) exists');
+SELECT has_function('aq', 'writes_flush', ARRAY['interval'], 'aq.writes_flush(interval) exists');
+SELECT has_function('aq', 'seqid_epoch', ARRAY['bigint'], 'aq.seqid_epoch(bigint) exists');
+SELECT has_view('aq', 'memoptimize_write_area', 'view aq.memoptimize_write_area exists (V$MEMOPTIMIZE_WRITE_AREA)');
+SELECT has_table('aq', 'fast_ingest_rejects', 'table aq.fast_ingest_rejects exists');
+SELECT ok(NOT has_function_privilege('public', 'aq.writes_flush(interval)', 'EXECUTE'),
+          'aq.writes_flush is for administrators: PUBLIC cannot execute it');
 
 -- one function per public name: an overload would make named-argument calls ambiguous
 SELECT results_eq(
@@ -59,10 +71,12 @@ SELECT results_eq(
        GROUP BY p.proname ORDER BY p.proname$$,
     $$VALUES ('alter_queue', 1), ('commit', 1), ('commit_mode', 1), ('commit_settings', 1), ('commit_stats', 1),
              ('create_queue', 1), ('create_queue_table', 1), ('dequeue', 1),
-             ('dequeue_array', 1), ('dequeue_options', 1), ('drop_queue', 1), ('drop_queue_table', 1),
-             ('enqueue', 1), ('enqueue_array', 1), ('enqueue_options', 1), ('grant_queue_privilege', 1),
+             ('dequeue_array', 1), ('dequeue_options', 1), ('disable_fast_ingest', 1), ('drop_queue', 1),
+             ('drop_queue_table', 1), ('enable_fast_ingest', 1),
+             ('enqueue', 1), ('enqueue_array', 1), ('enqueue_options', 1), ('get_apply_hwm_seqid', 1),
+             ('get_write_hwm_seqid', 1), ('grant_queue_privilege', 1),
              ('last_commit', 1), ('message_properties', 1), ('purge_queue_table', 1), ('revoke_queue_privilege', 1),
-             ('start_queue', 1), ('stop_queue', 1)$$,
+             ('seqid_epoch', 1), ('start_queue', 1), ('stop_queue', 1), ('write_end', 1), ('writes_flush', 1)$$,
     'exactly the documented public functions exist, each without overloads');
 
 ------------------------------------------------------------------------------ return types

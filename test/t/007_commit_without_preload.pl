@@ -64,4 +64,24 @@ is( $node->safe_psql('postgres', q{
 	"t\nstill works",
 	'enqueue and dequeue work without preloading');
 
+# Fast ingest needs the ring in shared memory: every entry point says so, with the remedy.
+$node->safe_psql('postgres', 'CREATE TABLE fi (id int PRIMARY KEY)');
+($rc, $out, $err) = session("SELECT aq.enable_fast_ingest('fi')");
+like($err, qr/ERROR:  55000: fast ingest needs aq in shared_preload_libraries/,
+	'aq.enable_fast_ingest fails with 55000 and says why');
+like($err, qr/HINT:  Add aq to shared_preload_libraries/, 'and the hint says what to do');
+for my $function ('aq.get_apply_hwm_seqid()', 'aq.write_end()', 'aq.writes_flush()',
+	'aq.get_write_hwm_seqid()', 'aq.memoptimize_write_area')
+{
+	($rc, $out, $err) = session("SELECT * FROM $function");
+	like($err, qr/ERROR:  55000: fast ingest needs aq in shared_preload_libraries/,
+		"$function fails with 55000");
+}
+($rc, $out, $err) = session("LOAD 'aq'; INSERT /*+ MEMOPTIMIZE_WRITE */ INTO fi VALUES (1)");
+like($err, qr/ERROR:  55000: fast ingest needs aq in shared_preload_libraries/,
+	'a hinted insert fails with 55000 once aq is loaded');
+($rc, $out, $err) = session("LOAD 'aq'; SET aq.memoptimize_write = on");
+like($err, qr/aq.memoptimize_write needs aq in shared_preload_libraries/, 'SET aq.memoptimize_write = on is refused');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM fi'), '0', 'no row went anywhere');
+
 done_testing();
