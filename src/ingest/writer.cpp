@@ -179,12 +179,11 @@ Chunk* chunk_for(Relation rel, Oid role, uint32 bytes) {
     return new_chunk(rel, role, bytes);
 }
 
-void append_row(Relation rel, TupleTableSlot* slot) {
+// Appends one row (values in the table's column order) to the transaction's chunks.
+void append_row(Relation rel, Datum* given_values, bool* isnull) {
     TupleDesc desc = RelationGetDescr(rel);
     int natts = desc->natts;
-    slot_getallattrs(slot);
-    Datum* values = slot->tts_values;
-    bool* isnull = slot->tts_isnull;
+    Datum* values = given_values;
     bool hasnull = false;
     Datum* own = nullptr;  // a copy of the values, once one of them must be detoasted
     for (int i = 0; i < natts; i++) {
@@ -237,7 +236,7 @@ void append_row(Relation rel, TupleTableSlot* slot) {
     txn.rows++;
     if (own) {
         for (int i = 0; i < natts; i++)
-            if (values[i] != slot->tts_values[i]) pfree(DatumGetPointer(values[i]));
+            if (values[i] != given_values[i]) pfree(DatumGetPointer(values[i]));
         pfree(own);
     }
 }
@@ -248,7 +247,18 @@ struct IngestScanState {
     Relation rel;
     bool fast;
     bool done;
+    // INSERT ... VALUES of one row (the PL/pgSQL loop's statement): its expressions, evaluated
+    // directly instead of through a Result node, whose set-up costs more than the row itself.
+    ExprState** row_exprs;
+    Datum* row_values;
+    bool* row_nulls;
 };
+
+// A Result node that only computes one row from constants and parameters.
+bool is_single_row(Plan* source) {
+    return IsA(source, Result) && !outerPlan(source) && !source->qual && !source->initPlan &&
+           !reinterpret_cast<Result*>(source)->resconstantqual;
+}
 
 Node* create_scan_state(CustomScan* plan);
 
@@ -279,29 +289,68 @@ void begin_scan(CustomScanState* node, EState* estate, int eflags) {
     if (state->fast) {
         require_ring();
         state->rel = ExecGetRangeTableRelation(estate, linitial_int(mt->resultRelations));
-        child = ExecInitNode(outerPlan(mt), estate, eflags);
+        Plan* source = outerPlan(mt);
+        if (is_single_row(source) && !(eflags & EXEC_FLAG_EXPLAIN_ONLY) && !estate->es_instrument) {
+            int n = list_length(source->targetlist);
+            state->row_exprs = static_cast<ExprState**>(palloc(sizeof(ExprState*) * n));
+            state->row_values = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+            state->row_nulls = static_cast<bool*>(palloc(sizeof(bool) * n));
+            int i = 0;
+            ListCell* lc;
+            foreach (lc, source->targetlist) {
+                Expr* expr = static_cast<TargetEntry*>(lfirst(lc))->expr;
+                if (IsA(expr, Const)) {  // no expression program for a constant
+                    state->row_exprs[i] = nullptr;
+                    state->row_values[i] = reinterpret_cast<Const*>(expr)->constvalue;
+                    state->row_nulls[i] = reinterpret_cast<Const*>(expr)->constisnull;
+                } else {
+                    state->row_exprs[i] = ExecInitExpr(expr, &node->ss.ps);
+                }
+                i++;
+            }
+            node->custom_ps = NIL;
+            return;
+        }
+        child = ExecInitNode(source, estate, eflags);
     } else {
         child = ExecInitNode(&mt->plan, estate, eflags);
     }
     node->custom_ps = list_make1(child);
 }
 
+void append_single_row(IngestScanState* state) {
+    ExprContext* econtext = GetPerTupleExprContext(state->css.ss.ps.state);
+    int natts = RelationGetDescr(state->rel)->natts;
+    MemoryContext outer = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+    for (int i = 0; i < natts; i++)
+        if (state->row_exprs[i]) state->row_values[i] = ExecEvalExpr(state->row_exprs[i], econtext, &state->row_nulls[i]);
+    append_row(state->rel, state->row_values, state->row_nulls);
+    MemoryContextSwitchTo(outer);
+    ResetExprContext(econtext);
+}
+
 TupleTableSlot* exec_scan(CustomScanState* node) {
     auto* state = reinterpret_cast<IngestScanState*>(node);
-    auto* child = static_cast<PlanState*>(linitial(node->custom_ps));
-    if (!state->fast) return ExecProcNode(child);  // the ModifyTable itself (no RETURNING: NULL)
+    if (!state->fast) return ExecProcNode(static_cast<PlanState*>(linitial(node->custom_ps)));  // the ModifyTable
     if (state->done) return nullptr;
     EState* estate = node->ss.ps.state;
-    ExprContext* per_row = GetPerTupleExprContext(estate);
     uint64 rows = 0;
-    for (;;) {
-        TupleTableSlot* slot = ExecProcNode(child);
-        if (TupIsNull(slot)) break;
-        MemoryContext outer = MemoryContextSwitchTo(per_row->ecxt_per_tuple_memory);
-        append_row(state->rel, slot);
-        MemoryContextSwitchTo(outer);
-        ResetExprContext(per_row);
-        rows++;
+    if (state->row_exprs) {
+        append_single_row(state);
+        rows = 1;
+    } else {
+        auto* child = static_cast<PlanState*>(linitial(node->custom_ps));
+        ExprContext* per_row = GetPerTupleExprContext(estate);
+        for (;;) {
+            TupleTableSlot* slot = ExecProcNode(child);
+            if (TupIsNull(slot)) break;
+            MemoryContext outer = MemoryContextSwitchTo(per_row->ecxt_per_tuple_memory);
+            slot_getallattrs(slot);
+            append_row(state->rel, slot->tts_values, slot->tts_isnull);
+            MemoryContextSwitchTo(outer);
+            ResetExprContext(per_row);
+            rows++;
+        }
     }
     if (modify_table_of(node)->canSetTag) estate->es_processed += rows;  // "INSERT 0 n", ROW_COUNT
     state->done = true;
@@ -309,11 +358,11 @@ TupleTableSlot* exec_scan(CustomScanState* node) {
 }
 
 void end_scan(CustomScanState* node) {
-    ExecEndNode(static_cast<PlanState*>(linitial(node->custom_ps)));
+    if (node->custom_ps != NIL) ExecEndNode(static_cast<PlanState*>(linitial(node->custom_ps)));
 }
 
 void rescan(CustomScanState* node) {
-    ExecReScan(static_cast<PlanState*>(linitial(node->custom_ps)));
+    if (node->custom_ps != NIL) ExecReScan(static_cast<PlanState*>(linitial(node->custom_ps)));
     reinterpret_cast<IngestScanState*>(node)->done = false;
 }
 
