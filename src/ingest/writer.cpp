@@ -109,10 +109,14 @@ struct Chunk {
     uint64 first_seq;
 };
 
+constexpr int recent_chunks = 16;
+
 struct TransactionRows {
     MemoryContext context;
     Chunk* first;
     Chunk* last;
+    Chunk* recent[recent_chunks];  // the latest chunks, newest at recent[(chunk_count - 1) % n]
+    uint64 chunk_count;
     uint64 ring_bytes;  // what the chunks will take in the ring, headers included
     uint64 rows;
     bool counted_as_writer;
@@ -158,23 +162,32 @@ Chunk* new_chunk(Relation rel, Oid role, uint32 first_row_bytes) {
     else
         txn.first = c;
     txn.last = c;
+    txn.recent[txn.chunk_count++ % recent_chunks] = c;
     txn.ring_bytes += record_bytes(types_bytes);
     return c;
 }
 
-// The chunk the next row of `rel` goes to, with room for `bytes` more.
+// The chunk the next row of `rel` goes to, with room for `bytes` more.  Rows that alternate
+// between tables go to each table's own chunk (searched among the latest few), not to a new
+// chunk at every switch; the order of rows across tables does not matter, within one it is kept.
 Chunk* chunk_for(Relation rel, Oid role, uint32 bytes) {
-    Chunk* c = txn.last;
-    bool same = c && c->relid == RelationGetRelid(rel) && c->role == role &&
-                c->subid == GetCurrentSubTransactionId() && c->natts == RelationGetDescr(rel)->natts;
-    if (same && c->used + bytes <= c->capacity) return c;
-    if (same && c->used + bytes <= chunk_limit()) {
-        uint32 capacity = c->capacity;
-        while (capacity < c->used + bytes) capacity *= 2;
-        capacity = Min(capacity, chunk_limit());
-        c->data = static_cast<char*>(repalloc(c->data, capacity));
-        c->capacity = capacity;
-        return c;
+    Oid relid = RelationGetRelid(rel);
+    SubTransactionId subid = GetCurrentSubTransactionId();
+    int16 natts = int16(RelationGetDescr(rel)->natts);
+    uint64 n = txn.chunk_count;
+    for (uint64 k = 0; k < Min(n, uint64(recent_chunks)); k++) {
+        Chunk* c = txn.recent[(n - 1 - k) % recent_chunks];
+        if (c->relid != relid || c->role != role || c->subid != subid || c->natts != natts) continue;
+        if (c->used + bytes <= c->capacity) return c;
+        if (c->used + bytes <= chunk_limit()) {
+            uint32 capacity = c->capacity;
+            while (capacity < c->used + bytes) capacity *= 2;
+            capacity = Min(capacity, chunk_limit());
+            c->data = static_cast<char*>(repalloc(c->data, capacity));
+            c->capacity = capacity;
+            return c;
+        }
+        break;  // that table's latest chunk is full: start its next one
     }
     return new_chunk(rel, role, bytes);
 }
@@ -627,6 +640,8 @@ void at_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId pare
         if (last) last->next = nullptr;
         txn.first = kept;
         txn.last = last;
+        txn.chunk_count = 0;
+        for (Chunk* c = txn.first; c; c = c->next) txn.recent[txn.chunk_count++ % recent_chunks] = c;
     }
 }
 
