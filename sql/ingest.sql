@@ -179,6 +179,16 @@ INSERT /*+ MEMOPTIMIZE_WRITE */ INTO child VALUES (3, 1, 'u');
 SELECT aq.write_end();
 RESET ROLE;
 SELECT id, note FROM child WHERE id = 3;
+-- Column privileges: INSERT on the columns the statement names is enough, as for any insert.
+CREATE TABLE col_priv (id int, v text, at timestamptz DEFAULT '2000-01-01');
+SELECT aq.enable_fast_ingest('col_priv');
+GRANT INSERT (id, v) ON col_priv TO ingest_user;
+SET ROLE ingest_user;
+INSERT /*+ MEMOPTIMIZE_WRITE */ INTO col_priv (id, v) VALUES (1, 'columns');
+SELECT try_sql($$INSERT /*+ MEMOPTIMIZE_WRITE */ INTO col_priv VALUES (2, 'all', now())$$);
+SELECT aq.write_end();
+RESET ROLE;
+SELECT * FROM col_priv;
 
 -- The administrator's flush, and disabling.
 SELECT aq.writes_flush();
@@ -188,7 +198,7 @@ SELECT relid::regclass FROM aq.fast_ingest_tables ORDER BY 1;
 SELECT applied_rows > 0 AND batches > 0 AS progress_recorded FROM aq.fast_ingest_progress
 WHERE epoch = (SELECT epoch FROM aq.memoptimize_write_area);
 
-DROP TABLE test_fast_ingest, checked, child, parent, plain, a_parted, wide;
+DROP TABLE test_fast_ingest, checked, child, parent, plain, a_parted, wide, col_priv;
 DROP VIEW a_view;
 DROP PROCEDURE ingest_commit_each;
 DROP FUNCTION child_note;

@@ -111,7 +111,11 @@ int collect(Taken* taken, bool all_now, bool* in_flight, long* wait_ms, uint64* 
                 break;
             }
         }
+        // A record attempted before (its worker died mid-batch) goes alone, so a poison record
+        // only ever takes itself down.
+        if (h->attempts > 0 && n > 0) break;
         taken[n++].header = h;
+        if (h->attempts > 0) break;
         rows += h->row_count;
         bytes += h->payload_bytes;
     }
@@ -178,6 +182,36 @@ char* row_text(const Oid* types, int natts, MinimalTuple tuple) {
     return s.data;
 }
 
+// Runs a bookkeeping statement (rejects, progress) in a subtransaction: if aq's own table was
+// altered or broken, the drain logs it and goes on instead of failing every batch forever.
+bool run_bookkeeping(SPIPlanPtr plan, Datum* values, const char* nulls, const char* what) {
+    MemoryContext outer = CurrentMemoryContext;
+    ResourceOwner owner = CurrentResourceOwner;
+    volatile bool ok = true;
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(outer);
+    PG_TRY();
+    {
+        int rc = SPI_execute_plan(plan, values, nulls, false, 0);
+        if (rc != SPI_OK_INSERT) elog(ERROR, "unexpected SPI result %s", SPI_result_code_string(rc));
+        ReleaseCurrentSubTransaction();
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(outer);
+        ErrorData* e = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        ereport(WARNING, (errmsg("aq: could not record fast-ingest %s: %s", what, e->message)));
+        FreeErrorData(e);
+        ok = false;
+    }
+    PG_END_TRY();
+    MemoryContextSwitchTo(outer);
+    CurrentResourceOwner = owner;
+    return ok;
+}
+
 Oid aq_table(const char* name) {
     Oid schema = get_namespace_oid("aq", true);
     return OidIsValid(schema) ? get_relname_relid(name, schema) : InvalidOid;
@@ -219,8 +253,8 @@ void keep_reject(RecordHeader* h, uint64 seq, MinimalTuple tuple, const char* sq
     values[5] = CStringGetTextDatum(sqlstate);
     values[6] = CStringGetTextDatum(message);
     if (detail) values[7] = CStringGetTextDatum(detail); else nulls[7] = 'n';
-    int rc = SPI_execute_plan(reject_plan, values, nulls, false, 0);
-    if (rc != SPI_OK_INSERT) elog(ERROR, "aq: could not keep a rejected row: %s", SPI_result_code_string(rc));
+    if (!run_bookkeeping(reject_plan, values, nulls, "a rejected row"))
+        ereport(LOG, (errmsg("aq: fast-ingest row %llu rejected: %s", (unsigned long long)seq, message)));
 }
 
 void reject_rows(Row* rows, int count, const char* sqlstate, const char* message, const char* detail, BatchCounts* counts) {
@@ -250,11 +284,12 @@ void insert_multi(Relation rel, Row* rows, int count) {
     rte->relid = RelationGetRelid(rel);
     rte->relkind = rel->rd_rel->relkind;
     rte->rellockmode = RowExclusiveLock;
-    rte->requiredPerms = ACL_INSERT;
-    for (int i = 0; i < desc->natts; i++)
-        if (!TupleDescAttr(desc, i)->attisdropped)
-            rte->insertedCols = bms_add_member(rte->insertedCols, i + 1 - FirstLowInvalidHeapAttributeNumber);
-    ExecCheckRTPerms(list_make1(rte), true);  // as the writing role: 42501 if it lost INSERT
+    // The writer's statement was checked column by column when it ran; here the role must still
+    // hold INSERT on the table or on some column (42501 if it lost it meanwhile).
+    Oid role = GetUserId();
+    if (pg_class_aclcheck(rte->relid, role, ACL_INSERT) != ACLCHECK_OK &&
+        pg_attribute_aclcheck_all(rte->relid, role, ACL_INSERT, ACLMASK_ANY) != ACLCHECK_OK)
+        aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(rte->relkind), RelationGetRelationName(rel));
 
     EState* estate = CreateExecutorState();
     ExecInitRangeTable(estate, list_make1(rte));
@@ -452,8 +487,7 @@ void record_progress(const BatchCounts& counts) {
     }
     Datum values[4] = {Int32GetDatum(int32(shared->epoch)), Int64GetDatum(int64(counts.hwm)),
                        Int64GetDatum(int64(counts.applied)), Int64GetDatum(int64(counts.rejected))};
-    int rc = SPI_execute_plan(progress_plan, values, nullptr, false, 0);
-    if (rc != SPI_OK_INSERT) elog(ERROR, "aq: could not record fast-ingest progress: %s", SPI_result_code_string(rc));
+    (void)run_bookkeeping(progress_plan, values, nullptr, "progress");
 }
 
 // Applies the taken records in one transaction, then publishes them.
