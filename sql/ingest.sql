@@ -188,7 +188,14 @@ INSERT /*+ MEMOPTIMIZE_WRITE */ INTO col_priv (id, v) VALUES (1, 'columns');
 SELECT try_sql($$INSERT /*+ MEMOPTIMIZE_WRITE */ INTO col_priv VALUES (2, 'all', now())$$);
 SELECT aq.write_end();
 RESET ROLE;
-SELECT * FROM col_priv;
+-- The same through the per-row path (a table with a trigger).
+CREATE FUNCTION pass_through() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER pass_through BEFORE INSERT ON col_priv FOR EACH ROW EXECUTE FUNCTION pass_through();
+SET ROLE ingest_user;
+INSERT /*+ MEMOPTIMIZE_WRITE */ INTO col_priv (id, v) VALUES (3, 'with trigger');
+SELECT aq.write_end();
+RESET ROLE;
+SELECT * FROM col_priv ORDER BY id;
 
 -- The administrator's flush, and disabling.
 SELECT aq.writes_flush();
@@ -201,6 +208,6 @@ WHERE epoch = (SELECT epoch FROM aq.memoptimize_write_area);
 DROP TABLE test_fast_ingest, checked, child, parent, plain, a_parted, wide, col_priv;
 DROP VIEW a_view;
 DROP PROCEDURE ingest_commit_each;
-DROP FUNCTION child_note;
+DROP FUNCTION child_note, pass_through;
 DROP OWNED BY ingest_user;
 DROP ROLE ingest_user;

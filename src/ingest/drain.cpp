@@ -342,9 +342,15 @@ void insert_statement(Relation rel, Row* rows, int count) {
     Oid* types = static_cast<Oid*>(palloc(sizeof(Oid) * desc->natts));
     int* columns = static_cast<int*>(palloc(sizeof(int) * desc->natts));
     int nargs = 0;
+    // A role with INSERT on some columns only: its statement could set only those, the others
+    // took their defaults; name only those, so the insert needs no more than the writer had.
+    bool whole_table = pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_INSERT) == ACLCHECK_OK;
     for (int i = 0; i < desc->natts; i++) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
         if (att->attisdropped || att->attgenerated) continue;
+        if (!whole_table &&
+            pg_attribute_aclcheck(RelationGetRelid(rel), att->attnum, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+            continue;
         appendStringInfo(&sql, "%s%s", nargs ? ", " : "", quote_identifier(NameStr(att->attname)));
         types[nargs] = att->atttypid;
         columns[nargs++] = i;
