@@ -142,9 +142,12 @@ bool has_work(bool* in_flight) {
 
 // ---------------------------------------------------------------- rejects
 // A row as text, "(v1,v2,...)" like a record, from the types the writer recorded.
-char* row_text(const Oid* types, int natts, MinimalTuple tuple) {
+char* row_text(const Column* layout, int natts, MinimalTuple tuple) {
     for (int i = 0; i < natts; i++)
-        if (OidIsValid(types[i]) && !SearchSysCacheExists1(TYPEOID, ObjectIdGetDatum(types[i]))) return nullptr;
+        if (OidIsValid(layout[i].type) && !SearchSysCacheExists1(TYPEOID, ObjectIdGetDatum(layout[i].type)))
+            return nullptr;
+    Oid* types = static_cast<Oid*>(palloc(sizeof(Oid) * Max(natts, 1)));
+    for (int i = 0; i < natts; i++) types[i] = layout[i].type;
     TupleDesc desc = CreateTemplateTupleDesc(natts);
     for (int i = 0; i < natts; i++)
         TupleDescInitEntry(desc, AttrNumber(i + 1), nullptr, OidIsValid(types[i]) ? types[i] : INT4OID, -1, 0);
@@ -238,7 +241,7 @@ void keep_reject(RecordHeader* h, uint64 seq, MinimalTuple tuple, const char* sq
     char* schema = nullptr;
     if (table) schema = get_namespace_name(get_rel_namespace(h->relation));
     const char* role = GetUserNameFromId(h->role, true);
-    const char* text = tuple ? row_text(reinterpret_cast<Oid*>(payload_of(h)), h->natts, tuple) : nullptr;
+    const char* text = tuple ? row_text(layout_of(h), h->natts, tuple) : nullptr;
     Datum values[8];
     char nulls[8];
     memset(nulls, ' ', sizeof nulls);
@@ -298,6 +301,15 @@ void insert_multi(Relation rel, Row* rows, int count) {
     ExecOpenIndices(result_rel, false);
     bool generated = desc->constr && desc->constr->has_generated_stored;
     bool constraints = desc->constr != nullptr;
+    // Domain constraints are checked by the writer's statement; one added since must hold too.
+    bool* domain = static_cast<bool*>(palloc0(sizeof(bool) * Max(desc->natts, 1)));
+    void** domain_cache = static_cast<void**>(palloc0(sizeof(void*) * Max(desc->natts, 1)));
+    bool any_domain = false;
+    for (int i = 0; i < desc->natts; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        domain[i] = !att->attisdropped && get_typtype(att->atttypid) == TYPTYPE_DOMAIN;
+        any_domain |= domain[i];
+    }
     int slot_count = Min(count, multi_insert_rows);
     auto** slots = static_cast<TupleTableSlot**>(palloc(sizeof(TupleTableSlot*) * slot_count));
     for (int i = 0; i < slot_count; i++) slots[i] = table_slot_create(rel, nullptr);
@@ -312,6 +324,11 @@ void insert_multi(Relation rel, Row* rows, int count) {
             ExecClearTuple(slot);
             deform_row(desc, rows[start + j].tuple, slot->tts_values, slot->tts_isnull);
             ExecStoreVirtualTuple(slot);
+            if (any_domain)
+                for (int i = 0; i < desc->natts; i++)
+                    if (domain[i])
+                        domain_check(slot->tts_values[i], slot->tts_isnull[i], TupleDescAttr(desc, i)->atttypid,
+                                     &domain_cache[i], CurrentMemoryContext);
             if (generated) ExecComputeStoredGenerated(result_rel, estate, slot, CMD_INSERT);
             if (constraints) ExecConstraints(result_rel, slot, estate);
         }
@@ -352,7 +369,9 @@ void insert_statement(Relation rel, Row* rows, int count) {
             pg_attribute_aclcheck(RelationGetRelid(rel), att->attnum, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
             continue;
         appendStringInfo(&sql, "%s%s", nargs ? ", " : "", quote_identifier(NameStr(att->attname)));
-        types[nargs] = att->atttypid;
+        // The base type: the INSERT then coerces to the column's type as it is now — its
+        // length or precision, its domain's constraints — as it would any client's value.
+        types[nargs] = getBaseType(att->atttypid);
         columns[nargs++] = i;
     }
     appendStringInfoString(&sql, ") VALUES (");
@@ -409,16 +428,25 @@ ErrorData* try_insert(Relation rel, Row* rows, int count, bool multi, MemoryCont
     return failure;
 }
 
-// Why rows buffered with these column types cannot go into the table as it is now, or nullptr.
-const char* layout_change(Relation rel, const Oid* types, int natts) {
+// How rows written with `layout` fit the table as it is now.
+enum class Fit { same, coerce, no };
+Fit layout_fit(Relation rel, const Column* layout, int natts, const char** why) {
     TupleDesc desc = RelationGetDescr(rel);
-    if (natts > desc->natts) return "it has fewer columns than when the rows were written";
+    if (natts > desc->natts) {
+        *why = "it has fewer columns than when the rows were written";
+        return Fit::no;
+    }
+    Fit fit = Fit::same;
     for (int i = 0; i < natts; i++) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
-        if (!att->attisdropped && att->atttypid != types[i])
-            return psprintf("column \"%s\" changed type since the rows were written", NameStr(att->attname));
+        if (att->attisdropped) continue;
+        if (att->atttypid != layout[i].type) {
+            *why = psprintf("column \"%s\" changed type since the rows were written", NameStr(att->attname));
+            return Fit::no;
+        }
+        if (att->atttypmod != layout[i].typmod) fit = Fit::coerce;  // e.g. varchar(10) -> varchar(5)
     }
-    return nullptr;
+    return fit;
 }
 
 // One run: rows of one table, one role and one layout.
@@ -434,7 +462,9 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
         reject_rows(rows, count, "42809", "the table is no longer an ordinary table", nullptr, counts);
         return;
     }
-    if (const char* why = layout_change(rel, reinterpret_cast<Oid*>(payload_of(first)), first->natts)) {
+    const char* why = nullptr;
+    Fit fit = layout_fit(rel, layout_of(first), first->natts, &why);
+    if (fit == Fit::no) {
         char* message = psprintf("table \"%s\" was altered: %s", RelationGetRelationName(rel), why);
         relation_close(rel, RowExclusiveLock);
         reject_rows(rows, count, "42804", message, nullptr, counts);
@@ -445,7 +475,8 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
     int saved_context;
     GetUserIdAndSecContext(&saved_user, &saved_context);
     SetUserIdAndSecContext(first->role, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-    bool multi = rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&
+    // A column whose length or precision changed since: through the INSERT, which coerces.
+    bool multi = fit == Fit::same && rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&
                  check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED;
     MemoryContext keep = CurrentMemoryContext;
     ErrorData* failure = try_insert(rel, rows, count, multi, keep);
@@ -474,7 +505,7 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
 
 bool same_run(RecordHeader* a, RecordHeader* b) {
     return a->relation == b->relation && a->role == b->role && a->natts == b->natts &&
-           memcmp(payload_of(a), payload_of(b), sizeof(Oid) * a->natts) == 0;
+           memcmp(layout_of(a), layout_of(b), sizeof(Column) * a->natts) == 0;
 }
 
 void record_progress(const BatchCounts& counts) {
@@ -532,7 +563,7 @@ void apply_batch(Taken* taken, int n) {
                                          (unsigned long long)(h->first_seq + h->row_count - 1), why)));
                 continue;
             }
-            char* p = payload_of(h) + MAXALIGN(sizeof(Oid) * h->natts);
+            char* p = rows_of(h);
             for (uint32 k = 0; k < h->row_count; k++) {
                 auto tuple = reinterpret_cast<MinimalTuple>(p);
                 rows[row_count++] = Row{tuple, h->first_seq + k, h};

@@ -49,8 +49,8 @@ enum RecordState : uint32 {
 constexpr uint32 record_magic = 0x41514652;  // "AQFR"
 constexpr int seq_shift = 40;
 
-// The header of one record.  After it: natts column type OIDs, then the rows, each a
-// MinimalTuple (t_len first) padded to MAXALIGN.
+// The header of one record.  After it: the layout the rows were written with (natts Columns,
+// padded to MAXALIGN), then the rows, each a MinimalTuple (t_len first) padded to MAXALIGN.
 struct RecordHeader {
     uint32 magic;
     pg_atomic_uint32 state;
@@ -68,11 +68,20 @@ struct RecordHeader {
     TimestampTz committed_at;
 };
 
+// A column as the writer saw it; the drain compares it with the table as it is then.
+struct Column {
+    Oid type;
+    int32 typmod;
+};
+inline std::size_t layout_bytes(int natts) { return MAXALIGN(sizeof(Column) * natts); }
+
 constexpr std::size_t header_bytes = (sizeof(RecordHeader) + 63) & ~std::size_t(63);
 inline uint32 record_bytes(std::size_t payload) {
     return uint32((header_bytes + payload + 63) & ~std::size_t(63));
 }
 inline char* payload_of(RecordHeader* h) { return reinterpret_cast<char*>(h) + header_bytes; }
+inline Column* layout_of(RecordHeader* h) { return reinterpret_cast<Column*>(payload_of(h)); }
+inline char* rows_of(RecordHeader* h) { return payload_of(h) + layout_bytes(h->natts); }
 
 // A database being drained.
 enum SlotState : uint32 { slot_free = 0, slot_stopped = 1, slot_starting = 2, slot_running = 3 };

@@ -94,7 +94,9 @@ bool is_enabled(Oid relid) {
 }
 
 // ---------------------------------------------------------------- the transaction's rows
-// Chunk payload: natts type OIDs (MAXALIGNed), then MinimalTuples, each MAXALIGNed.
+// Chunk payload: the layout (ring::Column per attribute, MAXALIGNed), then MinimalTuples,
+// each MAXALIGNed.  A chunk holds rows of one layout: an ALTER TABLE within the transaction
+// starts a new one.
 struct Chunk {
     Chunk* next;
     Oid relid;
@@ -145,7 +147,7 @@ Chunk* new_chunk(Relation rel, Oid role, uint32 first_row_bytes) {
         txn.counted_as_writer = true;
     }
     TupleDesc desc = RelationGetDescr(rel);
-    uint32 types_bytes = MAXALIGN(sizeof(Oid) * desc->natts);
+    uint32 types_bytes = uint32(layout_bytes(desc->natts));
     uint32 capacity = Max(initial_chunk_bytes, types_bytes + first_row_bytes);
     auto* c = static_cast<Chunk*>(MemoryContextAllocZero(txn.context, sizeof(Chunk)));
     c->relid = RelationGetRelid(rel);
@@ -154,8 +156,9 @@ Chunk* new_chunk(Relation rel, Oid role, uint32 first_row_bytes) {
     c->natts = int16(desc->natts);
     c->capacity = capacity;
     c->data = static_cast<char*>(MemoryContextAllocZero(txn.context, capacity));
+    auto* layout = reinterpret_cast<Column*>(c->data);
     for (int i = 0; i < desc->natts; i++)
-        reinterpret_cast<Oid*>(c->data)[i] = TupleDescAttr(desc, i)->atttypid;
+        layout[i] = Column{TupleDescAttr(desc, i)->atttypid, TupleDescAttr(desc, i)->atttypmod};
     c->used = types_bytes;
     if (txn.last)
         txn.last->next = c;
@@ -167,17 +170,29 @@ Chunk* new_chunk(Relation rel, Oid role, uint32 first_row_bytes) {
     return c;
 }
 
+// Does the chunk hold rows of the table's present layout?
+bool same_layout(const Chunk* c, TupleDesc desc) {
+    if (c->natts != desc->natts) return false;
+    auto* layout = reinterpret_cast<const Column*>(c->data);
+    for (int i = 0; i < desc->natts; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        if (layout[i].type != att->atttypid || layout[i].typmod != att->atttypmod) return false;
+    }
+    return true;
+}
+
 // The chunk the next row of `rel` goes to, with room for `bytes` more.  Rows that alternate
 // between tables go to each table's own chunk (searched among the latest few), not to a new
 // chunk at every switch; the order of rows across tables does not matter, within one it is kept.
 Chunk* chunk_for(Relation rel, Oid role, uint32 bytes) {
     Oid relid = RelationGetRelid(rel);
     SubTransactionId subid = GetCurrentSubTransactionId();
-    int16 natts = int16(RelationGetDescr(rel)->natts);
+    TupleDesc desc = RelationGetDescr(rel);
     uint64 n = txn.chunk_count;
     for (uint64 k = 0; k < Min(n, uint64(recent_chunks)); k++) {
         Chunk* c = txn.recent[(n - 1 - k) % recent_chunks];
-        if (c->relid != relid || c->role != role || c->subid != subid || c->natts != natts) continue;
+        if (c->relid != relid || c->role != role || c->subid != subid) continue;
+        if (!same_layout(c, desc)) break;  // altered within the transaction: a new chunk
         if (c->used + bytes <= c->capacity) return c;
         if (c->used + bytes <= chunk_limit()) {
             uint32 capacity = c->capacity;
@@ -221,7 +236,7 @@ void append_row(Relation rel, Datum* given_values, bool* isnull) {
     Size data_len = heap_compute_data_size(desc, values, isnull);
     Size len = header + data_len;
     Size space = MAXALIGN(len);
-    uint32 types_bytes = MAXALIGN(sizeof(Oid) * natts);
+    uint32 types_bytes = uint32(layout_bytes(natts));
     if (space + types_bytes > chunk_limit())
         ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                         errmsg("row of %zu bytes is too large for fast ingest into \"%s\"", len, RelationGetRelationName(rel)),
