@@ -71,7 +71,8 @@ REVOKE EXECUTE ON FUNCTION aq.writes_flush(interval) FROM PUBLIC;
 
 -- The epoch a sequence id belongs to.
 CREATE FUNCTION aq.seqid_epoch(seqid bigint) RETURNS integer
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS 'SELECT (seqid >> 40)::integer';
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS 'SELECT (seqid >> 40)::integer';
 
 CREATE FUNCTION aq._memoptimize_write_area(
     OUT total_bytes bigint,

@@ -135,19 +135,26 @@ SELECT results_eq(
                               'message_properties'], 1),
       ('dequeue_options', ARRAY['consumer_name','dequeue_mode','navigation','visibility','wait','msgid',
                                 'correlation'], 7),
+      ('disable_fast_ingest', ARRAY['tbl'], 0),
       ('drop_queue', ARRAY['queue_name'], 0),
       ('drop_queue_table', ARRAY['queue_table','force'], 1),
+      ('enable_fast_ingest', ARRAY['tbl'], 0),
       ('enqueue', ARRAY['queue_name','payload','message_properties','enqueue_options'], 2),
       ('enqueue_array', ARRAY['queue_name','payload_array','message_properties_array','enqueue_options'], 2),
       ('enqueue_options', ARRAY['visibility','delivery_mode'], 2),
+      ('get_apply_hwm_seqid', NULL::text[], 0),
+      ('get_write_hwm_seqid', NULL::text[], 0),
       ('grant_queue_privilege', ARRAY['privilege','queue_name','grantee','grant_option'], 1),
       ('last_commit', ARRAY['commit_lsn','flushed_lsn','durable','durable_on_return','commit_wait',
                             'commit_logging','synchronous_commit','committed_at'], 0),
       ('message_properties', ARRAY['priority','delay','expiration','correlation','exception_queue'], 5),
       ('purge_queue_table', ARRAY['queue_table','queue_name'], 1),
       ('revoke_queue_privilege', ARRAY['privilege','queue_name','grantee'], 0),
+      ('seqid_epoch', ARRAY['seqid'], 0),
       ('start_queue', ARRAY['queue_name','enqueue','dequeue'], 2),
-      ('stop_queue', ARRAY['queue_name','enqueue','dequeue'], 2)$$,
+      ('stop_queue', ARRAY['queue_name','enqueue','dequeue'], 2),
+      ('write_end', ARRAY['timeout'], 1),
+      ('writes_flush', ARRAY['timeout'], 1)$$,
     'argument names and number of defaults of every public function');
 
 -- the documented defaults of the admin functions, as written in the catalog
@@ -339,8 +346,9 @@ SELECT col_default_is('aq', 'queue_tables', 'sort_list', 'enq_time',
 -- pg_dump keeps the catalog rows of the extension
 SELECT results_eq(
     $$SELECT c::regclass::text COLLATE "default" FROM pg_extension e, unnest(e.extconfig) AS c WHERE e.extname = 'aq' ORDER BY 1$$,
-    $$VALUES ('aq.queue_tables'), ('aq.queue_tables_queue_table_id_seq'), ('aq.queues'), ('aq.queues_queue_id_seq')$$,
-    'aq.queue_tables and aq.queues, and their id sequences, are dumped by pg_dump');
+    $$VALUES ('aq.fast_ingest_progress'), ('aq.fast_ingest_rejects'), ('aq.fast_ingest_tables'),
+             ('aq.queue_tables'), ('aq.queue_tables_queue_table_id_seq'), ('aq.queues'), ('aq.queues_queue_id_seq')$$,
+    'aq''s catalog tables (queues, fast-ingest tables, rejects, progress) and id sequences are dumped by pg_dump');
 -- the catalog starts empty
 SELECT is_empty('SELECT * FROM aq.queue_tables', 'aq.queue_tables is empty in a fresh database');
 SELECT is_empty('SELECT * FROM aq.queues', 'aq.queues is empty in a fresh database');
