@@ -123,6 +123,51 @@ SELECT aq.write_end();
 SELECT id, parent_id, note = 'a by trigger as ' || current_user AS trigger_ran FROM child;
 SELECT row_text, sqlstate FROM aq.fast_ingest_rejects WHERE relid = 'child'::regclass;
 
+-- Identity columns (GENERATED ALWAYS) keep the writer's value, on both paths; a partition's
+-- bound is checked like any constraint.
+CREATE TABLE ident (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, parent_id int REFERENCES parent, v text);
+CREATE TABLE ident_plain (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
+SELECT aq.enable_fast_ingest('ident'), aq.enable_fast_ingest('ident_plain');
+INSERT /*+ MEMOPTIMIZE_WRITE */ INTO ident (parent_id, v) VALUES (1, 'a'), (1, 'b');
+INSERT /*+ MEMOPTIMIZE_WRITE */ INTO ident_plain (v) VALUES ('a'), ('b');
+CREATE TABLE measured (at date, v int) PARTITION BY RANGE (at);
+CREATE TABLE measured_2024 PARTITION OF measured FOR VALUES FROM ('2024-01-01') TO ('2025-01-01');
+SELECT aq.enable_fast_ingest('measured_2024');
+INSERT /*+ MEMOPTIMIZE_WRITE */ INTO measured_2024 VALUES ('2024-06-01', 1), ('2025-06-01', 2);
+SELECT aq.write_end();
+SELECT id, v FROM ident ORDER BY id;
+SELECT id, v FROM ident_plain ORDER BY id;
+SELECT * FROM measured;
+SELECT row_text, sqlstate FROM aq.fast_ingest_rejects WHERE relid IN ('ident'::regclass, 'measured_2024'::regclass);
+
+-- A savepoint per row (a PL/pgSQL exception block in a loop): rows of the rolled-back ones are
+-- dropped, the others kept, in few chunks.
+CREATE TABLE guarded (id int PRIMARY KEY);
+SELECT aq.enable_fast_ingest('guarded');
+DO $$
+BEGIN
+  FOR i IN 1..20000 LOOP
+    BEGIN
+      INSERT /*+ MEMOPTIMIZE_WRITE */ INTO guarded VALUES (i);
+      IF i % 1000 = 0 THEN RAISE EXCEPTION 'undo %', i; END IF;
+    EXCEPTION WHEN raise_exception THEN NULL;
+    END;
+  END LOOP;
+END $$;
+SELECT aq.write_end();
+SELECT count(*), count(*) FILTER (WHERE id % 1000 = 0) AS rolled_back_present FROM guarded;
+
+-- The caller's search_path cannot choose the operators of aq's own statements (they run as
+-- the owner of aq's tables).
+CREATE SCHEMA trap;
+CREATE FUNCTION trap.oid_eq(oid, oid) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'trap operator ran as %', current_user; RETURN $1 OPERATOR(pg_catalog.=) $2; END $$;
+CREATE OPERATOR trap.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = trap.oid_eq);
+SET search_path = trap, pg_catalog, public;
+SELECT aq.disable_fast_ingest('guarded');
+RESET search_path;
+DROP SCHEMA trap CASCADE;
+
 -- aq.memoptimize_write = on: plain inserts go to the ring; what it cannot take stays ordinary.
 SET aq.memoptimize_write = on;
 INSERT INTO test_fast_ingest VALUES (8000, 'by setting');
@@ -205,7 +250,7 @@ SELECT relid::regclass FROM aq.fast_ingest_tables ORDER BY 1;
 SELECT applied_rows > 0 AND batches > 0 AS progress_recorded FROM aq.fast_ingest_progress
 WHERE epoch = (SELECT epoch FROM aq.memoptimize_write_area);
 
-DROP TABLE test_fast_ingest, checked, child, parent, plain, a_parted, wide, col_priv;
+DROP TABLE test_fast_ingest, checked, child, ident, ident_plain, parent, plain, a_parted, wide, col_priv, measured, guarded;
 DROP VIEW a_view;
 DROP PROCEDURE ingest_commit_each;
 DROP FUNCTION child_note, pass_through;

@@ -51,7 +51,13 @@ constexpr uint64 batch_rows = 100000;
 constexpr uint64 batch_bytes = 64 * 1024 * 1024;
 constexpr int batch_records = 16384;
 constexpr int multi_insert_rows = 1000;  // as COPY's MAX_BUFFERED_TUPLES
-constexpr int max_attempts = 3;
+// Attempts of a record: up to retry_attempts, a transient error (deadlock, serialization
+// failure, lock timeout, cancel, out of resources) retries the batch later; then it counts
+// as the row's own error.  After give_up_attempts (the worker died on it each time) its rows
+// are rejected without being tried again.
+constexpr int retry_attempts = 3;
+constexpr int give_up_attempts = 5;
+constexpr long retry_backoff_ms = 1000;
 constexpr int idle_exit_ms = 3000;
 constexpr int shutdown_wait_ms = 10000;
 constexpr int start_interval_ms = 1000;
@@ -185,9 +191,28 @@ char* row_text(const Column* layout, int natts, MinimalTuple tuple) {
     return s.data;
 }
 
+// The drain's own statements run as a superuser: the database's search_path (which its owner
+// may set) must not pick their operators.  Returns the GUC nest level to pop.
+int pin_search_path() {
+    int nest_level = NewGUCNestLevel();
+    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                            false);
+    return nest_level;
+}
+
+SPIPlanPtr prepare_bookkeeping(const char* sql, int nargs, Oid* types) {
+    int nest_level = pin_search_path();
+    SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
+    if (!plan) elog(ERROR, "aq: could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+    SPI_keepplan(plan);
+    AtEOXact_GUC(true, nest_level);
+    return plan;
+}
+
 // Runs a bookkeeping statement (rejects, progress) in a subtransaction: if aq's own table was
 // altered or broken, the drain logs it and goes on instead of failing every batch forever.
 bool run_bookkeeping(SPIPlanPtr plan, Datum* values, const char* nulls, const char* what) {
+    int nest_level = pin_search_path();
     MemoryContext outer = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
     volatile bool ok = true;
@@ -212,6 +237,7 @@ bool run_bookkeeping(SPIPlanPtr plan, Datum* values, const char* nulls, const ch
     PG_END_TRY();
     MemoryContextSwitchTo(outer);
     CurrentResourceOwner = owner;
+    AtEOXact_GUC(true, nest_level);
     return ok;
 }
 
@@ -230,12 +256,10 @@ void keep_reject(RecordHeader* h, uint64 seq, MinimalTuple tuple, const char* sq
     }
     if (!reject_plan) {
         Oid types[8] = {INT8OID, TEXTOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-        reject_plan = SPI_prepare(
+        reject_plan = prepare_bookkeeping(
             "INSERT INTO aq.fast_ingest_rejects (seqid, table_name, relid, role_name, row_text, sqlstate, message, "
             "detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             8, types);
-        if (!reject_plan) elog(ERROR, "aq: could not prepare the rejects insert: %s", SPI_result_code_string(SPI_result));
-        SPI_keepplan(reject_plan);
     }
     const char* table = get_rel_name(h->relation);
     char* schema = nullptr;
@@ -301,6 +325,7 @@ void insert_multi(Relation rel, Row* rows, int count) {
     ExecOpenIndices(result_rel, false);
     bool generated = desc->constr && desc->constr->has_generated_stored;
     bool constraints = desc->constr != nullptr;
+    bool partition = rel->rd_rel->relispartition;
     // Domain constraints are checked by the writer's statement; one added since must hold too.
     bool* domain = static_cast<bool*>(palloc0(sizeof(bool) * Max(desc->natts, 1)));
     void** domain_cache = static_cast<void**>(palloc0(sizeof(void*) * Max(desc->natts, 1)));
@@ -331,6 +356,8 @@ void insert_multi(Relation rel, Row* rows, int count) {
                                      &domain_cache[i], CurrentMemoryContext);
             if (generated) ExecComputeStoredGenerated(result_rel, estate, slot, CMD_INSERT);
             if (constraints) ExecConstraints(result_rel, slot, estate);
+            // A partition's bound is a constraint too (ExecConstraints does not check it).
+            if (partition) ExecPartitionCheck(result_rel, slot, estate, true);
         }
         table_multi_insert(rel, slots, n, command, 0, bulk);
         for (int j = 0; j < n; j++) {
@@ -374,7 +401,8 @@ void insert_statement(Relation rel, Row* rows, int count) {
         types[nargs] = getBaseType(att->atttypid);
         columns[nargs++] = i;
     }
-    appendStringInfoString(&sql, ") VALUES (");
+    // The writer's statement already took identity values (GENERATED ALWAYS included).
+    appendStringInfoString(&sql, ") OVERRIDING SYSTEM VALUE VALUES (");
     for (int k = 0; k < nargs; k++) appendStringInfo(&sql, "%s$%d", k ? ", " : "", k + 1);
     appendStringInfoChar(&sql, ')');
     SPIPlanPtr plan = SPI_prepare(sql.data, nargs, types);
@@ -403,8 +431,17 @@ void insert_rows(Relation rel, Row* rows, int count, bool multi) {
         insert_statement(rel, rows, count);
 }
 
+// An error that says nothing about the row: the batch is retried later instead.
+bool transient(int sqlerrcode) {
+    int category = ERRCODE_TO_CATEGORY(sqlerrcode);
+    return category == ERRCODE_TRANSACTION_ROLLBACK || category == ERRCODE_INSUFFICIENT_RESOURCES ||
+           category == ERRCODE_OPERATOR_INTERVENTION || category == ERRCODE_SYSTEM_ERROR ||
+           sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE;
+}
+
 // Runs insert_rows in a subtransaction; on failure returns the error (copied into `keep`).
-ErrorData* try_insert(Relation rel, Row* rows, int count, bool multi, MemoryContext keep) {
+// A transient error is raised again (the whole batch is retried) while `retry` allows.
+ErrorData* try_insert(Relation rel, Row* rows, int count, bool multi, MemoryContext keep, bool retry) {
     MemoryContext outer = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
     ErrorData* volatile failure = nullptr;
@@ -421,6 +458,9 @@ ErrorData* try_insert(Relation rel, Row* rows, int count, bool multi, MemoryCont
         failure = CopyErrorData();
         FlushErrorState();
         RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer);
+        CurrentResourceOwner = owner;
+        if (retry && transient(failure->sqlerrcode)) ReThrowError(failure);
     }
     PG_END_TRY();
     MemoryContextSwitchTo(outer);
@@ -479,14 +519,15 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
     bool multi = fit == Fit::same && rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&
                  check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED;
     MemoryContext keep = CurrentMemoryContext;
-    ErrorData* failure = try_insert(rel, rows, count, multi, keep);
+    bool retry = first->attempts <= retry_attempts;
+    ErrorData* failure = try_insert(rel, rows, count, multi, keep, retry);
     if (!failure) {
         counts->applied += count;
     } else {
         // Redo row by row: the good rows go in, each bad one is kept with its own error.
         FreeErrorData(failure);
         for (int i = 0; i < count; i++) {
-            ErrorData* e = try_insert(rel, &rows[i], 1, multi, keep);
+            ErrorData* e = try_insert(rel, &rows[i], 1, multi, keep, retry);
             if (!e) {
                 counts->applied++;
                 continue;
@@ -512,15 +553,13 @@ void record_progress(const BatchCounts& counts) {
     if (!OidIsValid(aq_table("fast_ingest_progress"))) return;
     if (!progress_plan) {
         Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
-        progress_plan = SPI_prepare(
+        progress_plan = prepare_bookkeeping(
             "INSERT INTO aq.fast_ingest_progress AS p (epoch, applied_hwm, applied_rows, rejected_rows, batches, "
-            "updated_at) VALUES ($1, $2, $3, $4, 1, now()) ON CONFLICT (epoch) DO UPDATE SET applied_hwm = "
-            "greatest(p.applied_hwm, excluded.applied_hwm), applied_rows = p.applied_rows + excluded.applied_rows, "
-            "rejected_rows = p.rejected_rows + excluded.rejected_rows, batches = p.batches + 1, updated_at = "
-            "excluded.updated_at",
+            "updated_at) VALUES ($1, $2, $3, $4, 1, pg_catalog.now()) ON CONFLICT (epoch) DO UPDATE SET applied_hwm = "
+            "greatest(p.applied_hwm, excluded.applied_hwm), applied_rows = p.applied_rows OPERATOR(pg_catalog.+) "
+            "excluded.applied_rows, rejected_rows = p.rejected_rows OPERATOR(pg_catalog.+) excluded.rejected_rows, "
+            "batches = p.batches OPERATOR(pg_catalog.+) 1, updated_at = excluded.updated_at",
             4, types);
-        if (!progress_plan) elog(ERROR, "aq: could not prepare the progress update");
-        SPI_keepplan(progress_plan);
     }
     Datum values[4] = {Int32GetDatum(int32(shared->epoch)), Int64GetDatum(int64(counts.hwm)),
                        Int64GetDatum(int64(counts.applied)), Int64GetDatum(int64(counts.rejected))};
@@ -553,14 +592,27 @@ void apply_batch(Taken* taken, int n) {
             INIT_CRC32C(crc);
             COMP_CRC32C(crc, payload_of(h), h->payload_bytes);
             FIN_CRC32C(crc);
-            if (h->magic != record_magic || crc != h->crc || h->attempts > max_attempts) {
-                const char* why = h->attempts > max_attempts ? "the drain failed on these rows repeatedly"
-                                                            : "the rows' checksum does not match: ring memory corrupted";
+            if (h->magic != record_magic || crc != h->crc) {
+                const char* why = "the rows' checksum does not match: ring memory corrupted";
                 keep_reject(h, h->first_seq, nullptr, "XX001", psprintf("%s; %u rows lost", why, h->row_count), nullptr);
                 counts.rejected += h->row_count;
                 ereport(WARNING, (errmsg("aq: fast-ingest rows %llu..%llu rejected: %s",
                                          (unsigned long long)h->first_seq,
                                          (unsigned long long)(h->first_seq + h->row_count - 1), why)));
+                continue;
+            }
+            if (h->attempts > give_up_attempts) {  // kept row by row, with their text
+                char* p = rows_of(h);
+                for (uint32 k = 0; k < h->row_count; k++) {
+                    auto tuple = reinterpret_cast<MinimalTuple>(p);
+                    keep_reject(h, h->first_seq + k, tuple, "XX000",
+                                "the drain failed on these rows repeatedly (see the server log)", nullptr);
+                    p += MAXALIGN(tuple->t_len);
+                }
+                counts.rejected += h->row_count;
+                ereport(WARNING, (errmsg("aq: fast-ingest rows %llu..%llu rejected after %d attempts",
+                                         (unsigned long long)h->first_seq,
+                                         (unsigned long long)(h->first_seq + h->row_count - 1), h->attempts - 1)));
                 continue;
             }
             char* p = rows_of(h);
@@ -576,10 +628,8 @@ void apply_batch(Taken* taken, int n) {
     record_progress(counts);
     SPI_finish();
     PopActiveSnapshot();
-    CommitTransactionCommand();  // synchronous: the watermark never runs ahead of durability
-    pgstat_report_stat(false);
-    pgstat_report_activity(STATE_IDLE, nullptr);
-
+    CommitTransactionCommand();  // synchronous (forced WAIT): the watermark never runs ahead of durability
+    // Nothing that can fail between the commit and DONE: a batch is never applied twice.
     for (int k = 0; k < n; k++) {
         pg_atomic_fetch_sub_u64(&shared->rows_buffered, taken[k].header->row_count);
         pg_atomic_write_u32(&taken[k].header->state, state_done);
@@ -590,6 +640,8 @@ void apply_batch(Taken* taken, int n) {
     pg_atomic_fetch_add_u64(&my_slot->batches, 1);
     advance_tail();
     ConditionVariableBroadcast(&shared->applied);
+    pgstat_report_stat(false);
+    pgstat_report_activity(STATE_IDLE, nullptr);
 }
 
 // An idle worker leaves only if no record of its database is in the ring (checked under the
@@ -624,8 +676,8 @@ uint64 now_ms() {
     return uint64(GetCurrentTimestamp() / 1000);
 }
 
-// A database whose drain cannot start (dropped, or not accepting connections): its rows are
-// released and counted as rejected, so the ring does not fill up behind them.
+// A database that was dropped with rows in the ring: they are released and counted as rejected,
+// so the ring does not fill up behind them.
 void discard_database(DatabaseSlot* slot) {
     uint64 rows = 0;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -641,13 +693,15 @@ void discard_database(DatabaseSlot* slot) {
     pg_atomic_fetch_add_u64(&slot->rejected_rows, rows);
     pg_atomic_write_u64(&slot->apply_hwm, pg_atomic_read_u64(&slot->committed_hwm));
     pg_atomic_write_u32(&slot->failed_starts, 0);
-    ereport(LOG, (errmsg("aq: %llu fast-ingest rows of database %u discarded: its drain worker could not start",
+    ereport(LOG, (errmsg("aq: %llu fast-ingest rows of database %u discarded: the database was dropped",
                          (unsigned long long)rows, slot->database)));
     advance_tail();
     ConditionVariableBroadcast(&shared->applied);
 }
 
-bool start_drain(DatabaseSlot* slot) {
+BackgroundWorkerHandle* handles[max_databases];  // the launcher's: drain workers it started
+
+bool start_drain(DatabaseSlot* slot, BackgroundWorkerHandle** handle) {
     uint32 expected = slot_stopped;
     if (!pg_atomic_compare_exchange_u32(&slot->state, &expected, slot_starting)) return false;
     BackgroundWorker worker;
@@ -662,13 +716,20 @@ bool start_drain(DatabaseSlot* slot) {
     worker.bgw_main_arg = ObjectIdGetDatum(slot->database);
     worker.bgw_notify_pid = MyProcPid;
     pg_atomic_write_u64(&slot->last_start_ms, now_ms());
-    if (!RegisterDynamicBackgroundWorker(&worker, nullptr)) {
+    if (!RegisterDynamicBackgroundWorker(&worker, handle)) {
         pg_atomic_write_u32(&slot->state, slot_stopped);
         ereport(LOG, (errmsg("aq: could not start a fast-ingest drain worker for database %u", slot->database),
                       errhint("Raise max_worker_processes.")));
         return false;
     }
     return true;
+}
+
+bool database_exists(Oid database) {
+    StartTransactionCommand();
+    bool exists = SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(database));
+    CommitTransactionCommand();
+    return exists;
 }
 
 void launcher_exit(int, Datum) {
@@ -680,7 +741,8 @@ void launcher_exit(int, Datum) {
 void register_launcher() {
     BackgroundWorker worker;
     memset(&worker, 0, sizeof worker);
-    worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+    // A connection to no database: enough to read pg_database (is a database gone?).
+    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
     worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
     worker.bgw_restart_time = 1;
     snprintf(worker.bgw_library_name, BGW_MAXLEN, "aq");
@@ -700,6 +762,7 @@ void aq_fast_ingest_launcher_main(Datum) {
     BackgroundWorkerUnblockSignals();
     if (!shared) proc_exit(1);
     before_shmem_exit(launcher_exit, 0);
+    BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
     pg_atomic_write_u32(&shared->launcher_procno, uint32(MyProc->pgprocno));
     while (!ShutdownRequestPending) {
         ResetLatch(MyLatch);
@@ -707,15 +770,41 @@ void aq_fast_ingest_launcher_main(Datum) {
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);
         }
-        for (auto& slot : shared->slots) {
+        for (int i = 0; i < max_databases; i++) {
+            DatabaseSlot& slot = shared->slots[i];
+            // A worker that never ran (fork failed, died before its first step): the slot
+            // would stay "starting" for ever.
+            if (handles[i]) {
+                pid_t pid;
+                if (GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED) {
+                    uint32 starting = slot_starting;
+                    if (pg_atomic_compare_exchange_u32(&slot.state, &starting, slot_stopped))
+                        pg_atomic_fetch_add_u32(&slot.failed_starts, 1);
+                    pfree(handles[i]);
+                    handles[i] = nullptr;
+                }
+            }
+            // A launcher that restarted lost its handles: a start that never ran times out.
+            if (!handles[i] && pg_atomic_read_u32(&slot.state) == slot_starting &&
+                now_ms() - pg_atomic_read_u64(&slot.last_start_ms) > 60000) {
+                uint32 starting = slot_starting;
+                (void)pg_atomic_compare_exchange_u32(&slot.state, &starting, slot_stopped);
+            }
             if (slot.database == InvalidOid || pg_atomic_read_u32(&slot.state) != slot_stopped) continue;
             if (pg_atomic_read_u64(&slot.committed_hwm) <= pg_atomic_read_u64(&slot.apply_hwm)) continue;
-            if (pg_atomic_read_u32(&slot.failed_starts) >= max_failed_starts) {
-                discard_database(&slot);
+            uint32 failures = pg_atomic_read_u32(&slot.failed_starts);
+            if (failures >= max_failed_starts && !database_exists(slot.database)) {
+                discard_database(&slot);  // dropped: its rows can go nowhere
                 continue;
             }
-            if (now_ms() - pg_atomic_read_u64(&slot.last_start_ms) < uint64(start_interval_ms)) continue;
-            start_drain(&slot);
+            // Back off while starts fail (1 s, 2 s, 4 s ... up to a minute).
+            uint64 interval = uint64(start_interval_ms) << Min(failures, 6u);
+            if (now_ms() - pg_atomic_read_u64(&slot.last_start_ms) < interval) continue;
+            if (handles[i]) {
+                pfree(handles[i]);
+                handles[i] = nullptr;
+            }
+            start_drain(&slot, &handles[i]);
         }
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, start_interval_ms, PG_WAIT_EXTENSION);
     }
@@ -735,11 +824,15 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
     my_slot = slot;
     before_shmem_exit(drain_exit, 0);
     pg_atomic_write_u32(&slot->worker_procno, uint32(MyProc->pgprocno));
-    BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
+    // ALLOW_CONNECTIONS false must not strand committed rows.
+    BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, BGWORKER_BYPASS_ALLOWCONN);
     pg_atomic_write_u32(&slot->state, slot_running);
     pg_atomic_write_u32(&slot->failed_starts, 0);
     // The apply watermark promises that rows at or below it survive a crash.
+    // aq's own commit modes set at the database or role level (NOWAIT) must not apply here:
+    // FORCE_WAIT overrides them all.
     SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("aq.commit_wait", "force_wait", PGC_SUSET, PGC_S_OVERRIDE);
     pgstat_report_appname("aq fast ingest drain");
 
     MemoryContext batch_context = AllocSetContextCreate(TopMemoryContext, "aq fast ingest batch", ALLOCSET_DEFAULT_SIZES);
@@ -767,9 +860,31 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
         lingered = false;
         if (n > 0) {
             MemoryContext outer = MemoryContextSwitchTo(batch_context);
-            apply_batch(taken, n);
+            // An error outside a row's subtransaction (a transient one raised again, a lock
+            // timeout opening the table, the commit itself): abort, wait, retry the batch;
+            // the attempts counted on its records bound the retries.
+            volatile bool failed = false;
+            PG_TRY();
+            {
+                apply_batch(taken, n);
+            }
+            PG_CATCH();
+            {
+                HOLD_INTERRUPTS();
+                EmitErrorReport();
+                AbortCurrentTransaction();
+                FlushErrorState();
+                RESUME_INTERRUPTS();
+                failed = true;
+            }
+            PG_END_TRY();
             MemoryContextSwitchTo(outer);
             MemoryContextReset(batch_context);
+            if (failed) {
+                pgstat_report_activity(STATE_IDLE, nullptr);
+                (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, retry_backoff_ms, PG_WAIT_EXTENSION);
+                continue;
+            }
             idle_since = GetCurrentTimestamp();
             continue;
         }

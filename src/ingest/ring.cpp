@@ -74,7 +74,9 @@ void shmem_startup() {
         pg_atomic_init_u64(&shared->rows_buffered, 0);
         pg_atomic_init_u32(&shared->writers, 0);
         pg_atomic_init_u32(&shared->launcher_procno, no_proc);
-        pg_atomic_init_u64(&shared->oldest_commit_ts, 0);
+        pg_atomic_init_u64(&shared->retired_applied_rows, 0);
+        pg_atomic_init_u64(&shared->retired_rejected_rows, 0);
+        pg_atomic_init_u64(&shared->retired_batches, 0);
         ConditionVariableInit(&shared->space_freed);
         ConditionVariableInit(&shared->applied);
         for (auto& s : shared->slots) {
@@ -112,6 +114,19 @@ DatabaseSlot* slot_for_locked(Oid database) {
     for (auto& s : shared->slots) {
         if (s.database == database) return &s;
         if (!free_slot && s.database == InvalidOid) free_slot = &s;
+    }
+    if (!free_slot) {
+        for (auto& s : shared->slots) {
+            if (pg_atomic_read_u32(&s.state) != slot_stopped ||
+                pg_atomic_read_u64(&s.committed_hwm) > pg_atomic_read_u64(&s.apply_hwm))
+                continue;
+            pg_atomic_fetch_add_u64(&shared->retired_applied_rows, pg_atomic_exchange_u64(&s.applied_rows, 0));
+            pg_atomic_fetch_add_u64(&shared->retired_rejected_rows, pg_atomic_exchange_u64(&s.rejected_rows, 0));
+            pg_atomic_fetch_add_u64(&shared->retired_batches, pg_atomic_exchange_u64(&s.batches, 0));
+            pg_atomic_write_u64(&s.last_start_ms, 0);
+            free_slot = &s;
+            break;
+        }
     }
     if (free_slot) {
         free_slot->database = database;

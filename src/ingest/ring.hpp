@@ -109,7 +109,10 @@ struct Shared {
     pg_atomic_uint64 rows_buffered;  // committed or reserved rows not yet DONE
     pg_atomic_uint32 writers;        // sessions with rows in their transaction or in the ring
     pg_atomic_uint32 launcher_procno;
-    pg_atomic_uint64 oldest_commit_ts;  // committed_at of the oldest undrained record (0: none)
+    // Counters of database slots that were reused for another database (for the view's totals).
+    pg_atomic_uint64 retired_applied_rows;
+    pg_atomic_uint64 retired_rejected_rows;
+    pg_atomic_uint64 retired_batches;
     ConditionVariable space_freed;
     ConditionVariable applied;
     DatabaseSlot slots[max_databases];
@@ -130,8 +133,10 @@ inline RecordHeader* header_at(uint64 position) {
     return reinterpret_cast<RecordHeader*>(shared->data + position % shared->size);
 }
 
-// The slot of a database, taking a free one if needed (lock must be held exclusively).
-// Returns nullptr when every slot is in use by another database.
+// The slot of a database, taking a free one if needed (lock must be held exclusively).  When
+// none is free, a slot of a database with nothing pending and no drain is reused (its apply
+// watermark then restarts from the epoch's base, still a true statement).  Returns nullptr
+// when every slot is busy.
 DatabaseSlot* slot_for_locked(Oid database);
 DatabaseSlot* find_slot(Oid database);  // no lock; nullptr if the database has none
 

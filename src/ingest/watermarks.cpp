@@ -10,6 +10,7 @@ extern "C" {
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
 #include "utils/acl.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -86,19 +87,26 @@ Oid registry_owner(Oid registry) {
     return owner;
 }
 
+// Runs as the owner of aq's tables (a superuser, usually) with search_path pinned to
+// pg_catalog: the caller's search_path must not choose the operators of this statement.
 void change_registry(Oid relid, const char* sql) {
     Oid registry = get_relname_relid("fast_ingest_tables", get_namespace_oid("aq", false));
     if (!OidIsValid(registry)) elog(ERROR, "aq: table aq.fast_ingest_tables is missing");
     Oid saved_user;
     int saved_context;
     GetUserIdAndSecContext(&saved_user, &saved_context);
-    SetUserIdAndSecContext(registry_owner(registry), saved_context | SECURITY_LOCAL_USERID_CHANGE);
+    SetUserIdAndSecContext(registry_owner(registry),
+                           saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    int nest_level = NewGUCNestLevel();
+    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                            0, false);
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
     Oid types[2] = {OIDOID, OIDOID};
     Datum values[2] = {ObjectIdGetDatum(relid), ObjectIdGetDatum(saved_user)};
     int rc = SPI_execute_with_args(sql, 2, types, values, nullptr, false, 0);
     if (rc < 0) elog(ERROR, "aq: could not change aq.fast_ingest_tables: %s", SPI_result_code_string(rc));
     SPI_finish();
+    AtEOXact_GUC(true, nest_level);
     SetUserIdAndSecContext(saved_user, saved_context);
     writer::forget_enabled(relid);
 }
@@ -161,18 +169,24 @@ AreaStats area_stats() {
     s.total_bytes = shared->size;
     s.used_bytes = shared->head - shared->tail;
     s.write_hwm = shared->next_seq - 1;
+    // The first committed record from the tail is (nearly) the oldest: stop there, so that
+    // polling the view never holds the lock for a walk of the whole ring.
     for (uint64 pos = shared->tail; pos < shared->head;) {
         RecordHeader* h = header_at(pos);
         pos += h->total_bytes;
-        if (pg_atomic_read_u32(&h->state) == state_committed && h->committed_at &&
-            (!s.oldest_undrained || h->committed_at < s.oldest_undrained))
+        if (pg_atomic_read_u32(&h->state) == state_committed && h->committed_at) {
             s.oldest_undrained = h->committed_at;
+            break;
+        }
     }
     LWLockRelease(shared->lock);
     s.free_bytes = s.total_bytes - s.used_bytes;
     s.rows_buffered = pg_atomic_read_u64(&shared->rows_buffered);
     s.writers = pg_atomic_read_u32(&shared->writers);
     s.epoch = shared->epoch;
+    s.applied_rows = pg_atomic_read_u64(&shared->retired_applied_rows);
+    s.rejected_rows = pg_atomic_read_u64(&shared->retired_rejected_rows);
+    s.batches = pg_atomic_read_u64(&shared->retired_batches);
     for (auto& slot : shared->slots) {
         if (slot.database == InvalidOid) continue;
         s.applied_rows += pg_atomic_read_u64(&slot.applied_rows);
@@ -207,7 +221,7 @@ void enable_table(Oid relid) {
 void disable_table(Oid relid) {
     require_preloaded();
     check_owner(relid);
-    change_registry(relid, "DELETE FROM aq.fast_ingest_tables WHERE relid = $1 AND $2 IS NOT NULL");
+    change_registry(relid, "DELETE FROM aq.fast_ingest_tables WHERE relid OPERATOR(pg_catalog.=) $1 AND $2 IS NOT NULL");
 }
 
 }  // namespace aq::ingest

@@ -8,7 +8,12 @@ extern "C" {
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/index.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -49,10 +54,11 @@ struct EnabledEntry {
     bool enabled;
 };
 HTAB* enabled_cache = nullptr;
+Oid registry_seen = InvalidOid;  // the registry table last read: its invalidation clears all
 
 void on_relcache_invalidation(Datum, Oid relid) {
     if (!enabled_cache) return;
-    if (relid == InvalidOid) {
+    if (relid == InvalidOid || relid == registry_seen) {
         hash_destroy(enabled_cache);
         enabled_cache = nullptr;
         return;
@@ -60,13 +66,24 @@ void on_relcache_invalidation(Datum, Oid relid) {
     hash_search(enabled_cache, &relid, HASH_REMOVE, nullptr);
 }
 
+// Only the registry that belongs to the installed extension counts: a table that someone
+// else called aq.fast_ingest_tables must not be read with aq's assumptions.
 bool lookup_enabled(Oid relid) {
-    Oid schema = get_namespace_oid("aq", true);
+    Oid extension = get_extension_oid("aq", true);
+    if (!OidIsValid(extension)) return false;
+    Oid schema = get_namespace_oid("aq", true);  // aq is not relocatable: its schema is aq
     if (!OidIsValid(schema)) return false;
     Oid registry = get_relname_relid("fast_ingest_tables", schema);
     Oid index = get_relname_relid("fast_ingest_tables_pkey", schema);
     if (!OidIsValid(registry) || !OidIsValid(index)) return false;
+    if (getExtensionOfObject(RelationRelationId, registry) != extension || IndexGetRelation(index, true) != registry)
+        return false;
+    registry_seen = registry;
     Relation rel = table_open(registry, AccessShareLock);
+    if (RelationGetDescr(rel)->natts < 1 || TupleDescAttr(RelationGetDescr(rel), 0)->atttypid != OIDOID) {
+        table_close(rel, AccessShareLock);
+        return false;
+    }
     ScanKeyData key;
     ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
     SysScanDesc scan = systable_beginscan(rel, index, true, nullptr, 1, &key);
@@ -95,13 +112,13 @@ bool is_enabled(Oid relid) {
 
 // ---------------------------------------------------------------- the transaction's rows
 // Chunk payload: the layout (ring::Column per attribute, MAXALIGNed), then MinimalTuples,
-// each MAXALIGNed.  A chunk holds rows of one layout: an ALTER TABLE within the transaction
-// starts a new one.
+// each MAXALIGNed.  A chunk holds rows of one table, role and layout (an ALTER TABLE within
+// the transaction starts a new one).  Rows that alternate between tables go to each table's
+// chunk among the latest few; the order of rows across tables does not matter, within one
+// table it is kept.
 struct Chunk {
-    Chunk* next;
     Oid relid;
     Oid role;
-    SubTransactionId subid;
     int16 natts;
     char* data;
     uint32 used;
@@ -113,13 +130,28 @@ struct Chunk {
 
 constexpr int recent_chunks = 16;
 
+// Savepoints: at the start of a subtransaction, where the chunks ended — their number, and
+// the fill of the chunks rows could still be appended to (the recent ones).  Its rollback
+// truncates back to that; its commit just forgets it.  O(1) per subtransaction, so a PL/pgSQL
+// loop with an exception block per row costs no more than one without.
+struct Fill {
+    uint32 used;
+    uint32 rows;
+};
+struct Mark {
+    SubTransactionId subid;
+    uint32 chunk_count;
+    uint64 ring_bytes;
+    uint64 rows;
+    Fill recent[recent_chunks];  // fill of chunks[chunk_count - 1 - k]
+};
+
 struct TransactionRows {
     MemoryContext context;
-    Chunk* first;
-    Chunk* last;
-    Chunk* recent[recent_chunks];  // the latest chunks, newest at recent[(chunk_count - 1) % n]
-    uint64 chunk_count;
-    uint64 ring_bytes;  // what the chunks will take in the ring, headers included
+    Chunk** chunks;
+    uint32 chunk_count;
+    uint32 chunk_capacity;
+    uint64 ring_bytes;  // exactly what the chunks take in the ring, headers included
     uint64 rows;
     bool counted_as_writer;
     bool reserved;
@@ -128,7 +160,12 @@ struct TransactionRows {
 TransactionRows txn;
 uint64 write_hwm = 0;
 
-constexpr uint32 initial_chunk_bytes = 8 * 1024;
+// The savepoint stack lives in TopMemoryContext and is emptied at transaction end.
+Mark* marks = nullptr;
+int mark_count = 0;
+int mark_capacity = 0;
+
+constexpr uint32 initial_chunk_bytes = 1024;
 
 uint32 chunk_limit() {
     uint64 limit = Min(uint64(4) * 1024 * 1024, shared->size / 8);
@@ -138,6 +175,7 @@ uint32 chunk_limit() {
 void forget_transaction() {
     if (txn.counted_as_writer && shared) pg_atomic_fetch_sub_u32(&shared->writers, 1);
     memset(&txn, 0, sizeof txn);
+    mark_count = 0;
 }
 
 Chunk* new_chunk(Relation rel, Oid role, uint32 first_row_bytes) {
@@ -146,13 +184,19 @@ Chunk* new_chunk(Relation rel, Oid role, uint32 first_row_bytes) {
         pg_atomic_fetch_add_u32(&shared->writers, 1);
         txn.counted_as_writer = true;
     }
+    if (txn.chunk_count == txn.chunk_capacity) {
+        uint32 capacity = Max(16u, txn.chunk_capacity * 2);
+        txn.chunks = static_cast<Chunk**>(txn.chunks ? repalloc(txn.chunks, sizeof(Chunk*) * capacity)
+                                                     : MemoryContextAlloc(txn.context, sizeof(Chunk*) * capacity));
+        txn.chunk_capacity = capacity;
+    }
     TupleDesc desc = RelationGetDescr(rel);
     uint32 types_bytes = uint32(layout_bytes(desc->natts));
-    uint32 capacity = Max(initial_chunk_bytes, types_bytes + first_row_bytes);
+    uint32 capacity = initial_chunk_bytes;
+    while (capacity < types_bytes + first_row_bytes) capacity *= 2;
     auto* c = static_cast<Chunk*>(MemoryContextAllocZero(txn.context, sizeof(Chunk)));
     c->relid = RelationGetRelid(rel);
     c->role = role;
-    c->subid = GetCurrentSubTransactionId();
     c->natts = int16(desc->natts);
     c->capacity = capacity;
     c->data = static_cast<char*>(MemoryContextAllocZero(txn.context, capacity));
@@ -160,12 +204,7 @@ Chunk* new_chunk(Relation rel, Oid role, uint32 first_row_bytes) {
     for (int i = 0; i < desc->natts; i++)
         layout[i] = Column{TupleDescAttr(desc, i)->atttypid, TupleDescAttr(desc, i)->atttypmod};
     c->used = types_bytes;
-    if (txn.last)
-        txn.last->next = c;
-    else
-        txn.first = c;
-    txn.last = c;
-    txn.recent[txn.chunk_count++ % recent_chunks] = c;
+    txn.chunks[txn.chunk_count++] = c;
     txn.ring_bytes += record_bytes(types_bytes);
     return c;
 }
@@ -181,17 +220,13 @@ bool same_layout(const Chunk* c, TupleDesc desc) {
     return true;
 }
 
-// The chunk the next row of `rel` goes to, with room for `bytes` more.  Rows that alternate
-// between tables go to each table's own chunk (searched among the latest few), not to a new
-// chunk at every switch; the order of rows across tables does not matter, within one it is kept.
+// The chunk the next row of `rel` goes to, with room for `bytes` more.
 Chunk* chunk_for(Relation rel, Oid role, uint32 bytes) {
     Oid relid = RelationGetRelid(rel);
-    SubTransactionId subid = GetCurrentSubTransactionId();
     TupleDesc desc = RelationGetDescr(rel);
-    uint64 n = txn.chunk_count;
-    for (uint64 k = 0; k < Min(n, uint64(recent_chunks)); k++) {
-        Chunk* c = txn.recent[(n - 1 - k) % recent_chunks];
-        if (c->relid != relid || c->role != role || c->subid != subid) continue;
+    for (uint32 k = 0; k < Min(txn.chunk_count, uint32(recent_chunks)); k++) {
+        Chunk* c = txn.chunks[txn.chunk_count - 1 - k];
+        if (c->relid != relid || c->role != role) continue;
         if (!same_layout(c, desc)) break;  // altered within the transaction: a new chunk
         if (c->used + bytes <= c->capacity) return c;
         if (c->used + bytes <= chunk_limit()) {
@@ -243,7 +278,9 @@ void append_row(Relation rel, Datum* given_values, bool* isnull) {
                         errdetail("The limit is %u bytes, an eighth of aq.fast_ingest_buffer (at most 4 MB).",
                                   unsigned(chunk_limit() - types_bytes)),
                         errhint("Insert this row without the MEMOPTIMIZE_WRITE hint, or raise aq.fast_ingest_buffer.")));
-    if (txn.ring_bytes + space + chunk_limit() > shared->size)
+    // Room for this row in a new chunk, plus a PAD of at most one chunk: then the transaction
+    // always fits in an empty ring.
+    if (txn.ring_bytes + record_bytes(types_bytes + space) + chunk_limit() + header_bytes > shared->size)
         ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                         errmsg("this transaction's fast-ingest rows do not fit in the ring"),
                         errdetail("%llu rows take %llu bytes; aq.fast_ingest_buffer is %llu bytes.",
@@ -258,9 +295,9 @@ void append_row(Relation rel, Datum* given_values, bool* isnull) {
     tuple->t_hoff = uint8(header + MINIMAL_TUPLE_OFFSET);
     heap_fill_tuple(desc, values, isnull, reinterpret_cast<char*>(tuple) + header, data_len, &tuple->t_infomask,
                     hasnull ? tuple->t_bits : nullptr);
+    txn.ring_bytes += record_bytes(c->used + space) - record_bytes(c->used);
     c->used += uint32(space);
     c->rows++;
-    txn.ring_bytes += space;
     txn.rows++;
     if (own) {
         for (int i = 0; i < natts; i++)
@@ -499,7 +536,7 @@ uint64 session_write_hwm() {
 
 // ---------------------------------------------------------------- transaction end
 void pre_commit() {
-    if (!txn.first) return;
+    if (txn.chunk_count == 0) return;
     // Place every chunk at once (see ring.hpp); wait for space if the drain is behind.
     TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), settings::wait_timeout_ms);
     bool sleeping = false;
@@ -513,7 +550,8 @@ void pre_commit() {
                             errdetail("The ring serves at most %d databases.", max_databases)));
         }
         uint64 position = shared->head;
-        for (Chunk* c = txn.first; c; c = c->next) {
+        for (uint32 i = 0; i < txn.chunk_count; i++) {
+            Chunk* c = txn.chunks[i];
             uint32 need = record_bytes(c->used);
             uint64 room = shared->size - position % shared->size;
             if (room < need) position += room;  // a PAD record fills the end
@@ -521,7 +559,8 @@ void pre_commit() {
         }
         if (position - shared->tail <= shared->size) {
             uint64 at = shared->head;
-            for (Chunk* c = txn.first; c; c = c->next) {
+            for (uint32 i = 0; i < txn.chunk_count; i++) {
+                Chunk* c = txn.chunks[i];
                 uint32 need = record_bytes(c->used);
                 uint64 room = shared->size - at % shared->size;
                 if (room < need) {
@@ -580,7 +619,8 @@ void pre_commit() {
     if (sleeping) ConditionVariableCancelSleep();
 
     // Copy outside the lock: the space is ours.
-    for (Chunk* c = txn.first; c; c = c->next) {
+    for (uint32 i = 0; i < txn.chunk_count; i++) {
+        Chunk* c = txn.chunks[i];
         RecordHeader* h = header_at(c->ring_position);
         memcpy(payload_of(h), c->data, c->used);
         pg_crc32c crc;
@@ -599,65 +639,81 @@ void at_commit() {
     }
     TimestampTz now = GetCurrentTimestamp();
     pg_write_barrier();  // the rows before the state that lets the drain read them
-    for (Chunk* c = txn.first; c; c = c->next) {
+    for (uint32 i = 0; i < txn.chunk_count; i++) {
+        Chunk* c = txn.chunks[i];
         RecordHeader* h = header_at(c->ring_position);
         h->committed_at = now;
         pg_write_barrier();
         pg_atomic_write_u32(&h->state, state_committed);
     }
-    write_hwm = txn.last->first_seq + txn.last->rows - 1;
+    Chunk* last = txn.chunks[txn.chunk_count - 1];
+    write_hwm = last->first_seq + last->rows - 1;
     uint64 current = pg_atomic_read_u64(&txn.slot->committed_hwm);
     while (current < write_hwm && !pg_atomic_compare_exchange_u64(&txn.slot->committed_hwm, &current, write_hwm)) {
     }
-    uint64 none = 0;
-    (void)pg_atomic_compare_exchange_u64(&shared->oldest_commit_ts, &none, uint64(now));
     wake_drain(txn.slot);
     forget_transaction();
 }
 
 void at_abort() {
     if (txn.reserved) {
-        for (Chunk* c = txn.first; c; c = c->next)
-            pg_atomic_write_u32(&header_at(c->ring_position)->state, state_aborted);
+        for (uint32 i = 0; i < txn.chunk_count; i++)
+            pg_atomic_write_u32(&header_at(txn.chunks[i]->ring_position)->state, state_aborted);
         pg_atomic_fetch_sub_u64(&shared->rows_buffered, txn.rows);
     }
     forget_transaction();
 }
 
 void pre_prepare() {
-    if (txn.first)
+    if (txn.chunk_count > 0)
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                         errmsg("cannot PREPARE a transaction that has fast-ingest rows"),
                         errhint("Commit it instead; fast-ingest rows do not take part in two-phase commit.")));
 }
 
 void at_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId parent) {
-    if (!txn.first) return;
-    if (event == SUBXACT_EVENT_COMMIT_SUB) {
-        for (Chunk* c = txn.first; c; c = c->next)
-            if (c->subid == mine) c->subid = parent;
-    } else if (event == SUBXACT_EVENT_ABORT_SUB) {
-        // Drop the rolled-back subtransaction's chunks (its committed children were relabelled).
-        Chunk* kept = nullptr;
-        Chunk* last = nullptr;
-        txn.ring_bytes = 0;
-        txn.rows = 0;
-        for (Chunk* c = txn.first; c; c = c->next) {
-            if (c->subid == mine) continue;
-            if (last)
-                last->next = c;
-            else
-                kept = c;
-            last = c;
-            txn.ring_bytes += record_bytes(c->used);
-            txn.rows += c->rows;
+    if (event == SUBXACT_EVENT_START_SUB) {
+        if (!marks) {
+            marks = static_cast<Mark*>(MemoryContextAlloc(TopMemoryContext, sizeof(Mark) * 8));
+            mark_capacity = 8;
         }
-        if (last) last->next = nullptr;
-        txn.first = kept;
-        txn.last = last;
-        txn.chunk_count = 0;
-        for (Chunk* c = txn.first; c; c = c->next) txn.recent[txn.chunk_count++ % recent_chunks] = c;
+        if (mark_count == mark_capacity) {
+            mark_capacity *= 2;
+            marks = static_cast<Mark*>(repalloc(marks, sizeof(Mark) * mark_capacity));
+        }
+        Mark& m = marks[mark_count++];
+        m.subid = mine;
+        m.chunk_count = txn.chunk_count;
+        m.ring_bytes = txn.ring_bytes;
+        m.rows = txn.rows;
+        for (uint32 k = 0; k < Min(txn.chunk_count, uint32(recent_chunks)); k++) {
+            Chunk* c = txn.chunks[txn.chunk_count - 1 - k];
+            m.recent[k] = Fill{c->used, c->rows};
+        }
+        return;
     }
+    if (event != SUBXACT_EVENT_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB) return;
+    // Pop this subtransaction's mark (and any a failed start left above it).
+    int found = -1;
+    for (int i = mark_count - 1; i >= 0; i--)
+        if (marks[i].subid == mine) {
+            found = i;
+            break;
+        }
+    if (found < 0) return;
+    mark_count = found;
+    if (event == SUBXACT_EVENT_COMMIT_SUB) return;  // its rows now belong to the parent
+    // Rollback: back to where the chunks were when it started.
+    const Mark& m = marks[found];
+    txn.chunk_count = m.chunk_count;
+    txn.ring_bytes = m.ring_bytes;
+    txn.rows = m.rows;
+    for (uint32 k = 0; k < Min(txn.chunk_count, uint32(recent_chunks)); k++) {
+        Chunk* c = txn.chunks[txn.chunk_count - 1 - k];
+        c->used = m.recent[k].used;
+        c->rows = m.recent[k].rows;
+    }
+    (void)parent;
 }
 
 }  // namespace aq::ingest::writer

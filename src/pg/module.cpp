@@ -91,7 +91,7 @@ void on_xact_event(XactEvent event, void*) {
 }
 
 void on_subxact_event(SubXactEvent event, SubTransactionId mine, SubTransactionId parent, void*) {
-    aq::ingest::writer::at_subxact(event, mine, parent);  // list surgery on local chunks: cannot fail
+    aq::ingest::writer::at_subxact(event, mine, parent);  // savepoint marks of the rows buffered so far
     if (event != SUBXACT_EVENT_ABORT_SUB) return;
     // Plain stores, atomics and CV broadcasts: nothing here can fail.
     aq::queue::forget_positions();
