@@ -37,7 +37,9 @@ TAP_TESTS   = 1
 PROVE_TESTS = test/t/*.pl
 
 PG_CPPFLAGS  = -I$(srcdir)/src
-PG_CXXFLAGS  = -std=c++17 -Wno-register -fno-strict-aliasing -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+# -MMD -MP: each object also records the headers it includes (src/**/*.d), so a changed
+# header (a shared-memory layout, say) rebuilds every object that uses it.
+PG_CXXFLAGS  = -std=c++17 -Wno-register -fno-strict-aliasing -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -MMD -MP
 SHLIB_LINK  += -lstdc++
 
 # Debian's server is built with LLVM; skip bitcode so clang is not a build dependency.
@@ -46,6 +48,7 @@ override with_llvm = no
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+-include $(OBJS:.o=.d)
 
 # One suite at a time (tools/run test reports each); `make installcheck` runs all three.
 installcheck-regress:
@@ -77,5 +80,5 @@ unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test
 	./test/unit/hint_test
 
 .PHONY: unitcheck
-EXTRA_CLEAN = test/unit/options_test test/unit/commit_mode_test test/unit/hint_test tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test tools/bench/queue-bench results output_iso tmp_check tmp_regress \
 	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out
