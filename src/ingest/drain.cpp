@@ -766,6 +766,8 @@ void aq_fast_ingest_launcher_main(Datum) {
     pg_atomic_write_u32(&shared->launcher_procno, uint32(MyProc->pgprocno));
     while (!ShutdownRequestPending) {
         ResetLatch(MyLatch);
+        // With a connection it takes part in ProcSignal barriers (DROP DATABASE waits for them).
+        CHECK_FOR_INTERRUPTS();
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);
