@@ -157,9 +157,21 @@ void shmem_startup() {
     }
 }
 
+namespace {
+bool exempt = false;
+}
+
+void exempt_this_process() {
+    exempt = true;
+}
+
 void pre_commit() {
     pending.active = false;
     if (IsParallelWorker() || !TransactionIdIsValid(GetTopTransactionIdIfAny())) return;
+    if (exempt) {  // synchronous_commit alone decides; the commit is still counted
+        pending = Pending{true, false, 0, false, XactLastCommitEnd, Decision{}};
+        return;
+    }
     bool involved = settings::any_set();
     Decision d = settings::decide();
     SyncCommit run_with = d.sync;

@@ -38,6 +38,10 @@ void shmem_startup();
 
 void pre_commit();
 void at_commit();  // must not fail: the transaction is already committed
+// For aq's own background workers whose commits must follow synchronous_commit alone (the
+// fast-ingest drain: its apply watermark promises durability), whatever aq.commit_* say at the
+// database or role level.
+void exempt_this_process();
 void at_abort();
 
 // The last commit of this session that wrote a commit record.

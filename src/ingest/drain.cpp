@@ -37,6 +37,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "commit/committer.hpp"
 #include "ingest/drain.hpp"
 #include "ingest/ring.hpp"
 #include "ingest/settings.hpp"
@@ -628,7 +629,7 @@ void apply_batch(Taken* taken, int n) {
     record_progress(counts);
     SPI_finish();
     PopActiveSnapshot();
-    CommitTransactionCommand();  // synchronous (forced WAIT): the watermark never runs ahead of durability
+    CommitTransactionCommand();  // synchronous: the watermark never runs ahead of durability
     // Nothing that can fail between the commit and DONE: a batch is never applied twice.
     for (int k = 0; k < n; k++) {
         pg_atomic_fetch_sub_u64(&shared->rows_buffered, taken[k].header->row_count);
@@ -832,9 +833,9 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
     pg_atomic_write_u32(&slot->failed_starts, 0);
     // The apply watermark promises that rows at or below it survive a crash.
     // aq's own commit modes set at the database or role level (NOWAIT) must not apply here:
-    // FORCE_WAIT overrides them all.
+    // the drain commits as synchronous_commit = on says, and nothing else.
     SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("aq.commit_wait", "force_wait", PGC_SUSET, PGC_S_OVERRIDE);
+    aq::commit::committer::exempt_this_process();
     pgstat_report_appname("aq fast ingest drain");
 
     MemoryContext batch_context = AllocSetContextCreate(TopMemoryContext, "aq fast ingest batch", ALLOCSET_DEFAULT_SIZES);
