@@ -65,26 +65,28 @@ END $$;
 SELECT aq.write_end();
 SELECT * FROM test_fast_ingest WHERE id < 0 ORDER BY id;
 
--- Not visible until drained (as in Oracle): hold the drain, look, release it.
-ALTER SYSTEM SET aq.fast_ingest_drain_delay = '1h';
-SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+-- Not visible until drained (as in Oracle).  To look at rows before they are applied, another
+-- session (dblink) locks aq.fast_ingest_progress, which the drain's batch transaction updates
+-- before it commits: the drain waits there until that session commits.
+CREATE EXTENSION IF NOT EXISTS dblink;
+SELECT dblink_connect('locker', format('host=%s port=%s dbname=%s',
+    split_part(current_setting('unix_socket_directories'), ',', 1), current_setting('port'), current_database()));
+SELECT dblink_exec('locker', 'BEGIN');
+SELECT dblink_exec('locker', 'LOCK TABLE aq.fast_ingest_progress IN EXCLUSIVE MODE');
 INSERT /*+ MEMOPTIMIZE_WRITE */ INTO test_fast_ingest VALUES (7000, 'held');
 SELECT count(*) AS visible_before_drain FROM test_fast_ingest WHERE id = 7000;
 SELECT rows_buffered, used_bytes > 0 AS ring_used, drain_lag > interval '0' AS lagging FROM aq.memoptimize_write_area;
 SELECT split_part(try_sql($$SELECT aq.write_end(timeout => '100 ms')$$), ' (', 1);
-ALTER SYSTEM RESET aq.fast_ingest_drain_delay;
-SELECT pg_reload_conf();
+SELECT dblink_exec('locker', 'COMMIT');
 SELECT aq.write_end();
 SELECT count(*) AS visible_after_drain FROM test_fast_ingest WHERE id = 7000;
 SELECT rows_buffered, used_bytes, total_bytes = used_bytes + free_bytes AS sizes_add_up, writers, drain_workers
 FROM aq.memoptimize_write_area;
 
 -- A full ring: the commit waits for space (aq.fast_ingest_wait_timeout), then fails clearly
--- and rolls back; committed rows are kept and applied once the drain runs.
-ALTER SYSTEM SET aq.fast_ingest_drain_delay = '1h';
-SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+-- and rolls back; committed rows are kept and applied once the drain runs again.
+SELECT dblink_exec('locker', 'BEGIN');
+SELECT dblink_exec('locker', 'LOCK TABLE aq.fast_ingest_progress IN EXCLUSIVE MODE');
 INSERT /*+ MEMOPTIMIZE_WRITE */ INTO test_fast_ingest SELECT g, 'fill' FROM generate_series(100001, 180000) g;
 INSERT /*+ MEMOPTIMIZE_WRITE */ INTO test_fast_ingest SELECT g, 'fill' FROM generate_series(180001, 260000) g;
 INSERT /*+ MEMOPTIMIZE_WRITE */ INTO test_fast_ingest SELECT g, 'fill' FROM generate_series(260001, 340000) g;
@@ -94,8 +96,8 @@ INSERT /*+ MEMOPTIMIZE_WRITE */ INTO test_fast_ingest SELECT g, 'no room' FROM g
 \set VERBOSITY default
 RESET aq.fast_ingest_wait_timeout;
 SELECT rows_buffered FROM aq.memoptimize_write_area;
-ALTER SYSTEM RESET aq.fast_ingest_drain_delay;
-SELECT pg_reload_conf();
+SELECT dblink_exec('locker', 'COMMIT');
+SELECT dblink_disconnect('locker');
 SELECT aq.write_end();
 SELECT count(*) FILTER (WHERE test_col = 'fill') AS filled, count(*) FILTER (WHERE test_col = 'no room') AS no_room
 FROM test_fast_ingest;
