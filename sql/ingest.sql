@@ -68,7 +68,9 @@ SELECT * FROM test_fast_ingest WHERE id < 0 ORDER BY id;
 -- Not visible until drained (as in Oracle).  To look at rows before they are applied, another
 -- session (dblink) locks aq.fast_ingest_progress, which the drain's batch transaction updates
 -- before it commits: the drain waits there until that session commits.
+SET client_min_messages = warning;  -- commit_modes may have created it already
 CREATE EXTENSION IF NOT EXISTS dblink;
+RESET client_min_messages;
 SELECT dblink_connect('locker', format('host=%s port=%s dbname=%s',
     split_part(current_setting('unix_socket_directories'), ',', 1), current_setting('port'), current_database()));
 SELECT dblink_exec('locker', 'BEGIN');

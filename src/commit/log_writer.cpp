@@ -18,6 +18,7 @@ extern "C" {
 #include <cstring>
 
 #include "commit/log_writer.hpp"
+#include "pg/worker_spec.hpp"
 
 namespace aq::commit::log_writer {
 
@@ -45,15 +46,7 @@ void forget_writer(int, Datum) {
 }  // namespace
 
 void register_worker() {
-    BackgroundWorker worker;
-    memset(&worker, 0, sizeof worker);
-    worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-    worker.bgw_restart_time = 1;
-    snprintf(worker.bgw_library_name, BGW_MAXLEN, "aq");
-    snprintf(worker.bgw_function_name, BGW_MAXLEN, "aq_log_writer_main");
-    snprintf(worker.bgw_name, BGW_MAXLEN, "aq log writer");
-    snprintf(worker.bgw_type, BGW_MAXLEN, "aq log writer");
+    BackgroundWorker worker = pg::worker_spec("aq_log_writer_main", "aq log writer", BGWORKER_SHMEM_ACCESS, 1);
     RegisterBackgroundWorker(&worker);
 }
 

@@ -41,6 +41,7 @@ extern "C" {
 #include "ingest/drain.hpp"
 #include "ingest/ring.hpp"
 #include "ingest/settings.hpp"
+#include "pg/worker_spec.hpp"
 
 namespace aq::ingest::drain {
 
@@ -705,15 +706,11 @@ BackgroundWorkerHandle* handles[max_databases];  // the launcher's: drain worker
 bool start_drain(DatabaseSlot* slot, BackgroundWorkerHandle** handle) {
     uint32 expected = slot_stopped;
     if (!pg_atomic_compare_exchange_u32(&slot->state, &expected, slot_starting)) return false;
-    BackgroundWorker worker;
-    memset(&worker, 0, sizeof worker);
-    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-    worker.bgw_restart_time = BGW_NEVER_RESTART;  // the launcher restarts it, and can give up
-    snprintf(worker.bgw_library_name, BGW_MAXLEN, "aq");
-    snprintf(worker.bgw_function_name, BGW_MAXLEN, "aq_fast_ingest_drain_main");
+    // Never restarted by the postmaster: the launcher restarts it, and can give up.
+    BackgroundWorker worker = pg::worker_spec("aq_fast_ingest_drain_main", "aq fast ingest drain",
+                                              BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
+                                              BGW_NEVER_RESTART);
     snprintf(worker.bgw_name, BGW_MAXLEN, "aq fast ingest drain for database %u", slot->database);
-    snprintf(worker.bgw_type, BGW_MAXLEN, "aq fast ingest drain");
     worker.bgw_main_arg = ObjectIdGetDatum(slot->database);
     worker.bgw_notify_pid = MyProcPid;
     pg_atomic_write_u64(&slot->last_start_ms, now_ms());
@@ -740,16 +737,9 @@ void launcher_exit(int, Datum) {
 }  // namespace
 
 void register_launcher() {
-    BackgroundWorker worker;
-    memset(&worker, 0, sizeof worker);
     // A connection to no database: enough to read pg_database (is a database gone?).
-    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-    worker.bgw_restart_time = 1;
-    snprintf(worker.bgw_library_name, BGW_MAXLEN, "aq");
-    snprintf(worker.bgw_function_name, BGW_MAXLEN, "aq_fast_ingest_launcher_main");
-    snprintf(worker.bgw_name, BGW_MAXLEN, "aq fast ingest launcher");
-    snprintf(worker.bgw_type, BGW_MAXLEN, "aq fast ingest launcher");
+    BackgroundWorker worker = pg::worker_spec("aq_fast_ingest_launcher_main", "aq fast ingest launcher",
+                                              BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION, 1);
     RegisterBackgroundWorker(&worker);
 }
 

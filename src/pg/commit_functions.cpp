@@ -41,18 +41,6 @@ Datum text_datum(const char* s) {
     return PointerGetDatum(cstring_to_text(s));
 }
 
-// A composite result from already-converted Datums (palloc'd by the caller).
-Datum composite(FunctionCallInfo fcinfo, Datum* values, bool* nulls) {
-    Datum result = 0;
-    pg::call([&] {
-        TupleDesc desc;
-        if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-            elog(ERROR, "return type must be a row type");
-        desc = BlessTupleDesc(desc);
-        result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
-    });
-    return result;
-}
 
 // CALL aq.commit(mode text DEFAULT NULL): COMMIT WRITE [IMMEDIATE|BATCH] [WAIT|NOWAIT].
 Datum commit_procedure(FunctionCallInfo fcinfo) {
@@ -97,7 +85,7 @@ Datum commit_mode(FunctionCallInfo fcinfo) {
         values[4] = text_datum(logging_from.c_str());
         values[5] = BoolGetDatum(d.forced);
     });
-    return composite(fcinfo, values, nulls);
+    return pg::composite_result(fcinfo, values, nulls);
 }
 
 // aq.commit_settings(): every level at which a commit parameter is set.
@@ -125,7 +113,7 @@ Datum last_commit(FunctionCallInfo fcinfo) {
     bool nulls[8] = {};
     if (!c.valid) {
         for (bool& n : nulls) n = true;
-        return composite(fcinfo, values, nulls);
+        return pg::composite_result(fcinfo, values, nulls);
     }
     XLogRecPtr flushed = GetFlushRecPtr(nullptr);
     pg::call([&] {
@@ -138,7 +126,7 @@ Datum last_commit(FunctionCallInfo fcinfo) {
         values[6] = text_datum(name(c.decision.sync));
         values[7] = TimestampTzGetDatum(c.at);
     });
-    return composite(fcinfo, values, nulls);
+    return pg::composite_result(fcinfo, values, nulls);
 }
 
 // aq.commit_stats(all_sessions boolean DEFAULT false)
@@ -152,7 +140,7 @@ Datum commit_stats(FunctionCallInfo fcinfo) {
                        Int64GetDatum(log_writer::flushes())};
     bool nulls[7] = {};
     nulls[6] = !all;  // the log writer's flushes are the cluster's, not a session's
-    return composite(fcinfo, values, nulls);
+    return pg::composite_result(fcinfo, values, nulls);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // exception into ereport(), and the only place that runs PG_TRY for C++ code.
 extern "C" {
 #include "postgres.h"
+#include "access/htup_details.h"
+#include "funcapi.h"
 #include "utils/elog.h"
 #include "utils/memutils.h"
 }
@@ -87,6 +89,18 @@ void raise_captured() {
     ereport(ERROR, (errcode(c.sqlerrcode), errmsg("%s", c.message ? c.message : "unexpected C++ exception in aq"),
                     c.detail ? errdetail("%s", c.detail) : 0, c.hint ? errhint("%s", c.hint) : 0));
     pg_unreachable();
+}
+
+Datum composite_result(FunctionCallInfo fcinfo, Datum* values, bool* nulls) {
+    Datum result = 0;
+    call([&] {
+        TupleDesc desc;
+        if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+            elog(ERROR, "return type must be a row type");
+        desc = BlessTupleDesc(desc);
+        result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+    });
+    return result;
 }
 
 }  // namespace aq::pg

@@ -94,6 +94,9 @@ void entry_void(Body&& body) {
     });
 }
 
+// A composite result (the function's declared row type) from already-converted Datums.
+Datum composite_result(FunctionCallInfo fcinfo, Datum* values, bool* nulls);
+
 }  // namespace aq::pg
 
 // Declares an fmgr-callable function whose C++ body is `impl(fcinfo)` in namespace aq.

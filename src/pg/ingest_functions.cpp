@@ -85,15 +85,7 @@ Datum write_area(FunctionCallInfo fcinfo) {
     values[11] = Int32GetDatum(s.drain_workers);
     values[12] = TimestampTzGetDatum(s.oldest_undrained);
     nulls[12] = s.oldest_undrained == 0;
-    Datum result = 0;
-    pg::call([&] {
-        TupleDesc desc;
-        if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-            elog(ERROR, "return type must be a row type");
-        desc = BlessTupleDesc(desc);
-        result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
-    });
-    return result;
+    return pg::composite_result(fcinfo, values, nulls);
 }
 
 }  // namespace
