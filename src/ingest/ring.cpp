@@ -101,6 +101,13 @@ bool available() {
     return shared != nullptr;
 }
 
+void require_preloaded() {
+    if (!available())
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("fast ingest needs aq in shared_preload_libraries"),
+                        errhint("Add aq to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
 uint64 seq_base(uint32 epoch) {
     return uint64(epoch) << seq_shift;
 }

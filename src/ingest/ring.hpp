@@ -128,6 +128,8 @@ std::size_t shmem_size();
 void request_lwlocks();
 void shmem_startup();
 bool available();
+// Raises 55000, with the remedy, when aq was not preloaded (no ring).
+void require_preloaded();
 
 inline RecordHeader* header_at(uint64 position) {
     return reinterpret_cast<RecordHeader*>(shared->data + position % shared->size);

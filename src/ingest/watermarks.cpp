@@ -121,13 +121,6 @@ void check_owner(Oid relid) {
 
 }  // namespace
 
-void require_preloaded() {
-    if (!available())
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("fast ingest needs aq in shared_preload_libraries"),
-                        errhint("Add aq to shared_preload_libraries in postgresql.conf and restart the server.")));
-}
-
 uint64 apply_hwm() {
     require_preloaded();
     DatabaseSlot* slot = find_slot(MyDatabaseId);

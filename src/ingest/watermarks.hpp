@@ -11,8 +11,6 @@ extern "C" {
 
 namespace aq::ingest {
 
-void require_preloaded();
-
 // In this database: every row with an id at or below it has been applied or rejected.
 uint64 apply_hwm();
 

@@ -339,20 +339,13 @@ bool hinted_plan(CustomScanState* node) {
     return linitial_oid(plan->custom_private) != 0;
 }
 
-void require_ring() {
-    if (!available())
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("fast ingest needs aq in shared_preload_libraries"),
-                        errhint("Add aq to shared_preload_libraries in postgresql.conf and restart the server.")));
-}
-
 void begin_scan(CustomScanState* node, EState* estate, int eflags) {
     auto* state = reinterpret_cast<IngestScanState*>(node);
     ModifyTable* mt = modify_table_of(node);
     state->fast = hinted_plan(node) || settings::memoptimize_write;
     PlanState* child;
     if (state->fast) {
-        require_ring();
+        require_preloaded();
         state->rel = ExecGetRangeTableRelation(estate, linitial_int(mt->resultRelations));
         Plan* source = outerPlan(mt);
         if (is_single_row(source) && !(eflags & EXEC_FLAG_EXPLAIN_ONLY) && !estate->es_instrument) {
@@ -478,7 +471,7 @@ PlannedStmt* plan(Query* parse, const char* query_string, int cursor_options, Pa
     bool hinted = has_memoptimize_write_hint(text, length);
     Oid relid = rt_fetch(parse->resultRelation, parse->rtable)->relid;
     if (!hinted && !available()) return stmt;
-    if (hinted) require_ring();
+    if (hinted) require_preloaded();
     bool enabled = is_enabled(relid);
     if (!enabled && !hinted) return stmt;
     if (!enabled)

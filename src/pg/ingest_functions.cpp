@@ -11,6 +11,7 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
+#include "ingest/ring.hpp"
 #include "ingest/watermarks.hpp"
 #include "ingest/writer.hpp"
 #include "pg/guard.hpp"
@@ -41,7 +42,7 @@ Datum disable_fast_ingest(FunctionCallInfo fcinfo) {
 }
 
 Datum get_write_hwm_seqid(FunctionCallInfo fcinfo) {
-    pg::call([] { ingest::require_preloaded(); });
+    pg::call([] { ingest::ring::require_preloaded(); });
     uint64 hwm = ingest::writer::session_write_hwm();
     if (hwm == 0) PG_RETURN_NULL();
     PG_RETURN_INT64(int64(hwm));

@@ -31,6 +31,9 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use AqIngest;
 
 my $t_start = time;
 my $tmp     = PostgreSQL::Test::Utils::tempdir;
@@ -62,16 +65,7 @@ sub alive
 	return ($stat // '') !~ /^\d+ \(.*\) [ZX] /s;
 }
 
-sub set_delay
-{
-	my ($ms) = @_;
-	$node->safe_psql('postgres',
-		"ALTER SYSTEM SET aq.fast_ingest_drain_delay = $ms; SELECT pg_reload_conf();");
-	$node->poll_query_until('postgres',
-		"SELECT setting = '$ms' FROM pg_settings WHERE name = 'aq.fast_ingest_drain_delay'")
-	  or die "the drain delay $ms did not take effect";
-	usleep(500_000);    # the running workers process SIGHUP
-}
+sub set_delay { AqIngest::set_drain_delay($node, $_[0]); }
 
 # Writes ids $lo..$hi (phase $phase) from one new session: mostly one-row autocommit
 # inserts, every 7th transaction 2..6 rows (multi-row VALUES or INSERT ... SELECT).  Returns
@@ -155,8 +149,8 @@ sub area
 	return \%a;
 }
 
-# The launcher does not connect to a database (it is not in pg_stat_activity): look for a
-# child of the postmaster whose process title names it.  Polls for up to 10 s.
+# Look for a child of the postmaster whose process title names the launcher (it works
+# whether or not the launcher shows in pg_stat_activity).  Polls for up to 10 s.
 sub launcher_running
 {
 	my $deadline = time + 10;

@@ -31,6 +31,9 @@ use Time::HiRes qw(time usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use AqIngest;
 
 my $t_start = time;
 my $node = PostgreSQL::Test::Cluster->new('ingest_ddl');
@@ -57,16 +60,7 @@ CREATE TABLE domain_t (id int NOT NULL, v ddl_posint);
 SELECT aq.enable_fast_ingest(t) FROM unnest('{drop_t,recreate_t,add_t,dropcol_t,int8_t,text_t,typmod_t,domain_t}'::regclass[]) t;
 });
 
-sub set_delay
-{
-	my ($ms) = @_;
-	$node->safe_psql('postgres',
-		"ALTER SYSTEM SET aq.fast_ingest_drain_delay = $ms; SELECT pg_reload_conf();");
-	$node->poll_query_until('postgres',
-		"SELECT setting = '$ms' FROM pg_settings WHERE name = 'aq.fast_ingest_drain_delay'")
-	  or die "the drain delay $ms did not take effect";
-	usleep(500_000);    # the running workers process SIGHUP
-}
+sub set_delay { AqIngest::set_drain_delay($node, $_[0]); }
 
 my ($applied0, $rejected0) = split /\|/,
   $node->safe_psql('postgres', 'SELECT applied_rows, rejected_rows FROM aq.memoptimize_write_area');

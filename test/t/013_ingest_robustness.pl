@@ -34,6 +34,9 @@ use Time::HiRes qw(time usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use AqIngest;
 
 my $t_start = time;
 my $node = PostgreSQL::Test::Cluster->new('ingest_robustness');
@@ -48,16 +51,7 @@ my $log_start = -s $node->logfile;
 
 $node->safe_psql('postgres', 'CREATE EXTENSION aq');
 
-sub set_delay
-{
-	my ($ms) = @_;
-	$node->safe_psql('postgres',
-		"ALTER SYSTEM SET aq.fast_ingest_drain_delay = $ms; SELECT pg_reload_conf();");
-	$node->poll_query_until('postgres',
-		"SELECT setting = '$ms' FROM pg_settings WHERE name = 'aq.fast_ingest_drain_delay'")
-	  or die "the drain delay $ms did not take effect";
-	usleep(500_000);    # the running workers process the SIGHUP
-}
+sub set_delay { AqIngest::set_drain_delay($node, $_[0]); }
 
 sub psql_as
 {
