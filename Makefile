@@ -1,7 +1,7 @@
 # aq — PGXS build. `make && sudo make install`; `bash tools/run test` runs every suite.
 EXTENSION   = aq
 MODULE_big  = aq
-DATA        = sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql sql/aq--0.2.0--0.3.0.sql
+DATA        = sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql sql/aq--0.2.0--0.3.0.sql sql/aq--0.3.0--0.4.0.sql
 PGFILEDESC  = "aq - Oracle-style Advanced Queuing for PostgreSQL"
 
 OBJS = \
@@ -26,7 +26,7 @@ OBJS = \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
-REGRESS      = setup walkthrough enqueue dequeue errors names waiting commit_modes ingest
+REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin commit_modes ingest
 # Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out

@@ -10,7 +10,7 @@ SELECT aq.create_queue('text_q', 'text_qt');
 SELECT aq.create_queue('text_q2', 'text_qt');
 SELECT aq.create_queue('jsonb_q', 'jsonb_qt');
 SELECT aq.create_queue('bytea_q', 'bytea_qt');
-SELECT aq.start_queue(queue_name) FROM aq.queues ORDER BY queue_id;
+SELECT aq.start_queue(queue_name) FROM aq.queues WHERE queue_type = 'normal_queue' ORDER BY queue_id;
 
 -- The queue table is an ordinary heap table you can see and query.
 SELECT c.relkind, a.amname, obj_description(c.oid) AS comment

@@ -6,7 +6,7 @@ CREATE TEMP TABLE odd_names (name text);
 INSERT INTO odd_names VALUES
   ('Mixed Case'), ('mixed case'), ('with "quotes"'), ('it''s'), ('semi;colon -- comment'),
   ('x; DROP TABLE victim; --'), ('x"; DROP TABLE victim; --'), ('$1 $$ dollar'), ('back\slash'),
-  ('ünïcödé キュー'), ('schema.qualified'), (repeat('n', 63)), (repeat('é', 31) || 'e');
+  ('ünïcödé キュー'), ('schema.qualified'), (repeat('n', 57)), (repeat('é', 28) || 'e');
 
 -- Each name works as a queue table and as a queue: create, start, enqueue, dequeue.
 SELECT name,
@@ -16,7 +16,7 @@ SELECT name,
        try_sql(format('SELECT aq.enqueue(%L, %L::text)', name, 'hello ' || name)) AS enqueue
   FROM odd_names ORDER BY name COLLATE "C";
 SELECT queue_name, (SELECT payload FROM aq.dequeue(queue_name, NULL::text, aq.dequeue_options(wait => '0'))) = 'hello ' || queue_name AS round_trip
-  FROM aq.queues ORDER BY queue_name COLLATE "C";
+  FROM aq.queues WHERE queue_type = 'normal_queue' ORDER BY queue_name COLLATE "C";
 -- The queue tables exist under exactly those names, and nothing else was created or run.
 SELECT count(*) AS queue_tables, count(*) FILTER (WHERE to_regclass(quote_ident(queue_table)) IS NOT NULL) AS tables_found
   FROM aq.queue_tables;
@@ -26,7 +26,11 @@ SELECT count(*) AS unexpected_tables FROM pg_class
    AND relname NOT IN (SELECT queue_table FROM aq.queue_tables) AND relname <> 'victim';
 
 -- Names are limited to 63 bytes (not characters), never silently truncated; empty and NULL fail.
+-- Queue table names to 57 bytes, so that their exception queue aq$_<name>_e fits.
 SELECT try_sql(format('SELECT aq.create_queue_table(%L, %L)', repeat('n', 64), 'text'));
+SELECT try_sql(format('SELECT aq.create_queue_table(%L, %L)', repeat('é', 29), 'text'));
+SELECT queue_name, queue_type, octet_length(queue_name) AS bytes FROM aq.queues
+ WHERE queue_table_id = (SELECT queue_table_id FROM aq.queue_tables WHERE queue_table = repeat('n', 57));
 SELECT try_sql(format('SELECT aq.create_queue(%L, %L)', repeat('é', 32), 'Mixed Case'));
 SELECT try_sql($$SELECT aq.create_queue('', 'Mixed Case')$$);
 SELECT try_sql($$SELECT aq.create_queue_table('', 'text')$$);

@@ -13,6 +13,7 @@ extern "C" {
 #include "tcop/dest.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -45,6 +46,11 @@ struct QueueInfo {
     Oid payload_type;
     Oid relid;  // InvalidOid when the storage table is gone
     char qualified_table[qualified_name_size];
+    int32 queue_table_id;
+    bool priority_order;         // sort_list priority,enq_time
+    bool exception_queue;        // queue_type exception_queue
+    Oid owner;                   // of the queue table
+    int32 default_exception_id;  // the queue table's aq$_<name>_e, or 0
 };
 
 SPIPlanPtr lookup_plan = nullptr;
@@ -54,16 +60,36 @@ SPIPlanPtr lookup_plan = nullptr;
 const char* const lookup_sql =
     "SELECT q.queue_id, q.enqueue_enabled, q.dequeue_enabled, t.payload_type::pg_catalog.oid, c.oid,"
     "       pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.'"
-    "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname)"
+    "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname),"
+    "       t.queue_table_id, t.sort_list OPERATOR(pg_catalog.=) 'priority,enq_time',"
+    "       q.queue_type OPERATOR(pg_catalog.=) 'exception_queue', c.relowner,"
+    "       (SELECT e.queue_id FROM aq.queues e WHERE e.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
+    "           AND e.queue_name OPERATOR(pg_catalog.=) aq._default_exception_queue(t.queue_table))"
     "  FROM aq.queues q"
     "  JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) q.queue_table_id"
     "  LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
     "  LEFT JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
     " WHERE q.queue_name OPERATOR(pg_catalog.=) $1";
 
+// The library may be newer than the database's aq objects (a package upgraded before
+// ALTER EXTENSION aq UPDATE): say so rather than fail on a missing column.
+void check_catalog_version() {
+    int rc = SPI_execute(
+        "SELECT FROM pg_catalog.pg_attribute WHERE attrelid OPERATOR(pg_catalog.=) 'aq.queues'::pg_catalog.regclass"
+        " AND attname OPERATOR(pg_catalog.=) 'queue_type' AND NOT attisdropped",
+        true, 1);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: catalog version check failed: %s", SPI_result_code_string(rc));
+    if (SPI_processed == 0)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("the aq objects of this database are older than the aq library"),
+                        errdetail("The library is version 0.4.0 or later; aq.queues has no queue_type column."),
+                        errhint("Run ALTER EXTENSION aq UPDATE.")));
+}
+
 // Requires an SPI connection.  Returns false when no queue has that name.
 bool lookup(const char* queue_name, QueueInfo& info) {
     if (!lookup_plan) {
+        check_catalog_version();
         Oid argtypes[1] = {TEXTOID};
         SPIPlanPtr plan = SPI_prepare(lookup_sql, 1, argtypes);
         if (!plan) elog(ERROR, "aq: SPI_prepare of the queue lookup failed: %s", SPI_result_code_string(SPI_result));
@@ -91,12 +117,19 @@ bool lookup(const char* queue_name, QueueInfo& info) {
     info.relid = isnull ? InvalidOid : DatumGetObjectId(relid);
     char* qualified = SPI_getvalue(row, desc, 6);
     strlcpy(info.qualified_table, qualified ? qualified : "", sizeof info.qualified_table);
+    info.queue_table_id = DatumGetInt32(SPI_getbinval(row, desc, 7, &isnull));
+    info.priority_order = DatumGetBool(SPI_getbinval(row, desc, 8, &isnull));
+    info.exception_queue = DatumGetBool(SPI_getbinval(row, desc, 9, &isnull));
+    Datum owner = SPI_getbinval(row, desc, 10, &isnull);
+    info.owner = isnull ? InvalidOid : DatumGetObjectId(owner);
+    Datum default_exception = SPI_getbinval(row, desc, 11, &isnull);
+    info.default_exception_id = isnull ? 0 : DatumGetInt32(default_exception);
     SPI_freetuptable(SPI_tuptable);  // a waiting dequeue looks the queue up on every pass
     return true;
 }
 
 // What went wrong with a lookup, found inside pg::call and thrown outside it.
-enum class QueueProblem { none, unknown, storage_missing, wrong_payload, enqueue_disabled, dequeue_disabled };
+enum class QueueProblem { none, unknown, storage_missing, wrong_payload, exception_enqueue, enqueue_disabled, dequeue_disabled };
 
 struct Problem {
     QueueProblem kind = QueueProblem::none;
@@ -108,6 +141,7 @@ Problem check_queue(bool found, const QueueInfo& q, Oid payload_type, bool for_e
     if (!found) return {QueueProblem::unknown};
     if (!OidIsValid(q.relid)) return {QueueProblem::storage_missing};
     if (payload_type != q.payload_type) return {QueueProblem::wrong_payload, q.payload_type, payload_type};
+    if (for_enqueue && q.exception_queue) return {QueueProblem::exception_enqueue};
     if (for_enqueue && !q.enqueue_enabled) return {QueueProblem::enqueue_disabled};
     if (!for_enqueue && !q.dequeue_enabled) return {QueueProblem::dequeue_disabled};
     return {};
@@ -143,6 +177,10 @@ std::string sql_literal(const char* text) {
                         std::string(argument) == "payload_type"
                             ? "Pass NULL::" + type_name(p.expected_type) + " as payload_type."
                             : "Cast the payload to " + type_name(p.expected_type) + ".");
+        case QueueProblem::exception_enqueue:
+            throw Error(sqlstate::object_not_in_prerequisite_state, "cannot enqueue to exception queue " + q,
+                        "Messages reach an exception queue only when they expire in a queue of its queue table.",
+                        "Enqueue to a normal queue.");
         case QueueProblem::enqueue_disabled:
             throw Error(sqlstate::object_not_in_prerequisite_state, "queue " + q + " is not enabled for enqueue", {},
                         "Start it with aq.start_queue(" + sql_literal(queue_name) + ").");
@@ -164,13 +202,20 @@ std::string sql_literal(const char* text) {
 enum Statement : int32 {
     enqueue_plain = 0,
     enqueue_with_properties = 1,
-    dequeue_base = 16,  // + DequeueFilter bits
+    next_delay = 2,       // when the next delayed message becomes visible
+    expire_messages = 3,  // moves expired messages to their exception queues
+    dequeue_base = 256,   // + DequeueShape bits
 };
 
-enum DequeueFilter : int32 {
-    after_position = 1,
+// What a dequeue statement does; each combination is its own prepared statement.
+enum DequeueShape : int32 {
+    after_position = 1,   // navigation NEXT_MESSAGE: after this transaction's (or browse's) last message
     by_msgid = 2,
     by_correlation = 4,
+    mode_browse = 8,      // read only
+    mode_locked = 16,     // read and lock (FOR UPDATE SKIP LOCKED); removed later by msgid
+    priority_order = 32,  // sort_list priority,enq_time
+    exception_queue = 64, // its messages are expired by definition: no delay/expiration filter
 };
 
 struct PlanKey {
@@ -213,28 +258,60 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "  ORDER BY a.n"
             " RETURNING msgid",
             t);
-    int32 filters = statement - dequeue_base;
+    if (statement == next_delay)
+        return psprintf(
+            "SELECT pg_catalog.min(delay) FROM %s"
+            " WHERE q_id OPERATOR(pg_catalog.=) $1 AND delay OPERATOR(pg_catalog.>) $2",
+            t);
+    if (statement == expire_messages)
+        // A message names its exception queue; if that is not an exception queue of the same
+        // queue table, it goes to the queue table's default one (as Oracle's QMON does).
+        return psprintf(
+            "UPDATE %s m SET q_id = COALESCE((SELECT e.queue_id FROM aq.queues e"
+            "   WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
+            "     AND e.queue_table_id OPERATOR(pg_catalog.=) $1"
+            "     AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'), $2)"
+            " WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+            "   SELECT x.ctid FROM %s x"
+            "    WHERE x.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
+            "            WHERE n.queue_table_id OPERATOR(pg_catalog.=) $1"
+            "              AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
+            "      AND x.expiration OPERATOR(pg_catalog.<=) $3"
+            "    LIMIT 10000 FOR UPDATE SKIP LOCKED))",
+            t, t);
+
+    int32 shape = statement - dequeue_base;
+    const char* order = (shape & priority_order) ? "priority, enq_time, msgid" : "enq_time, msgid";
+    const char* position = "";
+    if (shape & after_position)
+        position = (shape & priority_order)
+                       ? " AND ROW(priority, enq_time, msgid) OPERATOR(pg_catalog.>) ROW($8, $4, $5)"
+                       : " AND ROW(enq_time, msgid) OPERATOR(pg_catalog.>) ROW($4, $5)";
+    char* where = psprintf(
+        "q_id OPERATOR(pg_catalog.=) $1%s%s%s%s", position, (shape & by_msgid) ? " AND msgid OPERATOR(pg_catalog.=) $6" : "",
+        // In the C collation, as the correlation index is built: a LIKE prefix is then an index range.
+        (shape & by_correlation) ? " AND corrid COLLATE \"C\" OPERATOR(pg_catalog.~~) $7" : "",
+        (shape & exception_queue) ? ""
+                                  : " AND (delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
+                                    " AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)");
+    char* properties = psprintf(
+        "ROW(priority, delay OPERATOR(pg_catalog.-) enq_time,"
+        "    expiration OPERATOR(pg_catalog.-) COALESCE(delay, enq_time), corrid,"
+        "    retry_count, exception_queue, enq_time, '%s')::aq.message_properties",
+        (shape & exception_queue) ? "expired" : "ready");
+    if (shape & (mode_browse | mode_locked))
+        return psprintf(
+            "SELECT msgid, user_data, %s, enq_time, priority FROM %s"
+            " WHERE %s ORDER BY q_id, %s LIMIT $3%s",
+            properties, t, where, order, (shape & mode_locked) ? " FOR UPDATE SKIP LOCKED" : "");
     return psprintf(
         "WITH claimed AS MATERIALIZED ("
-        "  SELECT ctid FROM %s"
-        "   WHERE q_id OPERATOR(pg_catalog.=) $1%s%s%s"
-        "     AND (delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
-        "     AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)"
-        "   ORDER BY q_id, enq_time, msgid"
-        "   LIMIT $3"
-        "   FOR UPDATE SKIP LOCKED),"
+        "  SELECT ctid FROM %s WHERE %s ORDER BY q_id, %s LIMIT $3 FOR UPDATE SKIP LOCKED),"
         " removed AS ("
         "  DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
         "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time)"
-        " SELECT msgid, user_data,"
-        "        ROW(priority, delay OPERATOR(pg_catalog.-) enq_time,"
-        "            expiration OPERATOR(pg_catalog.-) COALESCE(delay, enq_time), corrid,"
-        "            retry_count, exception_queue, enq_time, 'ready')::aq.message_properties,"
-        "        enq_time"
-        "   FROM removed ORDER BY enq_time, msgid",
-        t, (filters & after_position) ? " AND ROW(enq_time, msgid) OPERATOR(pg_catalog.>) ROW($4, $5)" : "",
-        (filters & by_msgid) ? " AND msgid OPERATOR(pg_catalog.=) $6" : "",
-        (filters & by_correlation) ? " AND corrid OPERATOR(pg_catalog.~~) $7" : "", t);
+        " SELECT msgid, user_data, %s, enq_time, priority FROM removed ORDER BY %s",
+        t, where, order, t, properties, order);
 }
 
 // Requires an SPI connection.
@@ -257,7 +334,7 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
     if (found && entry->plan) SPI_freeplan(entry->plan);
     entry->plan = nullptr;
 
-    Oid argtypes[7];
+    Oid argtypes[8];
     int nargs;
     if (statement == enqueue_plain || statement == enqueue_with_properties) {
         Oid payload_array_type = get_array_type(q.payload_type);
@@ -268,16 +345,28 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         argtypes[2] = payload_array_type;
         argtypes[3] = properties_array_type;
         nargs = statement == enqueue_plain ? 3 : 4;
+    } else if (statement == next_delay) {
+        argtypes[0] = INT4OID;
+        argtypes[1] = TIMESTAMPTZOID;
+        nargs = 2;
+    } else if (statement == expire_messages) {
+        argtypes[0] = INT4OID;
+        argtypes[1] = INT4OID;
+        argtypes[2] = TIMESTAMPTZOID;
+        nargs = 3;
     } else {
-        Oid dequeue_types[7] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID};
+        Oid dequeue_types[8] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID, INT4OID};
         memcpy(argtypes, dequeue_types, sizeof argtypes);
-        nargs = 7;
+        nargs = 8;
     }
     // A generic plan: with LIMIT $3 and a growing queue, custom plans would be re-planned
     // on every call (their estimated cost never beats the generic one); the plan shape
-    // (index scan, LockRows, Limit; TID scan) is right for every parameter value.
+    // (index scan, LockRows, Limit; TID scan) is right for every parameter value.  Except by
+    // correlation: only a custom plan sees the pattern's constant prefix and turns it into a
+    // range of the correlation index (planning costs well under a millisecond).
+    bool custom = statement >= dequeue_base && ((statement - dequeue_base) & by_correlation);
     char* sql = build_sql(q, statement);
-    SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+    SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, argtypes, custom ? CURSOR_OPT_CUSTOM_PLAN : CURSOR_OPT_GENERIC_PLAN);
     if (!plan) elog(ERROR, "aq: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
     SPI_keepplan(plan);
     entry->plan = plan;
@@ -286,35 +375,48 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
 }
 
 // ---------------------------------------------------------------- navigation position
+//
+// NEXT_MESSAGE continues after the last message this backend got from the queue.  Two
+// positions per queue: a consuming one (remove, locked), valid only in the transaction
+// that set it (a rollback returns its messages, and a new transaction starts from the
+// head), and a browse one that lasts for the session, like Oracle's browse cursor, until
+// FIRST_MESSAGE starts it again from the head.
 
 struct Position {
     int32 queue_id;
-    LocalTransactionId lxid;  // valid only inside the transaction that set it
+    bool browse;
+    LocalTransactionId lxid;  // consuming positions: the transaction that set it
+    int32 priority;
     TimestampTz enq_time;
     int64 msgid;
 };
 
-constexpr int max_positions = 16;
+constexpr int max_positions = 64;
 Position positions[max_positions];
 int next_position_slot = 0;
 
-Position* find_position(int32 queue_id) {
+bool live(const Position& p) {
+    if (p.queue_id == 0) return false;
+    return p.browse || (p.lxid == MyProc->lxid && p.lxid != InvalidLocalTransactionId);
+}
+
+Position* find_position(int32 queue_id, bool browse) {
     for (auto& p : positions)
-        if (p.queue_id == queue_id && p.lxid == MyProc->lxid && p.lxid != InvalidLocalTransactionId) return &p;
+        if (p.queue_id == queue_id && p.browse == browse && live(p)) return &p;
     return nullptr;
 }
 
-void remember_position(int32 queue_id, TimestampTz enq_time, int64 msgid) {
-    Position* p = find_position(queue_id);
+void remember_position(int32 queue_id, bool browse, int32 priority, TimestampTz enq_time, int64 msgid) {
+    Position* p = find_position(queue_id, browse);
     if (!p) {
         for (auto& candidate : positions)
-            if (candidate.lxid != MyProc->lxid) {
+            if (!live(candidate)) {
                 p = &candidate;
                 break;
             }
-        if (!p) p = &positions[next_position_slot++ % max_positions];
+        if (!p) p = &positions[next_position_slot++ % max_positions];  // the oldest browse restarts
     }
-    *p = Position{queue_id, MyProc->lxid, enq_time, msgid};
+    *p = Position{queue_id, browse, MyProc->lxid, priority, enq_time, msgid};
 }
 
 // ---------------------------------------------------------------- dequeue
@@ -332,6 +434,7 @@ struct SinkReceiver {
     DestReceiver pub;  // first member: PostgreSQL sees a DestReceiver*
     const DequeueRequest* request;
     int rows;
+    int32 last_priority;
     TimestampTz last_enq_time;
     int64 last_msgid;
 };
@@ -344,15 +447,16 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     r->rows++;
     r->last_msgid = DatumGetInt64(slot->tts_values[0]);
     r->last_enq_time = DatumGetTimestampTz(slot->tts_values[3]);
+    r->last_priority = DatumGetInt32(slot->tts_values[4]);
     return true;
 }
 // The statement's rows must have the types the result is declared with: the queue
 // table's user_data column may have been altered since the queue table was registered.
 void receiver_startup(DestReceiver* self, int, TupleDesc desc) {
     auto* r = reinterpret_cast<SinkReceiver*>(self);
-    Oid payload = desc->natts == 4 ? TupleDescAttr(desc, 1)->atttypid : InvalidOid;
+    Oid payload = desc->natts == 5 ? TupleDescAttr(desc, 1)->atttypid : InvalidOid;
     if (payload != r->request->payload_type || TupleDescAttr(desc, 0)->atttypid != INT8OID ||
-        TupleDescAttr(desc, 3)->atttypid != TIMESTAMPTZOID)
+        TupleDescAttr(desc, 3)->atttypid != TIMESTAMPTZOID || TupleDescAttr(desc, 4)->atttypid != INT4OID)
         ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                         errmsg("the queue table of queue \"%s\" no longer matches its payload type %s",
                                r->request->queue_name, format_type_be(r->request->payload_type)),
@@ -363,18 +467,23 @@ void receiver_startup(DestReceiver* self, int, TupleDesc desc) {
 void receiver_shutdown(DestReceiver*) {}
 void receiver_destroy(DestReceiver*) {}
 
-// One claim-and-delete statement; passes the rows to the sink. Requires SPI.
+// One dequeue statement (claim-and-delete, lock, or read); passes the rows to the sink.
+// Requires SPI.
 int claim(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
-    int32 filters = 0;
-    if (a.after) filters |= after_position;
-    if (o.msgid) filters |= by_msgid;
-    if (o.correlation) filters |= by_correlation;
-    SPIPlanPtr plan = statement_plan(*a.queue, dequeue_base + filters, InvalidOid);
+    int32 shape = 0;
+    if (a.after) shape |= after_position;
+    if (o.msgid) shape |= by_msgid;
+    if (o.correlation) shape |= by_correlation;
+    if (o.mode == DequeueMode::browse) shape |= mode_browse;
+    if (o.mode == DequeueMode::locked) shape |= mode_locked;
+    if (a.queue->priority_order) shape |= priority_order;
+    if (a.queue->exception_queue) shape |= exception_queue;
+    SPIPlanPtr plan = statement_plan(*a.queue, dequeue_base + shape, InvalidOid);
 
-    static const Oid types[7] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID};
-    ParamListInfo params = makeParamList(7);
-    for (int i = 0; i < 7; i++) {
+    static const Oid types[8] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID, INT4OID};
+    ParamListInfo params = makeParamList(8);
+    for (int i = 0; i < 8; i++) {
         params->params[i].ptype = types[i];
         params->params[i].pflags = PARAM_FLAG_CONST;
         params->params[i].isnull = true;
@@ -390,6 +499,7 @@ int claim(const ClaimArgs& a) {
     if (a.after) {
         set(3, TimestampTzGetDatum(a.after->enq_time));
         set(4, Int64GetDatum(a.after->msgid));
+        set(7, Int32GetDatum(a.after->priority));
     }
     if (o.msgid) set(5, Int64GetDatum(*o.msgid));
     if (o.correlation) set(6, CStringGetTextDatum(o.correlation));
@@ -413,10 +523,57 @@ int claim(const ClaimArgs& a) {
     if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "aq: dequeue statement failed: %s", SPI_result_code_string(rc));
 
     if (receiver.rows > 0) {
-        remember_position(a.queue->queue_id, receiver.last_enq_time, receiver.last_msgid);
-        wakeup::note_dequeue(a.queue->queue_id);
+        remember_position(a.queue->queue_id, o.mode == DequeueMode::browse, receiver.last_priority,
+                          receiver.last_enq_time, receiver.last_msgid);
+        // Removed or locked messages come back if the transaction rolls back: wake waiters then.
+        if (o.mode != DequeueMode::browse) wakeup::note_dequeue(a.queue->queue_id);
     }
     return receiver.rows;
+}
+
+// Moves the expired messages of the queue table's normal queues to their exception
+// queues (Oracle's QMON does this in the background; aq does it when an exception queue
+// is read).  A system action: it runs as the queue table's owner, in a restricted
+// security context, and only for a caller who may dequeue (DELETE) from the table.
+// Requires SPI.
+void expire_messages_of(const QueueInfo& q) {
+    if (q.default_exception_id == 0 || !OidIsValid(q.owner)) return;
+    if (pg_class_aclcheck(q.relid, GetUserId(), ACL_DELETE) != ACLCHECK_OK) return;
+    SPIPlanPtr plan = statement_plan(q, expire_messages, InvalidOid);
+    Datum args[3] = {Int32GetDatum(q.queue_table_id), Int32GetDatum(q.default_exception_id),
+                     TimestampTzGetDatum(GetCurrentTimestamp())};
+    Oid caller;
+    int security_context;
+    GetUserIdAndSecContext(&caller, &security_context);
+    SetUserIdAndSecContext(q.owner, security_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    volatile int rc = 0;
+    PG_TRY();
+    {
+        rc = SPI_execute_plan(plan, args, nullptr, false, 0);
+    }
+    PG_FINALLY();
+    {
+        SetUserIdAndSecContext(caller, security_context);
+    }
+    PG_END_TRY();
+    if (rc != SPI_OK_UPDATE) elog(ERROR, "aq: moving expired messages failed: %s", SPI_result_code_string(rc));
+    if (SPI_processed > 0) wakeup::note_enqueue(q.queue_id);
+}
+
+// When the next delayed message of the queue becomes visible (0: none is delayed), so
+// that a waiting dequeue wakes for it.  For an exception queue: when the next message
+// of its queue table expires.  Requires SPI.
+TimestampTz next_visible_time(const QueueInfo& q) {
+    if (q.exception_queue) return 0;  // see dequeue(): the exception queue polls its table's expirations
+    SPIPlanPtr plan = statement_plan(q, next_delay, InvalidOid);
+    Datum args[2] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(GetCurrentTimestamp())};
+    int rc = SPI_execute_plan(plan, args, nullptr, false, 1);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: next delay lookup failed: %s", SPI_result_code_string(rc));
+    bool isnull = true;
+    Datum next = SPI_processed ? SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull) : 0;
+    TimestampTz result = isnull ? 0 : DatumGetTimestampTz(next);
+    SPI_freetuptable(SPI_tuptable);
+    return result;
 }
 
 // The message ids as int8[], built in the caller's memory context (SPI's goes away).
@@ -454,7 +611,8 @@ bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz en
 // ---------------------------------------------------------------- public
 
 void forget_positions() {
-    for (auto& p : positions) p.lxid = InvalidLocalTransactionId;
+    for (auto& p : positions)
+        if (!p.browse) p.lxid = InvalidLocalTransactionId;
 }
 
 ArrayType* enqueue_array(const EnqueueRequest& r) {
@@ -505,9 +663,6 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
 
 int dequeue(const DequeueRequest& r) {
     const DequeueOptions& o = *r.options;
-    if (o.mode != DequeueMode::remove)
-        throw Error(sqlstate::feature_not_supported, "dequeue_mode browse and locked are not supported yet", {},
-                    "Use dequeue_mode remove.");
     int delivered = 0;
     bool cannot_wait = false;  // REPEATABLE READ / SERIALIZABLE: new commits stay invisible
     Problem problem;
@@ -522,6 +677,7 @@ int dequeue(const DequeueRequest& r) {
         TimestampTz deadline = 0;
         if (!o.wait.forever)
             deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), static_cast<int64>(o.wait.seconds * 1000.0));
+        bool browse = o.mode == DequeueMode::browse;
         bool by_position = o.navigation == Navigation::next_message && !o.msgid;
         // Each pass allocates its parameters here; reset every pass, so a long wait with
         // many wake-ups uses constant memory.
@@ -535,20 +691,31 @@ int dequeue(const DequeueRequest& r) {
                 problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
                 if (problem.kind != QueueProblem::none) break;
             }
-            const Position* after = by_position ? find_position(q.queue_id) : nullptr;
+            if (q.exception_queue) expire_messages_of(q);
+            const Position* after = by_position ? find_position(q.queue_id, browse) : nullptr;
             delivered = claim(ClaimArgs{&q, &r, after});
-            if (delivered == 0 && after) delivered = claim(ClaimArgs{&q, &r, nullptr});  // rescan from the head
+            // Removing: messages may have come back (or arrived with a higher priority) before
+            // the position, so look from the head once more before waiting.  Browse and
+            // locked walk forward only: from the head they would return the same messages.
+            if (delivered == 0 && after && o.mode == DequeueMode::remove) delivered = claim(ClaimArgs{&q, &r, nullptr});
             if (delivered > 0) break;
             if (IsolationUsesXactSnapshot() && (o.wait.forever || o.wait.seconds > 0)) {
                 cannot_wait = true;
                 break;
             }
+            TimestampTz now = GetCurrentTimestamp();
             long timeout_ms = -1;
             if (!o.wait.forever) {
-                TimestampTz now = GetCurrentTimestamp();
                 if (now >= deadline) break;
                 timeout_ms = static_cast<long>((deadline - now + 999) / 1000);
             }
+            // Nobody commits anything when a delayed message becomes visible or a message
+            // expires: wake up for the next one (exception queues check once a second).
+            TimestampTz visible_at = next_visible_time(q);
+            long until_visible = -1;
+            if (visible_at > now) until_visible = static_cast<long>((visible_at - now + 999) / 1000);
+            if (q.exception_queue) until_visible = 1000;
+            if (until_visible >= 0 && (timeout_ms < 0 || until_visible < timeout_ms)) timeout_ms = until_visible;
             wakeup::sleep(q.queue_id, seen, timeout_ms);
             CHECK_FOR_INTERRUPTS();
         }

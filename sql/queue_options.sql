@@ -1,0 +1,147 @@
+-- Queues II: message properties, sort orders and dequeue options.
+CREATE FUNCTION deq(queue text, options aq.dequeue_options DEFAULT aq.dequeue_options(wait => '0'))
+RETURNS text LANGUAGE sql AS $$ SELECT payload FROM aq.dequeue(queue, NULL::text, options) $$;
+CREATE FUNCTION deq_all(queue text, options aq.dequeue_options DEFAULT aq.dequeue_options(wait => '0'))
+RETURNS text LANGUAGE sql AS $$
+    SELECT string_agg(payload, ' ' ORDER BY n) FROM aq.dequeue_array(queue, NULL::text, 1000, options) WITH ORDINALITY AS d(msgid, payload, props, n)
+$$;
+
+------------------------------------------------------------------------------ sort orders
+SELECT aq.create_queue_table('prio_qt', 'text', sort_list => 'Priority, Enq_Time');
+SELECT sort_list FROM aq.queue_tables WHERE queue_table = 'prio_qt';
+SELECT indexdef FROM pg_indexes WHERE tablename = 'prio_qt' AND indexdef LIKE '%priority%';
+SELECT aq.create_queue('prio_q', 'prio_qt');
+SELECT aq.start_queue('prio_q');
+SELECT aq.create_queue_table('fifo_qt', 'text');
+SELECT aq.create_queue('fifo_q', 'fifo_qt');
+SELECT aq.start_queue('fifo_q');
+
+-- Lower priority numbers first, then first in (as Oracle); negative priorities are allowed.
+SELECT cardinality(aq.enqueue_array(q, ARRAY['p5', 'p1', 'p3', 'p1-second', 'default', 'minus'],
+       ARRAY[aq.message_properties(priority => 5), aq.message_properties(priority => 1),
+             aq.message_properties(priority => 3), aq.message_properties(priority => 1),
+             NULL, aq.message_properties(priority => -2)])) AS enqueued
+  FROM unnest(ARRAY['prio_q', 'fifo_q']) q;
+SELECT deq_all('prio_q') AS priority_order, deq_all('fifo_q') AS enq_time_order;
+
+-- A single enqueue with properties; priority comes back on dequeue.
+SELECT aq.enqueue('prio_q', 'later'::text, aq.message_properties(priority => 9)) > 0 AS enqueued;
+SELECT aq.enqueue('prio_q', 'urgent'::text, aq.message_properties(priority => 0)) > 0 AS enqueued;
+SELECT payload, (message_properties).priority FROM aq.dequeue_array('prio_q', NULL::text, 10, aq.dequeue_options(wait => '0'));
+
+------------------------------------------------------------------------------ properties reported back
+SELECT aq.enqueue('fifo_q', 'props'::text,
+       aq.message_properties(priority => 4, delay => NULL, expiration => '1 day', correlation => 'ord-7',
+                             exception_queue => 'aq$_fifo_qt_e')) > 0 AS enqueued;
+SELECT payload, (p).priority, (p).delay, (p).expiration, (p).correlation, (p).attempts, (p).exception_queue,
+       (p).enqueue_time BETWEEN now() - interval '1 minute' AND clock_timestamp() AS enqueue_time_now, (p).state
+  FROM aq.dequeue('fifo_q', NULL::text, aq.dequeue_options(wait => '0')) AS d(msgid, payload, p);
+
+------------------------------------------------------------------------------ browse
+SELECT aq.enqueue_array('fifo_q', ARRAY['b1', 'b2', 'b3']) IS NOT NULL AS enqueued;
+-- Browse reads without removing; NEXT_MESSAGE walks on across calls and transactions of the
+-- session, FIRST_MESSAGE starts again from the head; past the end: no message (QA228).
+SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'browse', wait => '0')) AS browse_1;
+SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'browse', wait => '0')) AS browse_2;
+SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'browse', wait => '0')) AS browse_3;
+SELECT try_sql($$SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'browse', wait => '0'))$$) AS browse_4;
+SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'browse', navigation => 'first_message', wait => '0')) AS browse_first;
+SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'browse', wait => '0')) AS browse_next;
+SELECT deq_all('fifo_q', aq.dequeue_options(dequeue_mode => 'browse', navigation => 'first_message', wait => '0')) AS browse_array;
+SELECT count(*) AS still_queued FROM fifo_qt;
+-- Browse by msgid (by correlation: below).
+SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'browse', wait => '0',
+                                        msgid => (SELECT max(msgid) FROM fifo_qt))) AS browse_by_msgid;
+
+------------------------------------------------------------------------------ locked, then removed by msgid
+BEGIN;
+SELECT msgid AS locked_msgid, payload AS locked FROM aq.dequeue('fifo_q', NULL::text,
+       aq.dequeue_options(dequeue_mode => 'locked', wait => '0')) \gset
+SELECT :'locked' AS locked_first;
+SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'locked', wait => '0')) AS locked_next;
+-- The locked rows are still in the table, locked by this transaction.
+SELECT count(*) AS rows_in_table FROM fifo_qt;
+SELECT deq('fifo_q', aq.dequeue_options(msgid => :locked_msgid, wait => '0')) AS removed_by_msgid;
+COMMIT;
+-- b1 was removed; b2 was only locked, so it is back; b3 was never touched.
+SELECT deq_all('fifo_q', aq.dequeue_options(dequeue_mode => 'browse', navigation => 'first_message', wait => '0')) AS left_after_commit;
+-- A locked message whose transaction rolls back is not removed.
+BEGIN;
+SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'locked', wait => '0')) AS locked_then_rolled_back;
+ROLLBACK;
+SELECT deq_all('fifo_q') AS removed_all;
+
+------------------------------------------------------------------------------ navigation and msgid
+SELECT aq.enqueue_array('fifo_q', ARRAY['n1', 'n2', 'n3', 'n4']) IS NOT NULL AS enqueued;
+BEGIN;
+SELECT deq('fifo_q') AS next_1, deq('fifo_q') AS next_2;
+-- FIRST_MESSAGE from the head (n1 and n2 are already removed by this transaction); a
+-- rolled-back savepoint returns its messages, which the next NEXT_MESSAGE finds again.
+SAVEPOINT s;
+SELECT deq('fifo_q', aq.dequeue_options(navigation => 'first_message', wait => '0')) AS first_in_savepoint;
+ROLLBACK TO SAVEPOINT s;
+SELECT deq('fifo_q') AS next_after_rollback;
+COMMIT;
+-- Dequeue by msgid: the message with that id only (there is none left with the old id).
+SELECT try_sql(format('SELECT deq(%L, aq.dequeue_options(msgid => %s, wait => %L))', 'fifo_q',
+               (SELECT min(msgid) - 1 FROM fifo_qt), '0')) AS missing_msgid;
+SELECT deq('fifo_q', aq.dequeue_options(msgid => (SELECT max(msgid) FROM fifo_qt), wait => '0')) AS by_msgid;
+SELECT count(*) AS messages_left FROM fifo_qt;
+
+------------------------------------------------------------------------------ correlation
+SELECT aq.enqueue_array('prio_q', ARRAY['o-1', 'inv-1', 'o-22', 'o_x', 'none'],
+       ARRAY[aq.message_properties(correlation => 'order-1'), aq.message_properties(correlation => 'invoice-1'),
+             aq.message_properties(priority => 0, correlation => 'order-22'),
+             aq.message_properties(correlation => 'order_x'), aq.message_properties()]) IS NOT NULL AS enqueued;
+-- Oracle's patterns: _ one character, % any; exact values; the priority order holds within a match.
+SELECT deq_all('prio_q', aq.dequeue_options(correlation => 'order-_', wait => '0', dequeue_mode => 'browse', navigation => 'first_message')) AS one_char;
+SELECT deq_all('prio_q', aq.dequeue_options(correlation => 'order%', wait => '0', dequeue_mode => 'browse', navigation => 'first_message')) AS prefix;
+SELECT deq_all('prio_q', aq.dequeue_options(correlation => 'order\_x', wait => '0', dequeue_mode => 'browse', navigation => 'first_message')) AS escaped;
+SELECT deq('prio_q', aq.dequeue_options(correlation => 'invoice-1', wait => '0')) AS exact;
+SELECT try_sql($$SELECT deq('prio_q', aq.dequeue_options(correlation => 'invoice-1', wait => '0'))$$) AS exact_again;
+SELECT deq_all('prio_q', aq.dequeue_options(correlation => '%', wait => '0')) AS any_correlation;
+SELECT deq_all('prio_q') AS without_correlation;
+
+------------------------------------------------------------------------------ delay
+SELECT aq.enqueue('fifo_q', 'delayed'::text, aq.message_properties(delay => '0.5 s')) > 0 AS enqueued;
+SELECT try_sql($$SELECT deq('fifo_q')$$) AS before_delay;
+SELECT msg_state FROM "aq$fifo_qt";
+-- A waiting dequeue wakes when the message becomes visible, with no commit to wake it.
+SELECT clock_timestamp() AS started \gset
+SELECT deq('fifo_q', aq.dequeue_options(wait => '30 s')) AS after_delay,
+       clock_timestamp() - :'started'::timestamptz < interval '10 s' AS woke_before_wait_ended;
+-- The dequeued delay is reported as the interval it was.
+SELECT aq.enqueue('fifo_q', 'd2'::text, aq.message_properties(delay => '0.1 s')) > 0 AS enqueued;
+SELECT (p).delay FROM aq.dequeue('fifo_q', NULL::text, aq.dequeue_options(wait => '10 s')) AS d(m, payload, p);
+
+------------------------------------------------------------------------------ expiration and exception queues
+SELECT aq.create_queue('fifo_errors', 'fifo_qt', queue_type => 'exception_queue');
+SELECT aq.start_queue('fifo_errors', enqueue => false);
+SELECT aq.start_queue('aq$_fifo_qt_e', enqueue => false);
+SELECT aq.enqueue_array('fifo_q', ARRAY['expires', 'expires-to-named', 'expires-to-unknown', 'keeps'],
+       ARRAY[aq.message_properties(expiration => '0.1 s'),
+             aq.message_properties(expiration => '0.1 s', exception_queue => 'fifo_errors'),
+             aq.message_properties(expiration => '0.1 s', exception_queue => 'no such queue'),
+             aq.message_properties(expiration => '1 hour')]) IS NOT NULL AS enqueued;
+SELECT pg_sleep(0.3);
+-- Never delivered once expired.
+SELECT deq_all('fifo_q') AS delivered;
+SELECT msg_state, queue, user_data FROM "aq$fifo_qt" ORDER BY msg_id;
+-- Reading an exception queue moves the expired messages of its queue table there first.
+SELECT payload, (p).state, (p).expiration, (p).exception_queue
+  FROM aq.dequeue_array('aq$_fifo_qt_e', NULL::text, 10, aq.dequeue_options(wait => '0')) AS d(m, payload, p);
+SELECT payload, (p).state FROM aq.dequeue_array('fifo_errors', NULL::text, 10, aq.dequeue_options(wait => '0')) AS d(m, payload, p);
+SELECT msg_state, queue, user_data FROM "aq$fifo_qt" ORDER BY msg_id;
+-- Exception queues take no enqueue.
+SELECT try_sql($$SELECT aq.enqueue('fifo_errors', 'x'::text)$$);
+SELECT enqueue_enabled, dequeue_enabled FROM aq.queues WHERE queue_name = 'fifo_errors';
+
+------------------------------------------------------------------------------ bad options
+SELECT try_sql($$SELECT aq.enqueue_array('fifo_q', ARRAY['a', 'b'], ARRAY[aq.message_properties()])$$);
+SELECT try_sql($$SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'remove_nodata', wait => '0'))$$);
+SELECT try_sql($$SELECT deq('fifo_q', aq.dequeue_options(navigation => 'next_transaction', wait => '0'))$$);
+SELECT try_sql($$SELECT aq.create_queue('q_bad_type', 'fifo_qt', queue_type => 'persistent')$$);
+
+SELECT aq.drop_queue_table(t, force => true) FROM unnest(ARRAY['prio_qt', 'fifo_qt']) t;
+DROP FUNCTION deq(text, aq.dequeue_options);
+DROP FUNCTION deq_all(text, aq.dequeue_options);
