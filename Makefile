@@ -23,6 +23,7 @@ OBJS = \
 	src/queue/bulk_enqueue.o \
 	src/queue/options.o \
 	src/queue/queue_store.o \
+	src/queue/retries.o \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out

@@ -136,6 +136,40 @@ SELECT msg_state, queue, user_data FROM "aq$fifo_qt" ORDER BY msg_id;
 SELECT try_sql($$SELECT aq.enqueue('fifo_errors', 'x'::text)$$);
 SELECT enqueue_enabled, dequeue_enabled FROM aq.queues WHERE queue_name = 'fifo_errors';
 
+------------------------------------------------------------------------------ attempts, max_retries, retry_delay
+-- A rolled-back dequeue is an attempt (as Oracle counts them); past max_retries the message
+-- goes to its exception queue.  The count is written by the session's next aq call.
+SELECT aq.create_queue('retry_q', 'fifo_qt', max_retries => 2);
+SELECT aq.start_queue('retry_q');
+SELECT aq.enqueue('retry_q', 'poison'::text) > 0 AS enqueued;
+BEGIN;
+SELECT payload, (p).attempts FROM aq.dequeue('retry_q', NULL::text, aq.dequeue_options(wait => '0')) AS d(m, payload, p);
+ROLLBACK;
+BEGIN;
+SELECT payload, (p).attempts FROM aq.dequeue('retry_q', NULL::text, aq.dequeue_options(wait => '0')) AS d(m, payload, p);
+SAVEPOINT inner_try;
+SELECT aq.enqueue('retry_q', 'unrelated'::text) > 0 AS enqueued;
+ROLLBACK TO SAVEPOINT inner_try;
+ROLLBACK;
+BEGIN;
+SELECT payload, (p).attempts FROM aq.dequeue('retry_q', NULL::text, aq.dequeue_options(wait => '0')) AS d(m, payload, p);
+ROLLBACK;
+-- The third rollback passed max_retries: the message is in the exception queue.
+SELECT try_sql($$SELECT deq('retry_q')$$) AS after_max_retries;
+SELECT payload, (p).attempts, (p).state FROM aq.dequeue('aq$_fifo_qt_e', NULL::text, aq.dequeue_options(wait => '0')) AS d(m, payload, p);
+-- A rollback to a savepoint counts; a locked message removed by msgid is one attempt.
+SELECT aq.alter_queue('retry_q', retry_delay => '0.3 s');
+SELECT aq.enqueue('retry_q', 'twice'::text) > 0 AS enqueued;
+BEGIN;
+SAVEPOINT a;
+SELECT msgid AS twice_id FROM aq.dequeue('retry_q', NULL::text, aq.dequeue_options(dequeue_mode => 'locked', wait => '0')) \gset
+SELECT deq('retry_q', aq.dequeue_options(msgid => :twice_id, wait => '0')) AS removed;
+ROLLBACK TO SAVEPOINT a;
+COMMIT;
+-- retry_delay: the message comes back only after it.
+SELECT try_sql($$SELECT deq('retry_q')$$) AS during_retry_delay;
+SELECT payload, (p).attempts FROM aq.dequeue('retry_q', NULL::text, aq.dequeue_options(wait => '10 s')) AS d(m, payload, p);
+
 ------------------------------------------------------------------------------ bad options
 SELECT try_sql($$SELECT aq.enqueue_array('fifo_q', ARRAY['a', 'b'], ARRAY[aq.message_properties()])$$);
 SELECT try_sql($$SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'remove_nodata', wait => '0'))$$);

@@ -25,6 +25,7 @@ PGDLLEXPORT void _PG_init(void);
 #include "ingest/writer.hpp"
 #include "pg/guard.hpp"
 #include "queue/queue_store.hpp"
+#include "queue/retries.hpp"
 #include "queue/wakeup.hpp"
 
 namespace {
@@ -70,17 +71,20 @@ void on_xact_event(XactEvent event, void*) {
             aq::ingest::writer::at_commit();
             aq::commit::committer::at_commit();
             aq::queue::wakeup::at_commit();
+            aq::queue::retries::at_commit();
             break;
         case XACT_EVENT_PARALLEL_COMMIT:
             aq::queue::wakeup::at_commit();
             break;
         case XACT_EVENT_PREPARE:
             aq::queue::wakeup::at_prepare();
+            aq::queue::retries::at_prepare();
             break;
         case XACT_EVENT_ABORT:
             aq::ingest::writer::at_abort();
             aq::commit::committer::at_abort();
             aq::queue::wakeup::at_abort();
+            aq::queue::retries::at_abort();
             break;
         case XACT_EVENT_PARALLEL_ABORT:
             aq::queue::wakeup::at_abort();
@@ -92,7 +96,9 @@ void on_xact_event(XactEvent event, void*) {
 
 void on_subxact_event(SubXactEvent event, SubTransactionId mine, SubTransactionId parent, void*) {
     aq::ingest::writer::at_subxact(event, mine, parent);  // savepoint marks of the rows buffered so far
+    if (event == SUBXACT_EVENT_COMMIT_SUB) aq::queue::retries::at_subtransaction_commit();
     if (event != SUBXACT_EVENT_ABORT_SUB) return;
+    aq::queue::retries::at_subtransaction_abort();
     // Plain stores, atomics and CV broadcasts: nothing here can fail.
     aq::queue::forget_positions();
     aq::queue::wakeup::at_subtransaction_abort();

@@ -14,6 +14,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
+#include "utils/resowner.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -29,6 +30,7 @@ extern "C" {
 #include "pg/guard.hpp"
 #include "queue/bulk_enqueue.hpp"
 #include "queue/queue_store.hpp"
+#include "queue/retries.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq::queue {
@@ -53,7 +55,8 @@ struct QueueInfo {
     int32 default_exception_id;  // the queue table's aq$_<name>_e, or 0
 };
 
-SPIPlanPtr lookup_plan = nullptr;
+SPIPlanPtr lookup_plan = nullptr;     // by queue name
+SPIPlanPtr lookup_id_plan = nullptr;  // by queue id
 
 // The queue table is found by OID (never by name: a look-alike table created later
 // under the same name is not the queue table); its current name builds the statements.
@@ -69,7 +72,7 @@ const char* const lookup_sql =
     "  JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) q.queue_table_id"
     "  LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
     "  LEFT JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
-    " WHERE q.queue_name OPERATOR(pg_catalog.=) $1";
+    " WHERE ";
 
 // The library may be newer than the database's aq objects (a package upgraded before
 // ALTER EXTENSION aq UPDATE): say so rather than fail on a missing column.
@@ -86,20 +89,33 @@ void check_catalog_version() {
                         errhint("Run ALTER EXTENSION aq UPDATE.")));
 }
 
+SPIPlanPtr prepare_lookup(const char* condition, Oid key_type) {
+    check_catalog_version();
+    Oid argtypes[1] = {key_type};
+    SPIPlanPtr plan = SPI_prepare(psprintf("%s%s", lookup_sql, condition), 1, argtypes);
+    if (!plan) elog(ERROR, "aq: SPI_prepare of the queue lookup failed: %s", SPI_result_code_string(SPI_result));
+    SPI_keepplan(plan);
+    return plan;
+}
+
+bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info);
+
 // Requires an SPI connection.  Returns false when no queue has that name.
 bool lookup(const char* queue_name, QueueInfo& info) {
-    if (!lookup_plan) {
-        check_catalog_version();
-        Oid argtypes[1] = {TEXTOID};
-        SPIPlanPtr plan = SPI_prepare(lookup_sql, 1, argtypes);
-        if (!plan) elog(ERROR, "aq: SPI_prepare of the queue lookup failed: %s", SPI_result_code_string(SPI_result));
-        SPI_keepplan(plan);
-        lookup_plan = plan;
-    }
-    Datum args[1] = {CStringGetTextDatum(queue_name)};
+    if (!lookup_plan) lookup_plan = prepare_lookup("q.queue_name OPERATOR(pg_catalog.=) $1", TEXTOID);
+    return read_lookup(lookup_plan, CStringGetTextDatum(queue_name), info);
+}
+
+bool lookup_by_id(int32 queue_id, QueueInfo& info) {
+    if (!lookup_id_plan) lookup_id_plan = prepare_lookup("q.queue_id OPERATOR(pg_catalog.=) $1", INT4OID);
+    return read_lookup(lookup_id_plan, Int32GetDatum(queue_id), info);
+}
+
+bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info) {
+    Datum args[1] = {key};
     // Not read-only: a fresh snapshot each time, so a waiting dequeue sees a stop_queue or
     // drop_queue that committed while it slept.
-    int rc = SPI_execute_plan(lookup_plan, args, nullptr, false, 1);
+    int rc = SPI_execute_plan(plan, args, nullptr, false, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: queue lookup failed: %s", SPI_result_code_string(rc));
     if (SPI_processed == 0) {
         SPI_freetuptable(SPI_tuptable);
@@ -204,6 +220,7 @@ enum Statement : int32 {
     enqueue_with_properties = 1,
     next_delay = 2,       // when the next delayed message becomes visible
     expire_messages = 3,  // moves expired messages to their exception queues
+    count_attempts = 4,   // retries.hpp: the attempts of rolled-back dequeues
     dequeue_base = 256,   // + DequeueShape bits
 };
 
@@ -278,6 +295,27 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "              AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
             "      AND x.expiration OPERATOR(pg_catalog.<=) $3"
             "    LIMIT 10000 FOR UPDATE SKIP LOCKED))",
+            t, t);
+    if (statement == count_attempts)
+        return psprintf(
+            // $1 holds a message once per rolled-back attempt (an attempt counted by a
+            // transaction that rolled back too is in it again).
+            "UPDATE %s m SET retry_count = m.retry_count OPERATOR(pg_catalog.+) a.attempts,"
+            "   delay = CASE WHEN q.retry_delay OPERATOR(pg_catalog.>) '0'::pg_catalog.interval"
+            "                THEN $3 OPERATOR(pg_catalog.+) q.retry_delay ELSE m.delay END,"
+            "   q_id = CASE WHEN m.retry_count OPERATOR(pg_catalog.+) a.attempts OPERATOR(pg_catalog.>) q.max_retries"
+            "               THEN COALESCE((SELECT e.queue_id FROM aq.queues e"
+            "                               WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
+            "                                 AND e.queue_table_id OPERATOR(pg_catalog.=) $4"
+            "                                 AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'),"
+            "                             CASE WHEN $2 OPERATOR(pg_catalog.=) 0 THEN NULL ELSE $2 END, m.q_id)"
+            "               ELSE m.q_id END"
+            "  FROM aq.queues q,"
+            "       (SELECT u AS msgid, pg_catalog.count(*)::integer AS attempts FROM pg_catalog.unnest($1) u GROUP BY u) a"
+            " WHERE q.queue_id OPERATOR(pg_catalog.=) m.q_id AND q.queue_type OPERATOR(pg_catalog.=) 'normal_queue'"
+            "   AND a.msgid OPERATOR(pg_catalog.=) m.msgid"
+            "   AND m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+            "     SELECT x.ctid FROM %s x WHERE x.msgid OPERATOR(pg_catalog.=) ANY ($1) FOR UPDATE SKIP LOCKED))",
             t, t);
 
     int32 shape = statement - dequeue_base;
@@ -354,6 +392,12 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         argtypes[1] = INT4OID;
         argtypes[2] = TIMESTAMPTZOID;
         nargs = 3;
+    } else if (statement == count_attempts) {
+        argtypes[0] = INT8ARRAYOID;
+        argtypes[1] = INT4OID;
+        argtypes[2] = TIMESTAMPTZOID;
+        argtypes[3] = INT4OID;
+        nargs = 4;
     } else {
         Oid dequeue_types[8] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID, INT4OID};
         memcpy(argtypes, dequeue_types, sizeof argtypes);
@@ -433,6 +477,7 @@ struct ClaimArgs {
 struct SinkReceiver {
     DestReceiver pub;  // first member: PostgreSQL sees a DestReceiver*
     const DequeueRequest* request;
+    int32 claiming_queue;  // remove and locked modes: the queue whose messages are claimed (retries.hpp)
     int rows;
     int32 last_priority;
     TimestampTz last_enq_time;
@@ -446,6 +491,7 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     r->request->sink(r->request->sink_context, row);
     r->rows++;
     r->last_msgid = DatumGetInt64(slot->tts_values[0]);
+    if (r->claiming_queue) retries::note_claimed(r->claiming_queue, r->last_msgid, r->request->options->msgid.has_value());
     r->last_enq_time = DatumGetTimestampTz(slot->tts_values[3]);
     r->last_priority = DatumGetInt32(slot->tts_values[4]);
     return true;
@@ -512,6 +558,7 @@ int claim(const ClaimArgs& a) {
     receiver.pub.rDestroy = receiver_destroy;
     receiver.pub.mydest = DestNone;
     receiver.request = a.request;
+    receiver.claiming_queue = o.mode == DequeueMode::browse ? 0 : a.queue->queue_id;
 
     SPIExecuteOptions options;
     memset(&options, 0, sizeof options);
@@ -531,17 +578,9 @@ int claim(const ClaimArgs& a) {
     return receiver.rows;
 }
 
-// Moves the expired messages of the queue table's normal queues to their exception
-// queues (Oracle's QMON does this in the background; aq does it when an exception queue
-// is read).  A system action: it runs as the queue table's owner, in a restricted
-// security context, and only for a caller who may dequeue (DELETE) from the table.
-// Requires SPI.
-void expire_messages_of(const QueueInfo& q) {
-    if (q.default_exception_id == 0 || !OidIsValid(q.owner)) return;
-    if (pg_class_aclcheck(q.relid, GetUserId(), ACL_DELETE) != ACLCHECK_OK) return;
-    SPIPlanPtr plan = statement_plan(q, expire_messages, InvalidOid);
-    Datum args[3] = {Int32GetDatum(q.queue_table_id), Int32GetDatum(q.default_exception_id),
-                     TimestampTzGetDatum(GetCurrentTimestamp())};
+// Runs a prepared statement as the queue table's owner, in a restricted security context:
+// for the system's own changes (QMON's, in Oracle), which the caller's grants do not cover.
+int execute_as_owner(const QueueInfo& q, SPIPlanPtr plan, Datum* args) {
     Oid caller;
     int security_context;
     GetUserIdAndSecContext(&caller, &security_context);
@@ -556,8 +595,65 @@ void expire_messages_of(const QueueInfo& q) {
         SetUserIdAndSecContext(caller, security_context);
     }
     PG_END_TRY();
+    return rc;
+}
+
+// Moves the expired messages of the queue table's normal queues to their exception
+// queues (Oracle's QMON does this in the background; aq does it when an exception queue
+// is read).  A system action: it runs as the queue table's owner, in a restricted
+// security context, and only for a caller who may dequeue (DELETE) from the table.
+// Requires SPI.
+void expire_messages_of(const QueueInfo& q) {
+    if (q.default_exception_id == 0 || !OidIsValid(q.owner)) return;
+    if (pg_class_aclcheck(q.relid, GetUserId(), ACL_DELETE) != ACLCHECK_OK) return;
+    SPIPlanPtr plan = statement_plan(q, expire_messages, InvalidOid);
+    Datum args[3] = {Int32GetDatum(q.queue_table_id), Int32GetDatum(q.default_exception_id),
+                     TimestampTzGetDatum(GetCurrentTimestamp())};
+    int rc = execute_as_owner(q, plan, args);
     if (rc != SPI_OK_UPDATE) elog(ERROR, "aq: moving expired messages failed: %s", SPI_result_code_string(rc));
     if (SPI_processed > 0) wakeup::note_enqueue(q.queue_id);
+}
+
+// Counts the attempts of this backend's rolled-back dequeues (retries.hpp).  In a
+// subtransaction: if it fails (the queue table was altered, say), the attempts are
+// dropped with a WARNING rather than fail this and every later call.  Requires SPI.
+void count_pending_attempts() {
+    if (!retries::any_pending() || IsolationUsesXactSnapshot()) return;
+    MemoryContext caller_context = CurrentMemoryContext;
+    ResourceOwner caller_owner = CurrentResourceOwner;
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(caller_context);
+    PG_TRY();
+    {
+        Datum* ids;
+        int count;
+        for (int32 queue_id; (queue_id = retries::take_pending(&ids, &count)) != 0;) {
+            QueueInfo q;
+            if (!lookup_by_id(queue_id, q) || !OidIsValid(q.relid) || !OidIsValid(q.owner)) continue;  // dropped since
+            SPIPlanPtr plan = statement_plan(q, count_attempts, InvalidOid);
+            ArrayType* msgids = construct_array(ids, count, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+            Datum args[4] = {PointerGetDatum(msgids), Int32GetDatum(q.default_exception_id),
+                             TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(q.queue_table_id)};
+            int rc = execute_as_owner(q, plan, args);
+            if (rc != SPI_OK_UPDATE) elog(ERROR, "aq: counting dequeue attempts failed: %s", SPI_result_code_string(rc));
+        }
+        ReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(caller_context);
+        CurrentResourceOwner = caller_owner;
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(caller_context);
+        ErrorData* error = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(caller_context);
+        CurrentResourceOwner = caller_owner;
+        retries::discard_pending();
+        ereport(WARNING, (errmsg("aq: the attempts of rolled-back dequeues were not counted: %s", error->message)));
+        FreeErrorData(error);
+    }
+    PG_END_TRY();
 }
 
 // When the next delayed message of the queue becomes visible (0: none is delayed), so
@@ -622,6 +718,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
     pg::call([&] {
         int count = ArrayGetNItems(ARR_NDIM(r.payloads), ARR_DIMS(r.payloads));
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
+        count_pending_attempts();
         QueueInfo q;
         problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, true);
         if (problem.kind != QueueProblem::none || count == 0) {
@@ -668,6 +765,7 @@ int dequeue(const DequeueRequest& r) {
     Problem problem;
     pg::call([&] {
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
+        count_pending_attempts();
         QueueInfo q;
         problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
         if (problem.kind != QueueProblem::none) {
