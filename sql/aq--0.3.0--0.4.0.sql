@@ -47,16 +47,41 @@ BEGIN
     END IF;
 END $$;
 
+-- Writes go through policies per command:
+--   INSERT: a permanent table the role manages, and only a role that may run the admin
+--           function that makes such rows (so no one registers names around the functions);
+--   UPDATE: the queue settings the admin functions change, of queues the role manages
+--           (queue tables are never updated: their names and schema stay what they were made);
+--   DELETE: rows the role manages.
+-- The identity columns are not granted: no row can take another's id.
+CREATE FUNCTION aq._registrable(relid oid) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT aq._manages(relid)
+       AND EXISTS (SELECT FROM pg_class c WHERE c.oid = relid AND c.relkind = 'r' AND c.relpersistence = 'p')
+       AND has_function_privilege('aq.create_queue_table(text, regtype, text, text, text)', 'EXECUTE')
+$$;
+
 ALTER TABLE aq.queue_tables ENABLE ROW LEVEL SECURITY;
 ALTER TABLE aq.queues ENABLE ROW LEVEL SECURITY;
 CREATE POLICY everyone_reads ON aq.queue_tables FOR SELECT USING (true);
-CREATE POLICY owner_writes ON aq.queue_tables FOR ALL
-    USING (aq._manages(relid)) WITH CHECK (aq._manages(relid));
+CREATE POLICY owner_registers ON aq.queue_tables FOR INSERT WITH CHECK (aq._registrable(relid));
+CREATE POLICY owner_deletes ON aq.queue_tables FOR DELETE USING (aq._manages(relid));
 CREATE POLICY everyone_reads ON aq.queues FOR SELECT USING (true);
-CREATE POLICY owner_writes ON aq.queues FOR ALL
+CREATE POLICY owner_creates ON aq.queues FOR INSERT
+    WITH CHECK (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queues.queue_table_id
+                                                        AND aq._manages(t.relid))
+                AND (has_function_privilege('aq.create_queue_table(text, regtype, text, text, text)', 'EXECUTE')
+                     OR has_function_privilege('aq.create_queue(text, text, integer, interval, interval, text, text)', 'EXECUTE')));
+CREATE POLICY owner_alters ON aq.queues FOR UPDATE
     USING (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queues.queue_table_id AND aq._manages(t.relid)))
     WITH CHECK (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queues.queue_table_id AND aq._manages(t.relid)));
-GRANT INSERT, UPDATE, DELETE ON aq.queue_tables, aq.queues TO PUBLIC;
+CREATE POLICY owner_deletes ON aq.queues FOR DELETE
+    USING (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queues.queue_table_id AND aq._manages(t.relid)));
+GRANT INSERT (queue_table, table_schema, relid, payload_type, sort_list, comment), DELETE ON aq.queue_tables TO PUBLIC;
+GRANT INSERT (queue_name, queue_table_id, enqueue_enabled, dequeue_enabled, max_retries, retry_delay, retention_time,
+              comment, queue_type),
+      UPDATE (enqueue_enabled, dequeue_enabled, max_retries, retry_delay, retention_time, comment),
+      DELETE ON aq.queues TO PUBLIC;
 
 ------------------------------------------------------------------------------ queue table objects
 
@@ -90,6 +115,8 @@ BEGIN
         '        m.user_data'
         '   FROM %s m LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id',
         t.table_schema, aq._queue_table_view(t.queue_table), aq._default_exception_queue(t.queue_table), t.relid);
+    -- Reading it needs the table's privileges anyway (security_invoker).
+    EXECUTE format('GRANT SELECT ON %I.%I TO PUBLIC', t.table_schema, aq._queue_table_view(t.queue_table));
     EXECUTE format('COMMENT ON VIEW %I.%I IS %L', t.table_schema, aq._queue_table_view(t.queue_table),
                    format('The messages of aq queue table %s with their queue and state (Oracle''s AQ$%s).',
                           t.queue_table, t.queue_table));
@@ -194,6 +221,20 @@ BEGIN
     PERFORM aq._queue_table_objects(t);
 END $$;
 
+CREATE FUNCTION aq._drop_queue_table_view(t aq.queue_tables) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE view_oid oid;
+BEGIN
+    SELECT v.oid INTO view_oid
+      FROM pg_class tbl JOIN pg_class v ON v.relnamespace = tbl.relnamespace
+     WHERE tbl.oid = t.relid AND v.relname = aq._queue_table_view(t.queue_table) AND v.relkind = 'v'
+       AND EXISTS (SELECT FROM pg_rewrite r JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                    WHERE r.ev_class = v.oid AND d.refclassid = 'pg_class'::regclass AND d.refobjid = t.relid);
+    IF view_oid IS NOT NULL THEN
+        EXECUTE format('DROP VIEW %s', view_oid::regclass);
+    END IF;
+END $$;
+
 CREATE OR REPLACE FUNCTION aq.drop_queue_table(queue_table text, force boolean DEFAULT false)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -213,7 +254,9 @@ BEGIN
     DELETE FROM aq.queues q WHERE q.queue_table_id = t.queue_table_id;
     DELETE FROM aq.queue_tables qt WHERE qt.queue_table_id = t.queue_table_id;
     IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
-        EXECUTE format('DROP VIEW IF EXISTS %I.%I', t.table_schema, aq._queue_table_view(t.queue_table));
+        -- Its aq$ view: the view of that name beside the table that reads the table (found by
+        -- its dependency, never by a name alone).
+        PERFORM aq._drop_queue_table_view(t);
         EXECUTE format('DROP TABLE %s', t.relid);
     END IF;
 END $$;
@@ -237,8 +280,11 @@ AS $$ SELECT ROW(queue_name, msg_state, correlation, enqueued_before, msgids)::a
 
 -- Removes the messages of the queue table that match the condition (all of them without
 -- one); returns how many.  One DELETE whose WHERE clause is fixed: the condition's values
--- are parameters.
-CREATE FUNCTION aq.purge_queue_table(queue_table text, purge_condition aq.purge_condition)
+-- are parameters.  Oracle's parameter order; 0.1.0's (queue_table, queue_name) form is
+-- purge_condition => aq.purge_condition(queue_name => ...) now (one function per name, so
+-- that named arguments are never ambiguous).
+DROP FUNCTION aq.purge_queue_table(text, text);
+CREATE FUNCTION aq.purge_queue_table(queue_table text, purge_condition aq.purge_condition DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t aq.queue_tables := aq._queue_table(queue_table);
@@ -275,11 +321,6 @@ BEGIN
     GET DIAGNOSTICS purged = ROW_COUNT;
     RETURN purged;
 END $$;
-
--- The 0.1.0 form: every message of the queue table, or of one of its queues.
-CREATE OR REPLACE FUNCTION aq.purge_queue_table(queue_table text, queue_name text DEFAULT NULL)
-RETURNS bigint LANGUAGE sql SET search_path = pg_catalog, pg_temp
-AS $$ SELECT aq.purge_queue_table(queue_table, aq.purge_condition(queue_name => queue_name)) $$;
 
 DROP FUNCTION aq.create_queue(text, text, integer, interval, interval, text);
 -- queue_type: 'normal_queue' or 'exception_queue' (DBMS_AQADM.NORMAL_QUEUE / EXCEPTION_QUEUE);
@@ -438,18 +479,47 @@ BEGIN
                    aq._grantee(grantee), CASE WHEN grant_option THEN ' WITH GRANT OPTION' ELSE '' END);
 END $$;
 
--- Wraps 0.1.0's revoke with the grantor check.
-ALTER FUNCTION aq.revoke_queue_privilege(text, text, text) RENAME TO _revoke_queue_privilege;
+-- The grantor check, then the revokes.  A role that holds the privileges WITH GRANT OPTION
+-- (column-level for ENQUEUE) revokes them in the form they were granted; the owner also
+-- revokes at table level, which takes any column-level grant of the same kind with it.
+DROP FUNCTION aq.revoke_queue_privilege(text, text, text);
 CREATE FUNCTION aq.revoke_queue_privilege(privilege text, queue_name text, grantee text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     q aq.queues := aq._queue(queue_name);
     t aq.queue_tables;
+    kind text := upper(coalesce(privilege, ''));
+    role_sql text;
+    role_oid oid;
+    relation regclass;
 BEGIN
     PERFORM aq._queue_privileges(privilege);  -- validates the name
+    role_sql := aq._grantee(grantee);
     SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    relation := aq._queue_relation(t);
     PERFORM aq._check_grantor(t, privilege);
-    PERFORM aq._revoke_queue_privilege(privilege, queue_name, grantee);
+    IF kind IN ('ENQUEUE', 'ALL') THEN
+        EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE', aq._enqueue_grant(), relation, role_sql);
+    END IF;
+    IF kind IN ('DEQUEUE', 'ALL') THEN
+        EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE', aq._dequeue_grant(), relation, role_sql);
+    END IF;
+    IF aq._manages(t.relid) THEN
+        EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE',
+                       CASE kind WHEN 'ENQUEUE' THEN 'INSERT' WHEN 'DEQUEUE' THEN 'SELECT, DELETE, UPDATE'
+                                 ELSE 'INSERT, SELECT, DELETE, UPDATE' END,
+                       relation, role_sql);
+    END IF;
+    -- Revoking DEQUEUE's SELECT also took ENQUEUE's SELECT (msgid): give it back to a
+    -- grantee that can still enqueue.
+    role_oid := CASE WHEN role_sql = 'PUBLIC' THEN 0
+                     ELSE (SELECT r.oid FROM pg_roles r WHERE r.rolname = revoke_queue_privilege.grantee) END;
+    IF kind = 'DEQUEUE' AND EXISTS (
+           SELECT FROM pg_attribute a, aclexplode(a.attacl) acl
+            WHERE a.attrelid = t.relid AND a.attname = 'user_data'
+              AND acl.privilege_type = 'INSERT' AND acl.grantee = role_oid) THEN
+        EXECUTE format('GRANT SELECT (msgid) ON TABLE %s TO %s', relation, role_sql);
+    END IF;
 END $$;
 
 ------------------------------------------------------------------------------ catalog views
@@ -497,10 +567,7 @@ REVOKE EXECUTE ON FUNCTION
     aq.create_queue(text, text, integer, interval, interval, text, text),
     aq.revoke_queue_privilege(text, text, text)
 FROM PUBLIC;
--- _revoke_queue_privilege revokes only what the caller granted (PostgreSQL's rule), and
--- _queue_table_objects works only on a table the caller owns: both are safe to call.
 GRANT EXECUTE ON FUNCTION
-    aq._revoke_queue_privilege(text, text, text),
     aq._queue_table(text),
     aq._queue(text),
     aq._queue_privileges(text),

@@ -50,7 +50,7 @@ SELECT aq.purge_queue_table('admin_qt', aq.purge_condition(correlation => $$x' O
 SELECT (user_data).body FROM admin_qt ORDER BY msgid;
 SELECT aq.purge_queue_table('admin_qt', NULL::aq.purge_condition) AS everything;
 ROLLBACK;
-SELECT aq.purge_queue_table('admin_qt', 'admin_q2') AS old_form;
+SELECT aq.purge_queue_table('admin_qt', aq.purge_condition('admin_q2')) AS one_queue;
 SELECT try_sql($$SELECT aq.purge_queue_table('admin_qt', aq.purge_condition(msg_state => 'processed'))$$);
 SELECT try_sql($$SELECT aq.purge_queue_table('admin_qt', aq.purge_condition(queue_name => 'no_such_q'))$$);
 SELECT try_sql($$SELECT aq.purge_queue_table('no_such_qt', aq.purge_condition())$$);
@@ -68,7 +68,7 @@ CREATE ROLE aq_admin_owner;
 CREATE ROLE aq_admin_other;
 GRANT CREATE ON SCHEMA public TO aq_admin_owner, aq_admin_other;
 GRANT EXECUTE ON FUNCTION aq.create_queue_table, aq.drop_queue_table, aq.create_queue(text, text, integer, interval, interval, text, text),
-      aq.alter_queue, aq.start_queue, aq.stop_queue, aq.drop_queue, aq.purge_queue_table(text, aq.purge_condition),
+      aq.alter_queue, aq.start_queue, aq.stop_queue, aq.drop_queue, aq.purge_queue_table,
       aq.grant_queue_privilege, aq.revoke_queue_privilege TO aq_admin_owner, aq_admin_other;
 SET ROLE aq_admin_owner;
 SELECT aq.create_queue_table('owned_qt', 'text');
@@ -88,6 +88,14 @@ WITH changed AS (UPDATE aq.queues SET max_retries = 0 WHERE queue_name = 'owned_
 SELECT count(*) AS rows_changed FROM changed;
 SELECT try_sql($$INSERT INTO aq.queues (queue_name, queue_table_id) SELECT 'intruder_q', queue_table_id FROM aq.queue_tables WHERE queue_table = 'owned_qt'$$);
 SELECT split_part(try_sql($$SELECT aq.alter_queue('admin_q', comment => 'not yours')$$), ' (', 1) AS superusers_queue;
+-- Nor registers a table of its own around create_queue_table: not a temporary one (it would
+-- leave a dangling row), and never with an id of its choosing.
+CREATE TEMP TABLE my_temp (id int);
+SELECT try_sql($$INSERT INTO aq.queue_tables (queue_table, table_schema, relid, payload_type)
+                 VALUES ('squatter', 'pg_temp', 'my_temp'::regclass, 'text')$$) AS temp_table;
+SELECT try_sql($$INSERT INTO aq.queues (queue_id, queue_name, queue_table_id) OVERRIDING SYSTEM VALUE
+                 SELECT 1000, 'squatter_q', queue_table_id FROM aq.queue_tables WHERE queue_table = 'owned_qt'$$) AS chosen_id;
+DROP TABLE my_temp;
 RESET ROLE;
 SET ROLE aq_admin_owner;
 SELECT aq.stop_queue('owned_q');

@@ -126,8 +126,9 @@ SELECT aq.enqueue_array('fifo_q', ARRAY['expires', 'expires-to-named', 'expires-
 SELECT pg_sleep(0.3);
 -- Never delivered once expired.
 SELECT deq_all('fifo_q') AS delivered;
-SELECT msg_state, queue, user_data FROM "aq$fifo_qt" ORDER BY msg_id;
--- Reading an exception queue moves the expired messages of its queue table there first.
+SELECT msg_state, user_data FROM "aq$fifo_qt" ORDER BY msg_id;
+-- They move to their exception queues when those are read (and, at most once a second per
+-- queue table and session, when a normal queue is).
 SELECT payload, (p).state, (p).expiration, (p).exception_queue
   FROM aq.dequeue_array('aq$_fifo_qt_e', NULL::text, 10, aq.dequeue_options(wait => '0')) AS d(m, payload, p);
 SELECT payload, (p).state FROM aq.dequeue_array('fifo_errors', NULL::text, 10, aq.dequeue_options(wait => '0')) AS d(m, payload, p);

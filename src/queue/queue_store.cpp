@@ -656,6 +656,23 @@ void count_pending_attempts() {
     PG_END_TRY();
 }
 
+// Normal queues move their table's expired messages too, so that they do not pile up at the
+// head of the queue when nobody reads the exception queue: at most once a second per queue
+// table in each backend (a few entries; a forgotten one only means an early sweep).
+bool expiry_sweep_due(const QueueInfo& q) {
+    struct LastSweep {
+        int32 queue_table_id;
+        TimestampTz at;
+    };
+    constexpr int slots = 16;
+    static LastSweep last[slots];
+    TimestampTz now = GetCurrentTimestamp();
+    LastSweep& slot = last[q.queue_table_id % slots];
+    if (slot.queue_table_id == q.queue_table_id && now - slot.at < USECS_PER_SEC) return false;
+    slot = LastSweep{q.queue_table_id, now};
+    return true;
+}
+
 // When the next delayed message of the queue becomes visible (0: none is delayed), so
 // that a waiting dequeue wakes for it.  For an exception queue: when the next message
 // of its queue table expires.  Requires SPI.
@@ -789,7 +806,7 @@ int dequeue(const DequeueRequest& r) {
                 problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
                 if (problem.kind != QueueProblem::none) break;
             }
-            if (q.exception_queue) expire_messages_of(q);
+            if (q.exception_queue || (first_pass && expiry_sweep_due(q))) expire_messages_of(q);
             const Position* after = by_position ? find_position(q.queue_id, browse) : nullptr;
             delivered = claim(ClaimArgs{&q, &r, after});
             // Removing: messages may have come back (or arrived with a higher priority) before
