@@ -1,7 +1,7 @@
 -- pgTAP: the public surface of aq 0.1.0 (functions, signatures, types, catalog tables).
 -- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.
 BEGIN;
-SELECT plan(117);
+SELECT plan(124);
 
 ------------------------------------------------------------------------------ schema / extension
 
@@ -19,10 +19,10 @@ SELECT has_function('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text',
                     'aq.create_queue_table(text, regtype, text, text, text) exists');
 SELECT has_function('aq', 'drop_queue_table', ARRAY['text', 'boolean'],
                     'aq.drop_queue_table(text, boolean) exists');
-SELECT has_function('aq', 'purge_queue_table', ARRAY['text', 'text'],
-                    'aq.purge_queue_table(text, text) exists');
-SELECT has_function('aq', 'create_queue', ARRAY['text', 'text', 'integer', 'interval', 'interval', 'text'],
-                    'aq.create_queue(text, text, integer, interval, interval, text) exists');
+SELECT has_function('aq', 'purge_queue_table', ARRAY['text', 'aq.purge_condition'],
+                    'aq.purge_queue_table(text, aq.purge_condition) exists');
+SELECT has_function('aq', 'create_queue', ARRAY['text', 'text', 'integer', 'interval', 'interval', 'text', 'text'],
+                    'aq.create_queue(text, text, integer, interval, interval, text, text) exists');
 SELECT has_function('aq', 'alter_queue', ARRAY['text', 'integer', 'interval', 'interval', 'text'],
                     'aq.alter_queue(text, integer, interval, interval, text) exists');
 SELECT has_function('aq', 'drop_queue', ARRAY['text'], 'aq.drop_queue(text) exists');
@@ -38,6 +38,8 @@ SELECT has_function('aq', 'revoke_queue_privilege', ARRAY['text', 'text', 'text'
 SELECT has_function('aq', 'message_properties', ARRAY['integer', 'interval', 'interval', 'text', 'text'],
                     'aq.message_properties(integer, interval, interval, text, text) exists');
 SELECT has_function('aq', 'enqueue_options', ARRAY['text', 'text'], 'aq.enqueue_options(text, text) exists');
+SELECT has_function('aq', 'purge_condition', ARRAY['text', 'text', 'text', 'timestamp with time zone', 'bigint[]'],
+                    'aq.purge_condition(text, text, text, timestamptz, bigint[]) exists');
 SELECT has_function('aq', 'dequeue_options',
                     ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text'],
                     'aq.dequeue_options(text, text, text, text, interval, bigint, text) exists');
@@ -75,7 +77,7 @@ SELECT results_eq(
              ('drop_queue_table', 1), ('enable_fast_ingest', 1),
              ('enqueue', 1), ('enqueue_array', 1), ('enqueue_options', 1), ('get_apply_hwm_seqid', 1),
              ('get_write_hwm_seqid', 1), ('grant_queue_privilege', 1),
-             ('last_commit', 1), ('message_properties', 1), ('purge_queue_table', 1), ('revoke_queue_privilege', 1),
+             ('last_commit', 1), ('message_properties', 1), ('purge_condition', 1), ('purge_queue_table', 1), ('revoke_queue_privilege', 1),
              ('seqid_epoch', 1), ('start_queue', 1), ('stop_queue', 1), ('write_end', 1), ('writes_flush', 1)$$,
     'exactly the documented public functions exist, each without overloads');
 
@@ -85,9 +87,9 @@ SELECT function_returns('aq', 'create_queue_table', ARRAY['text', 'regtype', 'te
                         'aq.create_queue_table returns void');
 SELECT function_returns('aq', 'drop_queue_table', ARRAY['text', 'boolean'], 'void',
                         'aq.drop_queue_table returns void');
-SELECT function_returns('aq', 'purge_queue_table', ARRAY['text', 'text'], 'bigint',
+SELECT function_returns('aq', 'purge_queue_table', ARRAY['text', 'aq.purge_condition'], 'bigint',
                         'aq.purge_queue_table returns bigint');
-SELECT function_returns('aq', 'create_queue', ARRAY['text', 'text', 'integer', 'interval', 'interval', 'text'],
+SELECT function_returns('aq', 'create_queue', ARRAY['text', 'text', 'integer', 'interval', 'interval', 'text', 'text'],
                         'void', 'aq.create_queue returns void');
 SELECT function_returns('aq', 'alter_queue', ARRAY['text', 'integer', 'interval', 'interval', 'text'], 'void',
                         'aq.alter_queue returns void');
@@ -128,7 +130,8 @@ SELECT results_eq(
       ('commit_settings', ARRAY['level','parameter','value'], 0),
       ('commit_stats', ARRAY['all_sessions','commits','waited','not_waited','batch_gathers','batch_followers',
                              'log_writer_requests','log_writer_flushes'], 1),
-      ('create_queue', ARRAY['queue_name','queue_table','max_retries','retry_delay','retention_time','comment'], 4),
+      ('create_queue', ARRAY['queue_name','queue_table','max_retries','retry_delay','retention_time','comment',
+                             'queue_type'], 5),
       ('create_queue_table', ARRAY['queue_table','queue_payload_type','sort_list','comment','queue_table_schema'], 3),
       ('dequeue', ARRAY['queue_name','payload_type','dequeue_options','msgid','payload','message_properties'], 1),
       ('dequeue_array', ARRAY['queue_name','payload_type','array_size','dequeue_options','msgid','payload',
@@ -148,7 +151,8 @@ SELECT results_eq(
       ('last_commit', ARRAY['commit_lsn','flushed_lsn','durable','durable_on_return','commit_wait',
                             'commit_logging','synchronous_commit','committed_at'], 0),
       ('message_properties', ARRAY['priority','delay','expiration','correlation','exception_queue'], 5),
-      ('purge_queue_table', ARRAY['queue_table','queue_name'], 1),
+      ('purge_condition', ARRAY['queue_name','msg_state','correlation','enqueued_before','msgids'], 5),
+      ('purge_queue_table', ARRAY['queue_table','purge_condition'], 1),
       ('revoke_queue_privilege', ARRAY['privilege','queue_name','grantee'], 0),
       ('seqid_epoch', ARRAY['seqid'], 0),
       ('start_queue', ARRAY['queue_name','enqueue','dequeue'], 2),
@@ -163,11 +167,17 @@ SELECT matches(pg_get_function_arguments('aq.create_queue_table(text,regtype,tex
           'comment text DEFAULT NULL::text, queue_table_schema text DEFAULT '
           '("current_schema"\(\)|CURRENT_SCHEMA)$',
           'aq.create_queue_table defaults: sort_list enq_time, comment NULL, schema current_schema()');
-SELECT is(pg_get_function_arguments('aq.create_queue(text,text,integer,interval,interval,text)'::regprocedure),
+SELECT is(pg_get_function_arguments('aq.create_queue(text,text,integer,interval,interval,text,text)'::regprocedure),
           'queue_name text, queue_table text, max_retries integer DEFAULT 5, '
           'retry_delay interval DEFAULT ''00:00:00''::interval, retention_time interval DEFAULT ''00:00:00''::interval, '
-          'comment text DEFAULT NULL::text',
-          'aq.create_queue defaults: max_retries 5, retry_delay 0, retention_time 0, comment NULL');
+          'comment text DEFAULT NULL::text, queue_type text DEFAULT ''normal_queue''::text',
+          'aq.create_queue defaults: max_retries 5, retry_delay 0, retention_time 0, comment NULL, normal_queue');
+SELECT is(pg_get_function_arguments('aq.purge_queue_table(text,aq.purge_condition)'::regprocedure),
+          'queue_table text, purge_condition aq.purge_condition DEFAULT NULL::aq.purge_condition',
+          'aq.purge_queue_table defaults: purge_condition NULL (everything)');
+SELECT has_view('aq', v, format('view aq.%s exists', v))
+  FROM unnest(ARRAY['all_queues', 'user_queues', 'all_queue_tables', 'user_queue_tables']) v;
+SELECT has_type('aq', 'purge_condition', 'type aq.purge_condition exists');
 SELECT is(pg_get_function_arguments('aq.start_queue(text,boolean,boolean)'::regprocedure),
           'queue_name text, enqueue boolean DEFAULT true, dequeue boolean DEFAULT true',
           'aq.start_queue defaults: enqueue true, dequeue true');
@@ -322,7 +332,7 @@ SELECT col_is_unique('aq', 'queue_tables', ARRAY['queue_table'], 'aq.queue_table
 SELECT has_table('aq', 'queues', 'catalog table aq.queues exists');
 SELECT columns_are('aq', 'queues',
                    ARRAY['queue_id', 'queue_name', 'queue_table_id', 'enqueue_enabled', 'dequeue_enabled',
-                         'max_retries', 'retry_delay', 'retention_time', 'comment', 'created'],
+                         'max_retries', 'retry_delay', 'retention_time', 'comment', 'created', 'queue_type'],
                    'aq.queues has exactly the documented columns');
 SELECT results_eq(
     $$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod), attnotnull FROM pg_attribute
@@ -331,7 +341,7 @@ SELECT results_eq(
              ('enqueue_enabled', 'boolean', true), ('dequeue_enabled', 'boolean', true),
              ('max_retries', 'integer', true), ('retry_delay', 'interval', true),
              ('retention_time', 'interval', true), ('comment', 'text', false),
-             ('created', 'timestamp with time zone', true)$$,
+             ('created', 'timestamp with time zone', true), ('queue_type', 'text', true)$$,
     'aq.queues column types and NOT NULL constraints');
 SELECT has_pk('aq', 'queues', 'aq.queues has a primary key');
 SELECT col_is_pk('aq', 'queues', 'queue_id', 'aq.queues primary key is queue_id');

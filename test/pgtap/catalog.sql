@@ -58,8 +58,11 @@ SELECT results_eq(
        WHERE i.indrelid = 'public.cat_qt'::regclass
        GROUP BY i.indexrelid, i.indisunique, i.indpred IS NULL AND i.indexprs IS NULL, am.amname
        ORDER BY 1$$,
-    $$VALUES (ARRAY['msgid'], true, true, 'btree'), (ARRAY['q_id', 'enq_time', 'msgid'], false, true, 'btree')$$,
-    'the queue table has exactly a unique index (msgid) and a btree index (q_id, enq_time, msgid)');
+    $$VALUES (ARRAY['msgid'], true, true, 'btree'), (ARRAY['q_id', 'corrid', 'enq_time', 'msgid'], false, false, 'btree'),
+             (ARRAY['q_id', 'delay'], false, false, 'btree'), (ARRAY['q_id', 'enq_time', 'msgid'], false, true, 'btree'),
+             (ARRAY['q_id', 'expiration'], false, false, 'btree')$$,
+    'the queue table has a unique index (msgid), the btree index (q_id, enq_time, msgid) of its sort order and '
+    'partial indexes for correlation, delay and expiration');
 SELECT results_eq(
     $$SELECT queue_table, table_schema, payload_type, sort_list, comment FROM aq.queue_tables$$,
     $$VALUES ('cat_qt', 'public', 'cat_ot'::regtype, 'enq_time', NULL::text)$$,
@@ -229,7 +232,7 @@ SELECT throws_ok($$SELECT aq.drop_queue_table('no_such_qt')$$, '42704', NULL,
                  'drop_queue_table of an unknown queue table: 42704');
 SELECT throws_ok($$SELECT aq.purge_queue_table('no_such_qt')$$, '42704', NULL,
                  'purge_queue_table of an unknown queue table: 42704');
-SELECT throws_ok($$SELECT aq.purge_queue_table('dup_qt', 'no_such_q')$$, '42704', NULL,
+SELECT throws_ok($$SELECT aq.purge_queue_table('dup_qt', aq.purge_condition('no_such_q'))$$, '42704', NULL,
                  'purge_queue_table of an unknown queue: 42704');
 SELECT throws_ok($$SELECT aq.enqueue('no_such_q', ROW('m')::cat_ot)$$, '42704', NULL,
                  'enqueue into an unknown queue: 42704');
@@ -254,7 +257,7 @@ SELECT throws_ok($$SELECT aq.drop_queue_table('DUP_QT')$$, '42704', NULL,
 ------------------------------------------------------------------------------ a storage table dropped behind aq's back
 
 SELECT lives_ok($$SELECT aq.start_queue('dup_q')$$, 'start_queue(dup_q)');
-DROP TABLE public.dup_qt;
+DROP TABLE public.dup_qt CASCADE;  -- with its aq$dup_qt view
 SELECT throws_ok($$SELECT aq.enqueue('dup_q', ROW('m')::cat_ot)$$, '42P01', NULL,
                  'enqueue when the queue table was dropped outside aq: 42P01');
 SELECT lives_ok($$SELECT aq.stop_queue('dup_q'); SELECT aq.drop_queue('dup_q')$$,
@@ -267,7 +270,8 @@ SELECT is_empty($$SELECT FROM aq.queue_tables WHERE queue_table = 'dup_qt'$$,
 ------------------------------------------------------------------------------ names are taken literally
 
 -- Each name is used for a queue table and a queue of the same name, then enqueued to, dequeued from and
--- dropped.  The list includes injection attempts and names of exactly 63 bytes.
+-- dropped.  The list includes injection attempts and names of exactly 57 bytes (the longest queue
+-- table name: its exception queue aq$_<name>_e takes 63).
 CREATE TEMP TABLE t_names (ord integer PRIMARY KEY, label text NOT NULL, n text NOT NULL UNIQUE, msgid bigint);
 INSERT INTO t_names (ord, label, n) VALUES
     (1, 'mixed case', 'Mixed Case Q'),
@@ -282,12 +286,12 @@ INSERT INTO t_names (ord, label, n) VALUES
     (10, 'injection 2', 'x"; DROP TABLE victim; --'),
     (11, 'injection 3', 'x''); DROP TABLE victim; --'),
     (12, 'injection 4', 'public"."victim'),
-    (13, '63 ASCII bytes', repeat('a', 63)),
-    (14, '63 bytes of 3-byte characters', repeat('€', 21)),
-    (15, '63 bytes of mixed characters', repeat('é', 31) || 'z');
+    (13, '57 ASCII bytes', repeat('a', 57)),
+    (14, '57 bytes of 3-byte characters', repeat('€', 19)),
+    (15, '57 bytes of mixed characters', repeat('é', 28) || 'z');
 
-SELECT is((SELECT count(*)::int FROM t_names WHERE octet_length(n) = 63), 3,
-          'three of the names are exactly 63 bytes long');
+SELECT is((SELECT count(*)::int FROM t_names WHERE octet_length(n) = 57), 3,
+          'three of the names are exactly 57 bytes long');
 
 SELECT lives_ok(format('SELECT aq.create_queue_table(%L, %L)', n, 'cat_ot'),
                 format('create_queue_table with a name with %s', label))
@@ -483,7 +487,7 @@ SELECT throws_ok($$SELECT * FROM aq.dequeue(NULL, NULL::cat_ot, aq.dequeue_optio
 SELECT throws_ok($$SELECT * FROM aq.dequeue_array(NULL, NULL::cat_ot, 5, aq.dequeue_options(wait => '0'))$$,
                  '22004', NULL, 'dequeue_array with a NULL name: 22004');
 
-SELECT is((SELECT count(*)::int FROM aq.queues), 1, 'only comment_q is registered at the end');
+SELECT is((SELECT count(*)::int FROM aq.queues WHERE queue_type = 'normal_queue'), 1, 'only comment_q is registered at the end');
 SELECT results_eq($$SELECT queue_table FROM aq.queue_tables ORDER BY queue_table COLLATE "C"$$,
                   $$VALUES ('comment_qt'), ('dup_qt2'), ('len_qt')$$,
                   'only the expected queue tables are registered at the end');
@@ -495,10 +499,10 @@ SELECT lives_ok($$SELECT aq.create_queue('purge_a', 'len_qt'); SELECT aq.create_
                   SELECT aq.enqueue_array('purge_a', ARRAY[ROW('a1')::cat_ot, ROW('a2')::cat_ot]);
                   SELECT aq.enqueue_array('purge_b', ARRAY[ROW('b1')::cat_ot, ROW('b2')::cat_ot, ROW('b3')::cat_ot])$$,
                 'two queues in len_qt with 2 and 3 messages');
-SELECT is(aq.purge_queue_table('len_qt', 'purge_a'), 2::bigint, 'purge_queue_table(len_qt, purge_a) purges 2');
+SELECT is(aq.purge_queue_table('len_qt', aq.purge_condition('purge_a')), 2::bigint, 'purge_queue_table(len_qt, purge_condition(purge_a)) purges 2');
 SELECT results_eq($$SELECT (user_data).message FROM public.len_qt ORDER BY msgid$$,
                   $$VALUES ('b1'), ('b2'), ('b3')$$, 'only purge_b''s messages are left');
-SELECT throws_ok($$SELECT aq.purge_queue_table('comment_qt', 'purge_b')$$, '22023', NULL,
+SELECT throws_ok($$SELECT aq.purge_queue_table('comment_qt', aq.purge_condition('purge_b'))$$, '22023', NULL,
                  'purge_queue_table with a queue of another queue table: 22023');
 SELECT is(aq.purge_queue_table('len_qt'), 3::bigint, 'purge_queue_table(len_qt) purges the remaining 3');
 SELECT is_empty('SELECT * FROM public.len_qt', 'the queue table is empty after the purge');
