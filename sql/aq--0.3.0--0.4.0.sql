@@ -492,12 +492,23 @@ DECLARE
     role_sql text;
     role_oid oid;
     relation regclass;
+    revoking_grantor oid;
+    had_msgid boolean;
 BEGIN
     PERFORM aq._queue_privileges(privilege);  -- validates the name
     role_sql := aq._grantee(grantee);
     SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
     relation := aq._queue_relation(t);
     PERFORM aq._check_grantor(t, privilege);
+    role_oid := CASE WHEN role_sql = 'PUBLIC' THEN 0
+                     ELSE (SELECT r.oid FROM pg_roles r WHERE r.rolname = revoke_queue_privilege.grantee) END;
+    -- The grants this call can revoke are those made by its grantor: the owner for whoever
+    -- manages the table, the caller otherwise (PostgreSQL's rule).
+    revoking_grantor := CASE WHEN aq._manages(t.relid) THEN (SELECT c.relowner FROM pg_class c WHERE c.oid = t.relid)
+                    ELSE (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user) END;
+    had_msgid := EXISTS (SELECT FROM pg_attribute a, aclexplode(a.attacl) acl
+                          WHERE a.attrelid = t.relid AND a.attname = 'msgid' AND acl.privilege_type = 'SELECT'
+                            AND acl.grantee = role_oid AND acl.grantor = revoking_grantor);
     IF kind IN ('ENQUEUE', 'ALL') THEN
         EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE', aq._enqueue_grant(), relation, role_sql);
     END IF;
@@ -510,14 +521,12 @@ BEGIN
                                  ELSE 'INSERT, SELECT, DELETE, UPDATE' END,
                        relation, role_sql);
     END IF;
-    -- Revoking DEQUEUE's SELECT also took ENQUEUE's SELECT (msgid): give it back to a
-    -- grantee that can still enqueue.
-    role_oid := CASE WHEN role_sql = 'PUBLIC' THEN 0
-                     ELSE (SELECT r.oid FROM pg_roles r WHERE r.rolname = revoke_queue_privilege.grantee) END;
-    IF kind = 'DEQUEUE' AND EXISTS (
+    -- Revoking DEQUEUE's SELECT also took the SELECT (msgid) of an ENQUEUE from the same
+    -- grantor: give it back if the grantee can still enqueue by that grantor's grant.
+    IF kind = 'DEQUEUE' AND had_msgid AND EXISTS (
            SELECT FROM pg_attribute a, aclexplode(a.attacl) acl
             WHERE a.attrelid = t.relid AND a.attname = 'user_data'
-              AND acl.privilege_type = 'INSERT' AND acl.grantee = role_oid) THEN
+              AND acl.privilege_type = 'INSERT' AND acl.grantee = role_oid AND acl.grantor = revoking_grantor) THEN
         EXECUTE format('GRANT SELECT (msgid) ON TABLE %s TO %s', relation, role_sql);
     END IF;
 END $$;

@@ -109,6 +109,29 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA aq FROM aq_admin_owner, aq_admin_other
 DROP ROLE aq_admin_owner;
 DROP ROLE aq_admin_other;
 
+------------------------------------------------------------------------------ grant option
+CREATE ROLE aq_admin_enq;
+CREATE ROLE aq_admin_go;
+GRANT EXECUTE ON FUNCTION aq.revoke_queue_privilege, aq.grant_queue_privilege TO aq_admin_go;
+SELECT aq.grant_queue_privilege('enqueue', 'admin_q', 'aq_admin_enq');
+SELECT aq.grant_queue_privilege('all', 'admin_q', 'aq_admin_go', grant_option => true);
+SET ROLE aq_admin_go;
+SELECT aq.grant_queue_privilege('dequeue', 'admin_q', 'aq_admin_enq');
+-- It revokes what it granted (DEQUEUE), and leaves the owner's ENQUEUE alone.
+SELECT aq.revoke_queue_privilege('dequeue', 'admin_q', 'aq_admin_enq');
+RESET ROLE;
+SELECT has_table_privilege('aq_admin_enq', 'admin_qt', 'DELETE') AS can_dequeue,
+       has_column_privilege('aq_admin_enq', 'admin_qt', 'user_data', 'INSERT') AS can_enqueue,
+       has_column_privilege('aq_admin_enq', 'admin_qt', 'msgid', 'SELECT') AS reads_msgid;
+-- Once the owner revokes ENQUEUE, nothing is left (no SELECT (msgid) granted back by the other).
+SELECT aq.revoke_queue_privilege('enqueue', 'admin_q', 'aq_admin_enq');
+SELECT has_any_column_privilege('aq_admin_enq', 'admin_qt', 'SELECT') AS reads_anything,
+       has_any_column_privilege('aq_admin_enq', 'admin_qt', 'INSERT') AS inserts_anything;
+SELECT aq.revoke_queue_privilege('all', 'admin_q', 'aq_admin_go');
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA aq FROM aq_admin_go;
+DROP ROLE aq_admin_enq;
+DROP ROLE aq_admin_go;
+
 ------------------------------------------------------------------------------ dropping
 SELECT aq.stop_queue('admin_q');
 SELECT aq.stop_queue('admin_q2');

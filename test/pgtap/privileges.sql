@@ -1,9 +1,11 @@
--- pgTAP: privileges of aq 0.1.0 — who may call what, and the ENQUEUE / DEQUEUE / ALL queue privileges
--- (PostgreSQL grants on the queue table) checked with roles created inside the test transaction.
+-- pgTAP: privileges of aq (0.1.0, as changed by 0.4.0) — who may call what, and the ENQUEUE / DEQUEUE / ALL
+-- queue privileges (PostgreSQL grants on the queue table) checked with roles created inside the test
+-- transaction.  The queue tables here belong to the superuser; test/pgtap/queue_privileges.sql has the
+-- matrix with a non-superuser owner, another manager, dequeue modes and the catalog's row-level security.
 -- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.  Run as a superuser;
 -- everything (roles included) is rolled back.
 BEGIN;
-SELECT plan(132);
+SELECT plan(166);
 
 SET LOCAL search_path = public;
 SET LOCAL client_min_messages = warning;
@@ -14,8 +16,8 @@ CREATE TEMP TABLE t_admin (sig text PRIMARY KEY);
 INSERT INTO t_admin VALUES
     ('aq.create_queue_table(text,regtype,text,text,text)'),
     ('aq.drop_queue_table(text,boolean)'),
-    ('aq.purge_queue_table(text,text)'),
-    ('aq.create_queue(text,text,integer,interval,interval,text)'),
+    ('aq.purge_queue_table(text,aq.purge_condition)'),
+    ('aq.create_queue(text,text,integer,interval,interval,text,text)'),
     ('aq.alter_queue(text,integer,interval,interval,text)'),
     ('aq.drop_queue(text)'),
     ('aq.start_queue(text,boolean,boolean)'),
@@ -40,10 +42,23 @@ SELECT is_empty(
     $$SELECT p.oid::regprocedure FROM pg_proc p, aclexplode(p.proacl) a
        WHERE p.oid IN (SELECT sig::regprocedure FROM t_admin) AND a.grantee <> p.proowner$$,
     'the admin functions have no EXECUTE grant to anyone but their owner');
-SELECT ok(NOT has_function_privilege('public', sig::regprocedure, 'EXECUTE'),
-          format('PUBLIC has no EXECUTE on the internal %s', sig))
+-- 0.4.0: the admin functions run as the caller (a queue table's owner), so the read-only helpers they
+-- call are executable by PUBLIC (they read the public catalog or act with the caller's own rights)
+SELECT ok(has_function_privilege('public', sig::regprocedure, 'EXECUTE'),
+          format('PUBLIC has EXECUTE on the internal %s', sig))
   FROM (VALUES ('aq._queue_table(text)'), ('aq._queue(text)'), ('aq._queue_privileges(text)'),
-               ('aq._grantee(text)')) AS v(sig) ORDER BY sig;
+               ('aq._grantee(text)'), ('aq._enqueue_grant()'), ('aq._dequeue_grant()'),
+               ('aq._queue_relation(aq.queue_tables)')) AS v(sig)
+ ORDER BY sig;
+-- 0.4.0: one purge_queue_table (Oracle's parameter order: queue_table, purge_condition), and the revoke
+-- is done by revoke_queue_privilege itself (no internal helper executable by PUBLIC)
+SELECT hasnt_function('aq', 'purge_queue_table', ARRAY['text', 'text'],
+                      'aq.purge_queue_table(text, text) is gone (purge one queue with aq.purge_condition(queue_name => ...))');
+SELECT results_eq($$SELECT p.oid::regprocedure::text FROM pg_proc p
+                     WHERE p.pronamespace = 'aq'::regnamespace AND p.proname = 'purge_queue_table'$$,
+                  ARRAY['aq.purge_queue_table(text,aq.purge_condition)'],
+                  'aq.purge_queue_table has exactly one signature: (text, aq.purge_condition)');
+SELECT hasnt_function('aq', '_revoke_queue_privilege', 'aq._revoke_queue_privilege is gone');
 SELECT ok(has_function_privilege('public', sig::regprocedure, 'EXECUTE'),
           format('PUBLIC has EXECUTE on %s', sig))
   FROM t_public ORDER BY sig;
@@ -52,10 +67,46 @@ SELECT ok(has_schema_privilege('public', 'aq', 'USAGE'), 'PUBLIC has USAGE on sc
 SELECT ok(NOT has_schema_privilege('public', 'aq', 'CREATE'), 'PUBLIC has no CREATE on schema aq');
 SELECT ok(has_table_privilege('public', 'aq.queues', 'SELECT'), 'PUBLIC may read aq.queues');
 SELECT ok(has_table_privilege('public', 'aq.queue_tables', 'SELECT'), 'PUBLIC may read aq.queue_tables');
-SELECT ok(NOT has_table_privilege('public', 'aq.queues', 'INSERT, UPDATE, DELETE, TRUNCATE'),
-          'PUBLIC may not modify aq.queues');
-SELECT ok(NOT has_table_privilege('public', 'aq.queue_tables', 'INSERT, UPDATE, DELETE, TRUNCATE'),
-          'PUBLIC may not modify aq.queue_tables');
+-- 0.4.0: the catalog is writable by PUBLIC in the columns the admin functions write, and row-level
+-- security limits each role to the rows of the queue tables it manages.  The identity columns and
+-- "created" are never granted; aq.queue_tables is never updated.
+SELECT ok(has_table_privilege('public', 'aq.queues', 'DELETE') AND has_table_privilege('public', 'aq.queue_tables', 'DELETE'),
+          'PUBLIC has DELETE on aq.queues and aq.queue_tables');
+SELECT ok(NOT has_table_privilege('public', 'aq.queues', 'INSERT') AND NOT has_table_privilege('public', 'aq.queues', 'UPDATE')
+          AND NOT has_table_privilege('public', 'aq.queue_tables', 'INSERT')
+          AND NOT has_table_privilege('public', 'aq.queue_tables', 'UPDATE'),
+          'PUBLIC has no table-level INSERT or UPDATE on aq.queues or aq.queue_tables (column-level only)');
+CREATE FUNCTION pg_temp.public_columns(rel regclass, priv text) RETURNS SETOF text LANGUAGE sql AS $$
+    SELECT a.attname::text FROM pg_attribute a
+     WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped AND has_column_privilege('public', rel, a.attnum, priv)
+$$;
+SELECT set_eq($$SELECT pg_temp.public_columns('aq.queue_tables', 'INSERT')$$,
+              ARRAY['queue_table', 'table_schema', 'relid', 'payload_type', 'sort_list', 'comment'],
+              'PUBLIC may INSERT exactly the non-identity columns of aq.queue_tables (not queue_table_id, not created)');
+SELECT set_eq($$SELECT pg_temp.public_columns('aq.queues', 'INSERT')$$,
+              ARRAY['queue_name', 'queue_table_id', 'enqueue_enabled', 'dequeue_enabled', 'max_retries', 'retry_delay',
+                    'retention_time', 'comment', 'queue_type'],
+              'PUBLIC may INSERT exactly the non-identity columns of aq.queues (not queue_id, not created)');
+SELECT set_eq($$SELECT pg_temp.public_columns('aq.queues', 'UPDATE')$$,
+              ARRAY['enqueue_enabled', 'dequeue_enabled', 'max_retries', 'retry_delay', 'retention_time', 'comment'],
+              'PUBLIC may UPDATE exactly the queue settings of aq.queues (not its name, queue table, type or ids)');
+SELECT ok(NOT has_any_column_privilege('public', 'aq.queue_tables', 'UPDATE'), 'PUBLIC may UPDATE no column of aq.queue_tables');
+SELECT ok(NOT has_table_privilege('public', 'aq.queues', 'TRUNCATE, REFERENCES, TRIGGER'),
+          'PUBLIC has no TRUNCATE, REFERENCES or TRIGGER on aq.queues');
+SELECT ok(NOT has_table_privilege('public', 'aq.queue_tables', 'TRUNCATE, REFERENCES, TRIGGER'),
+          'PUBLIC has no TRUNCATE, REFERENCES or TRIGGER on aq.queue_tables');
+SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'aq.queues'::regclass), 'aq.queues has row-level security');
+SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'aq.queue_tables'::regclass),
+          'aq.queue_tables has row-level security');
+SELECT policies_are('aq', 'queues', ARRAY['everyone_reads', 'owner_creates', 'owner_alters', 'owner_deletes'],
+                    'aq.queues has the policies everyone_reads, owner_creates, owner_alters, owner_deletes');
+SELECT policies_are('aq', 'queue_tables', ARRAY['everyone_reads', 'owner_registers', 'owner_deletes'],
+                    'aq.queue_tables has the policies everyone_reads, owner_registers, owner_deletes');
+SELECT policy_cmd_is('aq', 'queues', p, c, format('policy %s of aq.queues is for %s', p, c))
+  FROM (VALUES ('everyone_reads', 'SELECT'), ('owner_creates', 'INSERT'), ('owner_alters', 'UPDATE'),
+               ('owner_deletes', 'DELETE')) AS v(p, c);
+SELECT policy_cmd_is('aq', 'queue_tables', p, c, format('policy %s of aq.queue_tables is for %s', p, c))
+  FROM (VALUES ('everyone_reads', 'SELECT'), ('owner_registers', 'INSERT'), ('owner_deletes', 'DELETE')) AS v(p, c);
 
 ------------------------------------------------------------------------------ set-up: roles, queue tables, queues
 
@@ -90,6 +141,25 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
     RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
 END $$;
+-- a query's first column as text, as the current role, or 'ERROR <sqlstate>: <message>'
+CREATE FUNCTION pg_temp.val(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE result text;
+BEGIN
+    EXECUTE sql INTO result;
+    RETURN result;
+EXCEPTION WHEN OTHERS THEN
+    RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
+END $$;
+-- the number of rows a statement changed, as the current role, or 'ERROR <sqlstate>: <message>'
+CREATE FUNCTION pg_temp.changed(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+    EXECUTE sql;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n::text;
+EXCEPTION WHEN OTHERS THEN
+    RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
+END $$;
 DO $$
 BEGIN
     PERFORM aq.create_queue_table('priv_qt', 'priv_ot');
@@ -109,6 +179,8 @@ SELECT ok(NOT has_table_privilege('public', 'public.priv_qt', 'SELECT')
           AND NOT has_table_privilege('public', 'public.priv_qt', 'INSERT')
           AND NOT has_any_column_privilege('public', 'public.priv_qt', 'SELECT'),
           'PUBLIC has no privilege on a new queue table');
+SELECT table_privs_are('public', 'aq$priv_qt', 'public', ARRAY['SELECT'],
+                       'PUBLIC has SELECT (only) on the new queue table''s view aq$priv_qt');
 SELECT function_privs_are('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text'],
                           'aq_tap_none', ARRAY[]::text[],
                           'a role without grants has no EXECUTE on aq.create_queue_table');
@@ -133,39 +205,69 @@ SELECT throws_ok($$SELECT * FROM aq.dequeue('priv_q', NULL::priv_ot, aq.dequeue_
 SELECT throws_ok($$SELECT * FROM aq.dequeue_array('priv_q', NULL::priv_ot, 5, aq.dequeue_options(wait => '0'))$$,
                  '42501', NULL, 'no grant: dequeue_array gives 42501');
 SELECT throws_ok($$SELECT * FROM public.priv_qt$$, '42501', NULL, 'no grant: reading the queue table gives 42501');
--- the admin API is for superusers
-SELECT throws_ok($$SELECT aq.create_queue_table('none_qt', 'priv_ot')$$, '42501', NULL,
+-- the AQ$ view is readable by PUBLIC, but it is security_invoker: the queue table's privileges decide
+SELECT throws_ok($$SELECT count(*) FROM public."aq$priv_qt"$$, '42501', 'permission denied for table priv_qt',
+                 'no grant: reading the AQ$ view gives 42501 for the queue table');
+-- the admin API needs EXECUTE, which PUBLIC does not have
+SELECT throws_ok($$SELECT aq.create_queue_table('none_qt', 'priv_ot')$$, '42501', 'permission denied for function create_queue_table',
                  'non-superuser: create_queue_table gives 42501');
-SELECT throws_ok($$SELECT aq.drop_queue_table('priv_qt', force => true)$$, '42501', NULL,
+SELECT throws_ok($$SELECT aq.drop_queue_table('priv_qt', force => true)$$, '42501', 'permission denied for function drop_queue_table',
                  'non-superuser: drop_queue_table gives 42501');
-SELECT throws_ok($$SELECT aq.purge_queue_table('priv_qt')$$, '42501', NULL,
+SELECT throws_ok($$SELECT aq.purge_queue_table('priv_qt')$$, '42501', 'permission denied for function purge_queue_table',
                  'non-superuser: purge_queue_table gives 42501');
-SELECT throws_ok($$SELECT aq.create_queue('none_q', 'priv_qt')$$, '42501', NULL,
+SELECT throws_ok($$SELECT aq.create_queue('none_q', 'priv_qt')$$, '42501', 'permission denied for function create_queue',
                  'non-superuser: create_queue gives 42501');
-SELECT throws_ok($$SELECT aq.alter_queue('priv_q', max_retries => 0)$$, '42501', NULL,
+SELECT throws_ok($$SELECT aq.alter_queue('priv_q', max_retries => 0)$$, '42501', 'permission denied for function alter_queue',
                  'non-superuser: alter_queue gives 42501');
-SELECT throws_ok($$SELECT aq.stop_queue('priv_q')$$, '42501', NULL, 'non-superuser: stop_queue gives 42501');
-SELECT throws_ok($$SELECT aq.start_queue('priv_q')$$, '42501', NULL, 'non-superuser: start_queue gives 42501');
-SELECT throws_ok($$SELECT aq.drop_queue('priv_q')$$, '42501', NULL, 'non-superuser: drop_queue gives 42501');
-SELECT throws_ok($$SELECT aq.grant_queue_privilege('ALL', 'priv_q', 'aq_tap_none')$$, '42501', NULL,
+SELECT throws_ok($$SELECT aq.stop_queue('priv_q')$$, '42501', 'permission denied for function stop_queue', 'non-superuser: stop_queue gives 42501');
+SELECT throws_ok($$SELECT aq.start_queue('priv_q')$$, '42501', 'permission denied for function start_queue', 'non-superuser: start_queue gives 42501');
+SELECT throws_ok($$SELECT aq.drop_queue('priv_q')$$, '42501', 'permission denied for function drop_queue', 'non-superuser: drop_queue gives 42501');
+SELECT throws_ok($$SELECT aq.grant_queue_privilege('ALL', 'priv_q', 'aq_tap_none')$$, '42501', 'permission denied for function grant_queue_privilege',
                  'non-superuser: granting itself a queue privilege gives 42501');
-SELECT throws_ok($$SELECT aq.revoke_queue_privilege('ALL', 'priv_q', 'aq_tap_none')$$, '42501', NULL,
+SELECT throws_ok($$SELECT aq.revoke_queue_privilege('ALL', 'priv_q', 'aq_tap_none')$$, '42501', 'permission denied for function revoke_queue_privilege',
                  'non-superuser: revoke_queue_privilege gives 42501');
-SELECT throws_ok($$SELECT aq._queue('priv_q')$$, '42501', NULL, 'non-superuser: internal aq._queue gives 42501');
--- the catalog is readable but not writable
-SELECT results_eq($$SELECT queue_name FROM aq.queues ORDER BY queue_name$$, $$VALUES ('priv_q'), ('priv_q2')$$,
+SELECT is((aq._queue('priv_q')).queue_name, 'priv_q',
+          'non-superuser: the internal aq._queue (EXECUTE to PUBLIC since 0.4.0) only reads the public catalog');
+-- the catalog is readable; writes to the rows of a queue table the role does not own change nothing (RLS)
+SELECT results_eq($$SELECT queue_name FROM aq.queues ORDER BY queue_name COLLATE "C"$$,
+                  $$VALUES ('aq$_priv_qt_e'), ('priv_q'), ('priv_q2')$$,
                   'a role without grants can read aq.queues');
-SELECT throws_ok($$UPDATE aq.queues SET enqueue_enabled = true$$, '42501', NULL,
-                 'a role cannot update aq.queues directly');
-SELECT throws_ok($$DELETE FROM aq.queues$$, '42501', NULL, 'a role cannot delete from aq.queues');
+SELECT is(pg_temp.changed($$UPDATE aq.queues SET enqueue_enabled = false, dequeue_enabled = false$$), '0',
+          'a role''s UPDATE of aq.queues changes no row of a queue table it does not own');
+SELECT is(pg_temp.changed($$DELETE FROM aq.queues$$), '0',
+          'a role''s DELETE from aq.queues removes no row of a queue table it does not own');
+SELECT is(pg_temp.changed($$UPDATE aq.queue_tables SET comment = 'hijacked'$$),
+          'ERROR 42501: permission denied for table queue_tables',
+          'a role''s UPDATE of aq.queue_tables gives 42501 (no UPDATE on aq.queue_tables)');
+SELECT is(pg_temp.changed($$UPDATE aq.queues SET queue_name = 'hijacked'$$),
+          'ERROR 42501: permission denied for table queues',
+          'a role''s UPDATE of a queue''s name in aq.queues gives 42501 (not a granted column)');
+SELECT is(pg_temp.changed($$DELETE FROM aq.queue_tables$$), '0',
+          'a role''s DELETE from aq.queue_tables removes no row of a queue table it does not own');
 SELECT throws_ok($$INSERT INTO aq.queue_tables (queue_table, table_schema, payload_type)
-                   VALUES ('fake', 'public', 'priv_ot')$$, '42501', NULL,
-                 'a role cannot insert into aq.queue_tables');
+                   VALUES ('fake', 'public', 'priv_ot')$$, '42501',
+                 'new row violates row-level security policy for table "queue_tables"',
+                 'a role cannot insert into aq.queue_tables a row without a table (RLS)');
+SELECT throws_ok($$INSERT INTO aq.queue_tables (queue_table, table_schema, relid, payload_type)
+                   VALUES ('fake', 'public', 'public.priv_qt', 'priv_ot')$$, '42501',
+                 'new row violates row-level security policy for table "queue_tables"',
+                 'a role cannot insert into aq.queue_tables a row for a table it does not own (RLS)');
+SELECT throws_ok($$INSERT INTO aq.queues (queue_name, queue_table_id)
+                   SELECT 'fake_q', queue_table_id FROM aq.queue_tables WHERE queue_table = 'priv_qt'$$, '42501',
+                 'new row violates row-level security policy for table "queues"',
+                 'a role cannot insert a queue of a queue table it does not own into aq.queues (RLS)');
+SELECT throws_ok($$TRUNCATE aq.queues$$, '42501', 'permission denied for table queues', 'a role cannot truncate aq.queues');
+SELECT throws_ok($$TRUNCATE aq.queue_tables$$, '42501', 'permission denied for table queue_tables',
+                 'a role cannot truncate aq.queue_tables');
 SELECT throws_ok($$CREATE TABLE aq.intruder (i int)$$, '42501', NULL, 'a role cannot create objects in schema aq');
 RESET ROLE;
 SELECT is(current_user::text, session_user::text, 'RESET ROLE: back to the session (super)user');
 SELECT results_eq($$SELECT count(*)::int FROM v_priv_q$$, $$VALUES (20)$$,
                   'the refused calls changed nothing: priv_q still has its 20 messages');
+SELECT results_eq($$SELECT q.queue_name, q.enqueue_enabled, q.dequeue_enabled, t.comment
+                      FROM aq.queues q JOIN aq.queue_tables t USING (queue_table_id) ORDER BY q.queue_name COLLATE "C"$$,
+                  $$VALUES ('aq$_priv_qt_e', false, false, NULL::text), ('priv_q', true, true, NULL), ('priv_q2', true, true, NULL)$$,
+                  '... but the non-owner''s UPDATE and DELETE of the catalog changed no row');
 
 ------------------------------------------------------------------------------ ENQUEUE
 
@@ -209,6 +311,8 @@ SELECT throws_ok($$SELECT aq.enqueue_array('priv_q', ARRAY[ROW('x')::priv_ot])$$
                  'DEQUEUE only: enqueue_array gives 42501');
 SELECT matches(pg_temp.dq('priv_q'), '^[0-9]+:m[0-9]+$', 'DEQUEUE: dequeue returns a message');
 SELECT is(pg_temp.dqa('priv_q', 3), '3', 'DEQUEUE: dequeue_array returns 3 messages');
+SELECT is(pg_temp.val($$SELECT count(*) FROM public."aq$priv_qt" WHERE queue = 'priv_q'$$), '19',
+          'DEQUEUE: reads the 19 messages left in priv_q through the AQ$ view');
 RESET ROLE;
 SELECT results_eq($$SELECT count(*)::int FROM v_priv_q$$, $$VALUES (19)$$,
                   'aq_tap_deq removed 4 messages (23 - 4)');
