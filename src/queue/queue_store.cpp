@@ -68,7 +68,8 @@ const char* const lookup_sql =
     "       t.queue_table_id, t.sort_list OPERATOR(pg_catalog.=) 'priority,enq_time',"
     "       q.queue_type OPERATOR(pg_catalog.=) 'exception_queue', c.relowner,"
     "       (SELECT e.queue_id FROM aq.queues e WHERE e.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
-    "           AND e.queue_name OPERATOR(pg_catalog.=) aq._default_exception_queue(t.queue_table))"
+    // aq._default_exception_queue's rule, inline: a call of that function costs more than the rest of the lookup.
+    "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table OPERATOR(pg_catalog.||) '_e'))"
     "  FROM aq.queues q"
     "  JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) q.queue_table_id"
     "  LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
