@@ -12,12 +12,24 @@
 // than n rows (the IN (subquery) over-claim of SKIP LOCKED ... LIMIT cannot happen), and
 // the whole batch is deleted by one statement through a TID scan: bulk, not row by row.
 //
+// The other dequeue modes are the claim alone: LOCKED keeps FOR UPDATE SKIP LOCKED and
+// deletes nothing (a later dequeue by msgid removes the message), BROWSE is a plain
+// SELECT.  The order is the queue table's sort order, (enq_time, msgid) or (priority,
+// enq_time, msgid), each with its index; dequeue by correlation uses the partial index
+// (q_id, corrid COLLATE "C", <order>).
+//
 // Navigation NEXT_MESSAGE (Oracle's default) keeps this backend's position per queue
 // for the current transaction: the next scan starts after the last message it
 // dequeued, so a run of single dequeues in one transaction does not re-walk the index
 // entries of the rows it has already deleted (which stay in the index until the
-// transaction ends).  When the scan after the position finds nothing, it rescans from
-// the head once before waiting, so no message is ever missed.
+// transaction ends).  When the scan after the position finds nothing, a removing dequeue
+// rescans from the head once before waiting, so no message is ever missed.  Browse keeps
+// its own position for the session (Oracle's browse cursor).
+//
+// Messages whose expiration has passed are never claimed; the system moves them to
+// their exception queue (an UPDATE of q_id, as the queue table's owner) when an
+// exception queue of the table is read, and at most once a second per backend when a
+// normal queue is.  Attempts of rolled-back dequeues: retries.hpp.
 #pragma once
 
 extern "C" {
