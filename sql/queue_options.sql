@@ -97,8 +97,8 @@ SELECT aq.enqueue_array('prio_q', ARRAY['o-1', 'inv-1', 'o-22', 'o_x', 'none'],
 SELECT deq_all('prio_q', aq.dequeue_options(correlation => 'order-_', wait => '0', dequeue_mode => 'browse', navigation => 'first_message')) AS one_char;
 SELECT deq_all('prio_q', aq.dequeue_options(correlation => 'order%', wait => '0', dequeue_mode => 'browse', navigation => 'first_message')) AS prefix;
 SELECT deq_all('prio_q', aq.dequeue_options(correlation => 'order\_x', wait => '0', dequeue_mode => 'browse', navigation => 'first_message')) AS escaped;
--- (exact values and plain prefixes take generic plans with index ranges; a prefix ending in a
--- multibyte character, or any other pattern, a plan made for the pattern)
+-- (an exact value takes a generic plan on the correlation index; a pattern, a plan made for
+-- it, in which a constant prefix, multibyte or not, is an index range)
 SELECT aq.enqueue('prio_q', 'café'::text, aq.message_properties(correlation => 'café-1')) > 0 AS enqueued;
 SELECT deq('prio_q', aq.dequeue_options(correlation => 'café%', wait => '0')) AS multibyte_prefix;
 SELECT deq_all('prio_q', aq.dequeue_options(correlation => 'order-2%', wait => '0', dequeue_mode => 'browse', navigation => 'first_message')) AS prefix_2;

@@ -26,7 +26,6 @@ extern "C" {
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <type_traits>
 
 #include "pg/guard.hpp"
 #include "queue/bulk_enqueue.hpp"
@@ -235,42 +234,15 @@ enum DequeueShape : int32 {
     mode_locked = 16,     // read and lock (FOR UPDATE SKIP LOCKED); removed later by msgid
     priority_order = 32,  // sort_list priority,enq_time
     exception_queue = 64, // its messages are expired by definition: no delay/expiration filter
-    correlation_exact = 128,   // a pattern without wildcards: corrid = $7, generic plan
-    correlation_prefix = 256,  // 'abc%': corrid in [$9, $10) AND LIKE $7, generic plan
+    correlation_exact = 128,  // a pattern without wildcards: corrid = $7, generic plan
 };
 
-// How a correlation pattern is matched (Oracle's LIKE semantics, with \ escaping).  Exact
-// values and plain prefixes get generic plans on the correlation index: planning a statement
-// per call would cost more than running it.
-// Plain data (palloc'd bounds): it lives in frames that PostgreSQL may longjmp over.
-struct CorrelationMatch {
-    int32 shape = 0;
-    char* lower = nullptr;  // correlation_prefix: the index range
-    char* upper = nullptr;
-};
-static_assert(std::is_trivially_destructible_v<CorrelationMatch>);
-
-CorrelationMatch classify_correlation(const char* pattern) {
-    CorrelationMatch m;
-    size_t n = strlen(pattern);
-    size_t wild = strcspn(pattern, "%_\\");
-    if (wild == n) {
-        m.shape = correlation_exact;
-        return m;
-    }
-    // A prefix: only '%' from the first wildcard on, and a prefix whose last byte is ASCII
-    // (so that prefix-with-last-byte-plus-one is valid UTF-8 and bounds it in the C collation).
-    bool only_percent = wild > 0 && strspn(pattern + wild, "%") == n - wild;
-    unsigned char last = wild > 0 ? static_cast<unsigned char>(pattern[wild - 1]) : 0;
-    if (only_percent && last < 0x7F) {
-        m.shape = correlation_prefix;
-        m.lower = pnstrdup(pattern, wild);
-        m.upper = pnstrdup(pattern, wild);
-        m.upper[wild - 1] = static_cast<char>(last + 1);
-        return m;
-    }
-    m.shape = by_correlation;
-    return m;
+// Oracle's correlation is a LIKE pattern (backslash escapes).  Without a wildcard it is a
+// value: a generic plan finds it on the correlation index, with no planning per call.  A
+// pattern gets a plan made for it, in which the planner turns a constant prefix into an
+// index range (a generic plan cannot, and walks the queue in its sort order instead).
+int32 correlation_shape(const char* pattern) {
+    return pattern[strcspn(pattern, "%_\\")] == '\0' ? correlation_exact : by_correlation;
 }
 
 struct PlanKey {
@@ -366,12 +338,9 @@ char* build_sql(const QueueInfo& q, int32 statement) {
     char* where = psprintf(
         "q_id OPERATOR(pg_catalog.=) $1%s%s%s%s", position, (shape & by_msgid) ? " AND msgid OPERATOR(pg_catalog.=) $6" : "",
         // In the C collation, as the correlation index is built: a LIKE prefix is then an index range.
-        (shape & by_correlation)       ? " AND corrid COLLATE \"C\" OPERATOR(pg_catalog.~~) $7"
-        : (shape & correlation_exact)  ? " AND corrid COLLATE \"C\" OPERATOR(pg_catalog.=) $7"
-        : (shape & correlation_prefix) ? " AND corrid COLLATE \"C\" OPERATOR(pg_catalog.>=) $9"
-                                         " AND corrid COLLATE \"C\" OPERATOR(pg_catalog.<) $10"
-                                         " AND corrid COLLATE \"C\" OPERATOR(pg_catalog.~~) $7"
-                                       : "",
+        (shape & by_correlation)      ? " AND corrid COLLATE \"C\" OPERATOR(pg_catalog.~~) $7"
+        : (shape & correlation_exact) ? " AND corrid COLLATE \"C\" OPERATOR(pg_catalog.=) $7"
+                                      : "",
         (shape & exception_queue) ? ""
                                   : " AND (delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
                                     " AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)");
@@ -415,7 +384,7 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
     if (found && entry->plan) SPI_freeplan(entry->plan);
     entry->plan = nullptr;
 
-    Oid argtypes[10];
+    Oid argtypes[8];
     int nargs;
     if (statement == enqueue_plain || statement == enqueue_with_properties) {
         Oid payload_array_type = get_array_type(q.payload_type);
@@ -442,10 +411,9 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         argtypes[3] = INT4OID;
         nargs = 4;
     } else {
-        Oid dequeue_types[10] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID,
-                                 INT8OID, TEXTOID,        INT4OID, TEXTOID,        TEXTOID};
+        Oid dequeue_types[8] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID, INT4OID};
         memcpy(argtypes, dequeue_types, sizeof argtypes);
-        nargs = 10;
+        nargs = 8;
     }
     // A generic plan: with LIMIT $3 and a growing queue, custom plans would be re-planned
     // on every call (their estimated cost never beats the generic one); the plan shape
@@ -564,19 +532,16 @@ int claim(const ClaimArgs& a) {
     int32 shape = 0;
     if (a.after) shape |= after_position;
     if (o.msgid) shape |= by_msgid;
-    CorrelationMatch correlation;
-    if (o.correlation) correlation = classify_correlation(o.correlation);
-    shape |= correlation.shape;
+    if (o.correlation) shape |= correlation_shape(o.correlation);
     if (o.mode == DequeueMode::browse) shape |= mode_browse;
     if (o.mode == DequeueMode::locked) shape |= mode_locked;
     if (a.queue->priority_order) shape |= priority_order;
     if (a.queue->exception_queue) shape |= exception_queue;
     SPIPlanPtr plan = statement_plan(*a.queue, dequeue_base + shape, InvalidOid);
 
-    static const Oid types[10] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID,
-                                  INT8OID, TEXTOID,        INT4OID, TEXTOID,        TEXTOID};
-    ParamListInfo params = makeParamList(10);
-    for (int i = 0; i < 10; i++) {
+    static const Oid types[8] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID, INT4OID};
+    ParamListInfo params = makeParamList(8);
+    for (int i = 0; i < 8; i++) {
         params->params[i].ptype = types[i];
         params->params[i].pflags = PARAM_FLAG_CONST;
         params->params[i].isnull = true;
@@ -596,10 +561,6 @@ int claim(const ClaimArgs& a) {
     }
     if (o.msgid) set(5, Int64GetDatum(*o.msgid));
     if (o.correlation) set(6, CStringGetTextDatum(o.correlation));
-    if (correlation.shape == correlation_prefix) {
-        set(8, CStringGetTextDatum(correlation.lower));
-        set(9, CStringGetTextDatum(correlation.upper));
-    }
 
     SinkReceiver receiver;
     memset(&receiver, 0, sizeof receiver);
