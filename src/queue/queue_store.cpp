@@ -17,6 +17,7 @@ extern "C" {
 #include "utils/resowner.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -577,7 +578,21 @@ int claim(const ClaimArgs& a) {
     options.params = params;
     options.read_only = false;
     options.dest = &receiver.pub;
+    // The generic plan is made at the first execution in this backend (and again after an
+    // invalidation), from the table's size at that moment.  On a new or drained queue a
+    // sequential or bitmap scan plus a sort looks cheapest, and that plan would then read the
+    // whole queue at every dequeue once it has grown.  So the statement is planned without
+    // them: the claim walks the sort order's index and the DELETE is a TID scan, at every
+    // size.  (By correlation the sort stays allowed: the correlation index is not in that order.)
+    // A disabled step that remains (the sort of the returned batch) costs 1e10 to the planner,
+    // which would then JIT-compile the statement at every execution: no JIT.
+    int guc_level = NewGUCNestLevel();
+    for (const char* method : {"enable_seqscan", "enable_bitmapscan", "enable_sort", "jit"}) {
+        if (strcmp(method, "enable_sort") == 0 && (shape & by_correlation)) continue;
+        (void)set_config_option(method, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    }
     int rc = SPI_execute_plan_extended(plan, &options);
+    AtEOXact_GUC(true, guc_level);
     // SPI reports a query whose rows went to another DestReceiver as SPI_OK_UTILITY.
     if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "aq: dequeue statement failed: %s", SPI_result_code_string(rc));
 
