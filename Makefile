@@ -64,6 +64,13 @@ installcheck-tap:
 tools/bench/queue-bench: tools/bench/queue_bench.cpp
 	$(CXX) -std=c++17 -O2 -Wall -I$(shell $(PG_CONFIG) --includedir) -o $@ $< -L$(shell $(PG_CONFIG) --libdir) -lpq
 
+# aq-bench: the libpq load driver (tools/aq-bench; Boost.Program_options).
+AQ_BENCH_SRCS = tools/aq-bench/main.cpp tools/aq-bench/cli.cpp tools/aq-bench/pg.cpp tools/aq-bench/faults.cpp \
+	tools/aq-bench/queue_workload.cpp tools/aq-bench/checker.cpp tools/aq-bench/report.cpp
+tools/aq-bench/aq-bench: $(AQ_BENCH_SRCS) $(wildcard tools/aq-bench/*.hpp)
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -I$(shell $(PG_CONFIG) --includedir) -Itools/aq-bench -o $@ $(AQ_BENCH_SRCS) \
+		-L$(shell $(PG_CONFIG) --libdir) -lpq -lboost_program_options -pthread
+
 # Unit tests of the pure C++ pieces (no PostgreSQL headers): Boost.Test.
 UNIT_SRCS = test/unit/options_test.cpp src/queue/options.cpp
 test/unit/options_test: $(UNIT_SRCS) src/queue/options.hpp src/common/error.hpp
@@ -75,11 +82,24 @@ test/unit/commit_mode_test: test/unit/commit_mode_test.cpp src/commit/mode.cpp s
 test/unit/hint_test: test/unit/hint_test.cpp src/ingest/hint.cpp src/ingest/hint.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/hint_test.cpp src/ingest/hint.cpp
 
-unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test
+# aq-bench's pure parts: the exactly-once checker, the report, the command line.
+test/unit/checker_test: test/unit/checker_test.cpp tools/aq-bench/checker.cpp tools/aq-bench/checker.hpp
+	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -o $@ test/unit/checker_test.cpp tools/aq-bench/checker.cpp -pthread
+test/unit/report_test: test/unit/report_test.cpp tools/aq-bench/report.cpp tools/aq-bench/report.hpp
+	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -o $@ test/unit/report_test.cpp tools/aq-bench/report.cpp
+test/unit/aq_bench_cli_test: test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.cpp tools/aq-bench/cli.hpp
+	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -I$(shell $(PG_CONFIG) --includedir) -o $@ \
+		test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.cpp -lboost_program_options
+
+unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/checker_test \
+		test/unit/report_test test/unit/aq_bench_cli_test
 	./test/unit/options_test
 	./test/unit/commit_mode_test
 	./test/unit/hint_test
+	./test/unit/checker_test
+	./test/unit/report_test
+	./test/unit/aq_bench_cli_test
 
 .PHONY: unitcheck
-EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
 	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out

@@ -1,0 +1,82 @@
+// aq-bench's command line (tools/aq-bench/cli.cpp): the runs it expands to and the errors it gives.
+#define BOOST_TEST_MODULE aq_bench_cli
+#include <boost/test/included/unit_test.hpp>
+
+#include "cli.hpp"
+
+using aqbench::parse_queue_command;
+namespace po = boost::program_options;
+
+namespace {
+
+std::string error_of(const std::vector<std::string>& args) {
+    try {
+        parse_queue_command(args);
+    } catch (const po::error& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(defaults_are_one_aq_run) {
+    auto c = parse_queue_command({"host=/tmp port=5432"});
+    BOOST_REQUIRE_EQUAL(c.runs.size(), 1u);
+    BOOST_CHECK_EQUAL(c.runs[0].conninfo, "host=/tmp port=5432");
+    BOOST_CHECK_EQUAL(c.runs[0].system, "aq");
+    BOOST_CHECK_EQUAL(c.runs[0].producers, 1);
+    BOOST_CHECK_EQUAL(c.runs[0].enqueue_batch, 100);
+    BOOST_CHECK_EQUAL(c.runs[0].dequeue_batch, 100);
+    BOOST_CHECK_EQUAL(c.runs[0].messages, 10000);
+    BOOST_CHECK(!c.faults);
+    BOOST_CHECK(!c.help);
+}
+
+BOOST_AUTO_TEST_CASE(comma_lists_expand_to_every_combination) {
+    auto c = parse_queue_command({"dbname=x", "-s", "aq,plain", "-P", "2", "-C", "1,2,4", "-b", "1,10,100,500"});
+    BOOST_REQUIRE_EQUAL(c.runs.size(), 2u * 1u * 3u * 4u);
+    BOOST_CHECK_EQUAL(c.runs.front().system, "aq");
+    BOOST_CHECK_EQUAL(c.runs.front().consumers, 1);
+    BOOST_CHECK_EQUAL(c.runs.front().dequeue_batch, 1);
+    BOOST_CHECK_EQUAL(c.runs.back().system, "plain");
+    BOOST_CHECK_EQUAL(c.runs.back().consumers, 4);
+    BOOST_CHECK_EQUAL(c.runs.back().dequeue_batch, 500);
+    for (auto& r : c.runs) BOOST_CHECK_EQUAL(r.producers, 2);
+}
+
+BOOST_AUTO_TEST_CASE(faults_and_their_options) {
+    auto c = parse_queue_command({"dbname=x", "--faults", "--fault-interval", "0.5", "--datadir", "/d", "--crashes", "3"});
+    BOOST_CHECK(c.faults);
+    BOOST_CHECK_EQUAL(c.fault_options.interval_seconds, 0.5);
+    BOOST_CHECK_EQUAL(c.fault_options.data_directory, "/d");
+    BOOST_CHECK_EQUAL(c.fault_options.crashes, 3);
+    BOOST_CHECK_EQUAL(c.fault_options.conninfo, "dbname=x");
+}
+
+BOOST_AUTO_TEST_CASE(help_is_not_a_run) {
+    auto c = parse_queue_command({"--help"});
+    BOOST_CHECK(c.help);
+    BOOST_CHECK(c.runs.empty());
+    BOOST_CHECK(c.help_text.find("--consumers") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(bad_values_name_the_option) {
+    BOOST_CHECK_EQUAL(error_of({"-b", "1,x"}), "--batch: \"x\" is not a positive integer");
+    BOOST_CHECK_EQUAL(error_of({"-C", "0"}), "--consumers: \"0\" is not a positive integer");
+    BOOST_CHECK_EQUAL(error_of({"-P", "2,,3"}), "--producers: \"\" is not a positive integer");
+    BOOST_CHECK_EQUAL(error_of({"-s", "kafka"}), "--system: unknown \"kafka\" (aq, plain)");
+    BOOST_CHECK_EQUAL(error_of({"--payload", "8"}), "--payload must be 32 .. 1000000");
+    BOOST_CHECK_EQUAL(error_of({"--crashes", "2"}), "--crashes needs --datadir");
+    BOOST_CHECK_EQUAL(error_of({"-n", "0"}), "give --messages > 0, or --messages 0 and --seconds > 0");
+    BOOST_CHECK_EQUAL(error_of({"--delay", "-1"}), "--delay must not be negative");
+    BOOST_CHECK(error_of({"--no-such-option"}).find("no-such-option") != std::string::npos);
+    BOOST_CHECK(error_of({"-b"}).find("batch") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(duration_instead_of_count) {
+    auto c = parse_queue_command({"-n", "0", "--seconds", "5"});
+    BOOST_REQUIRE_EQUAL(c.runs.size(), 1u);
+    BOOST_CHECK_EQUAL(c.runs[0].messages, 0);
+    BOOST_CHECK_EQUAL(c.runs[0].seconds, 5.0);
+}

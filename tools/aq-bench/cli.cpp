@@ -1,0 +1,97 @@
+#include "cli.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <sstream>
+
+namespace po = boost::program_options;
+
+namespace aqbench {
+
+std::vector<int> parse_int_list(const std::string& text, const char* option) {
+    std::vector<int> values;
+    std::stringstream in(text);
+    for (std::string item; std::getline(in, item, ',');) {
+        size_t used = 0;
+        int v = 0;
+        try {
+            v = std::stoi(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || v < 1)
+            throw po::error(std::string("--") + option + ": \"" + item + "\" is not a positive integer");
+        values.push_back(v);
+    }
+    if (values.empty()) throw po::error(std::string("--") + option + " is empty");
+    return values;
+}
+
+QueueCommand parse_queue_command(const std::vector<std::string>& args) {
+    QueueCommand command;
+    QueueConfig base;
+    std::string conninfo, systems, producers, consumers, batches;
+    FaultOptions& f = command.fault_options;
+    po::options_description options("aq-bench queue \"<conninfo>\" [options]");
+    options.add_options()("help,h", "this help")
+        ("conninfo", po::value(&conninfo)->default_value(""), "libpq connection string, as for psql")
+        ("system,s", po::value(&systems)->default_value("aq"), "aq, plain (comma list: each is run)")
+        ("producers,P", po::value(&producers)->default_value("1"), "producer sessions (comma list: each is run)")
+        ("consumers,C", po::value(&consumers)->default_value("1"), "consumer sessions (comma list)")
+        ("batch,b", po::value(&batches)->default_value("100"), "messages per enqueue and per dequeue (comma list)")
+        ("messages,n", po::value(&base.messages)->default_value(10000), "messages per run (0: use --seconds)")
+        ("seconds", po::value(&base.seconds)->default_value(0), "run for this long instead of --messages")
+        ("payload", po::value(&base.payload_bytes)->default_value(64), "payload bytes per message (32 .. 1000000)")
+        ("priorities", po::value(&base.priorities)->default_value(1), "aq: priorities 1..N (priority-sorted queue)")
+        ("delay", po::value(&base.delay_seconds)->default_value(0), "aq: delay every message by this many seconds")
+        ("csv", po::value(&command.csv), "append one CSV row per run to FILE")
+        ("faults", "inject faults while the load runs (kill -9 and pg_terminate_backend of consumers)")
+        ("fault-interval", po::value(&f.interval_seconds)->default_value(2), "seconds between faults")
+        ("datadir", po::value(&f.data_directory), "with --faults: the server's data directory, to crash the postmaster")
+        ("crashes", po::value(&f.crashes)->default_value(0), "with --datadir: how many postmaster crashes")
+        ("pg-ctl", po::value(&f.pg_ctl)->default_value("pg_ctl"), "the pg_ctl that restarts the server");
+    po::positional_options_description positional;
+    positional.add("conninfo", 1);
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+    if (vm.count("help")) {
+        std::ostringstream text;
+        text << options;
+        command.help = true;
+        command.help_text = text.str();
+        return command;
+    }
+    po::notify(vm);
+    if (base.messages < 0 || base.seconds < 0 || (base.messages == 0 && base.seconds <= 0))
+        throw po::error("give --messages > 0, or --messages 0 and --seconds > 0");
+    if (base.payload_bytes < 32 || base.payload_bytes > 1000000) throw po::error("--payload must be 32 .. 1000000");
+    if (base.priorities < 1) throw po::error("--priorities must be 1 or more");
+    if (base.delay_seconds < 0) throw po::error("--delay must not be negative");
+    if (f.interval_seconds <= 0) throw po::error("--fault-interval must be positive");
+    if (f.crashes < 0 || (f.crashes > 0 && f.data_directory.empty())) throw po::error("--crashes needs --datadir");
+    command.faults = vm.count("faults") > 0;
+    f.conninfo = conninfo;
+
+    std::vector<std::string> system_list;
+    std::stringstream in(systems);
+    for (std::string s; std::getline(in, s, ',');) {
+        if (s != "aq" && s != "plain") throw po::error("--system: unknown \"" + s + "\" (aq, plain)");
+        system_list.push_back(s);
+    }
+    if (system_list.empty()) throw po::error("--system is empty");
+    for (auto& system : system_list)
+        for (int p : parse_int_list(producers, "producers"))
+            for (int c : parse_int_list(consumers, "consumers"))
+                for (int b : parse_int_list(batches, "batch")) {
+                    QueueConfig config = base;
+                    config.conninfo = conninfo;
+                    config.system = system;
+                    config.producers = p;
+                    config.consumers = c;
+                    config.enqueue_batch = config.dequeue_batch = b;
+                    command.runs.push_back(config);
+                }
+    return command;
+}
+
+}  // namespace aqbench

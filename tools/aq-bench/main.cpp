@@ -1,0 +1,151 @@
+// aq-bench: a libpq load driver for aq.  `aq-bench --help` lists the workloads and options.
+//
+//   aq-bench queue  "<conninfo>" [options]   producers/consumers on aq or plain SQL
+//   aq-bench report --csv FILE --out DIR    PNG charts of a CSV (gnuplot)
+//
+// Every queue run is checked for exactly-once delivery (checker.hpp); the exit status is 1
+// if any run lost, duplicated or invented a message, 2 on a usage or connection error.
+#include <boost/program_options.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "faults.hpp"
+#include "queue_workload.hpp"
+#include "report.hpp"
+
+namespace po = boost::program_options;
+
+namespace aqbench {
+
+namespace {
+
+const char* const csv_header =
+    "workload,system,producers,consumers,batch,payload_bytes,messages,seconds,enq_rate,deq_rate,p50_ms,p99_ms,max_ms,"
+    "lost,duplicated,unexpected,recovered,mode,tps,wal_syncs_per_commit,rows_ack_rate,rows_applied_rate";
+
+std::string fixed(double v, int decimals = 1) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    return buf;
+}
+
+std::string csv_row(const QueueResult& r) {
+    const auto& c = r.config;
+    std::ostringstream o;
+    o << "queue," << c.system << ',' << c.producers << ',' << c.consumers << ',' << c.dequeue_batch << ','
+      << c.payload_bytes << ',' << r.enqueued << ',' << fixed(r.seconds, 3) << ',' << fixed(r.enqueue_rate) << ','
+      << fixed(r.dequeue_rate) << ',' << fixed(r.p50_ms, 3) << ',' << fixed(r.p99_ms, 3) << ',' << fixed(r.max_ms, 3)
+      << ',' << r.verdict.lost << ',' << r.verdict.duplicated << ',' << r.verdict.unexpected << ','
+      << r.verdict.recovered << ",,,,,";
+    return o.str();
+}
+
+void print_summary(const std::vector<QueueResult>& results, const FaultCounts* faults) {
+    std::printf("\n%-6s %3s %3s %6s %10s %11s %11s %9s %9s %9s %6s %6s %6s %6s\n", "system", "P", "C", "batch",
+                "messages", "enq msg/s", "deq msg/s", "p50 ms", "p99 ms", "max ms", "lost", "dup", "unexp", "recov");
+    for (auto& r : results)
+        std::printf("%-6s %3d %3d %6d %10llu %11.0f %11.0f %9.2f %9.2f %9.2f %6llu %6llu %6llu %6llu%s\n",
+                    r.config.system.c_str(), r.config.producers, r.config.consumers, r.config.dequeue_batch,
+                    static_cast<unsigned long long>(r.enqueued), r.enqueue_rate, r.dequeue_rate, r.p50_ms, r.p99_ms,
+                    r.max_ms, static_cast<unsigned long long>(r.verdict.lost),
+                    static_cast<unsigned long long>(r.verdict.duplicated),
+                    static_cast<unsigned long long>(r.verdict.unexpected),
+                    static_cast<unsigned long long>(r.verdict.recovered), r.verdict.ok() ? "" : "  FAILED");
+    if (faults)
+        std::printf("faults: %d kill -9, %d pg_terminate_backend, %d postmaster crashes (%d skipped)\n", faults->kills,
+                    faults->terminations, faults->crashes, faults->skipped);
+}
+
+int queue_command(const std::vector<std::string>& args) {
+    QueueCommand command = parse_queue_command(args);
+    if (command.help) {
+        std::cout << command.help_text << "\nSystems:\n" << describe_systems();
+        return 0;
+    }
+    std::vector<QueueResult> results;
+    FaultCounts total;
+    for (auto& config : command.runs) {
+        std::fprintf(stderr, "aq-bench: queue %s P=%d C=%d batch=%d ...\n", config.system.c_str(), config.producers,
+                     config.consumers, config.dequeue_batch);
+        std::unique_ptr<FaultInjector> injector;
+        if (command.faults) injector = std::make_unique<FaultInjector>(command.fault_options, config.consumers);
+        results.push_back(run_queue(config, injector.get()));
+        if (injector) {
+            auto n = injector->counts();
+            total.kills += n.kills;
+            total.terminations += n.terminations;
+            total.crashes += n.crashes;
+            total.skipped += n.skipped;
+        }
+        std::fprintf(stderr, "aq-bench: %s\n", to_string(results.back().verdict).c_str());
+        if (!command.csv.empty()) {
+            bool fresh = !std::ifstream(command.csv).good();
+            std::ofstream out(command.csv, std::ios::app);
+            if (fresh) out << csv_header << '\n';
+            out << csv_row(results.back()) << '\n';
+        }
+    }
+    print_summary(results, command.faults ? &total : nullptr);
+    for (auto& r : results)
+        if (!r.verdict.ok()) return 1;
+    return 0;
+}
+
+int report_command(const std::vector<std::string>& args) {
+    ReportOptions o;
+    po::options_description options("aq-bench report --csv FILE --out DIR");
+    options.add_options()("help,h", "this help")
+        ("csv", po::value(&o.csv_path)->required(), "the CSV written by aq-bench --csv")
+        ("out", po::value(&o.out_dir)->required(), "directory for the PNG charts")
+        ("gnuplot", po::value(&o.gnuplot)->default_value("gnuplot"), "the gnuplot program");
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(options).run(), vm);
+    if (vm.count("help")) {
+        std::cout << options;
+        return 0;
+    }
+    po::notify(vm);
+    for (auto& png : write_report(o)) std::printf("%s\n", png.c_str());
+    return 0;
+}
+
+const char* const usage =
+    "usage: aq-bench COMMAND [options]   (aq-bench COMMAND --help for its options)\n"
+    "  queue   P producers and C consumers on aq or plain SQL; throughput, latency and an\n"
+    "          exactly-once check of every message (with --faults: kill -9, pg_terminate_backend,\n"
+    "          postmaster crashes while it runs)\n"
+    "  report  PNG charts (gnuplot) from the CSV of earlier runs\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+        std::fputs(usage, args.empty() ? stderr : stdout);
+        return args.empty() ? 2 : 0;
+    }
+    std::string command = args[0];
+    args.erase(args.begin());
+    try {
+        if (command == "queue") return queue_command(args);
+        if (command == "report") return report_command(args);
+        std::fprintf(stderr, "aq-bench: unknown command \"%s\"\n%s", command.c_str(), usage);
+        return 2;
+    } catch (const po::error& e) {
+        std::fprintf(stderr, "aq-bench %s: %s\n", command.c_str(), e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "aq-bench %s: %s\n", command.c_str(), e.what());
+        return 2;
+    }
+}
+
+}  // namespace aqbench
+
+int main(int argc, char** argv) { return aqbench::main(argc, argv); }

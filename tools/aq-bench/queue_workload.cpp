@@ -1,0 +1,321 @@
+// See queue_workload.hpp for the protocol.
+#include "queue_workload.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "faults.hpp"
+#include "pg.hpp"
+
+namespace aqbench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t now_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// A text[] literal of the payloads: "<id>:<sent µs>:xxxx", no characters that need quoting.
+std::string payload(uint64_t id, int bytes) {
+    std::string p = std::to_string(id) + ":" + std::to_string(now_us()) + ":";
+    if (static_cast<int>(p.size()) < bytes) p.append(bytes - p.size(), 'x');
+    return p;
+}
+
+std::string array_literal(const std::vector<std::string>& items) {
+    std::string a = "{";
+    for (size_t i = 0; i < items.size(); i++) {
+        if (i) a += ',';
+        a += items[i];
+    }
+    return a + "}";
+}
+
+bool parse_payload(const char* p, uint64_t* id, int64_t* sent_us) {
+    char* end;
+    *id = std::strtoull(p, &end, 10);
+    if (*end != ':') return false;
+    *sent_us = std::strtoll(end + 1, &end, 10);
+    return *end == ':';
+}
+
+// One system's statements.  Everything runs as the connecting role in schema aq_bench.
+struct System {
+    virtual ~System() = default;
+    virtual void setup(Session& s, const QueueConfig& c) = 0;
+    // One autocommit statement enqueuing the batch.
+    virtual Outcome produce(Session& s, const std::vector<std::string>& payloads) = 0;
+    // Inside BEGIN ... COMMIT: up to n messages into `out` (payload texts); ok with none = empty.
+    virtual Outcome consume(Session& s, int n, std::vector<std::string>& out) = 0;
+    virtual void teardown(Session& s) = 0;
+};
+
+void read_payloads(const Result& r, std::vector<std::string>& out) {
+    for (int i = 0; i < PQntuples(r.get()); i++) out.emplace_back(PQgetvalue(r.get(), i, 0));
+}
+
+struct AqSystem : System {
+    QueueConfig c;
+    void setup(Session& s, const QueueConfig& config) override {
+        c = config;
+        s.must("CREATE EXTENSION IF NOT EXISTS aq");
+        s.must("CREATE SCHEMA IF NOT EXISTS aq_bench");
+        teardown(s);
+        s.must("SELECT aq.create_queue_table('aqb_qt', 'text', sort_list => $1, queue_table_schema => 'aq_bench')",
+               {c.priorities > 1 ? "priority,enq_time" : "enq_time"});
+        s.must("SELECT aq.create_queue('aqb_q', 'aqb_qt')");
+        s.must("SELECT aq.start_queue('aqb_q')");
+    }
+    Outcome produce(Session& s, const std::vector<std::string>& payloads) override {
+        if (c.priorities <= 1 && c.delay_seconds <= 0)
+            return s.exec("SELECT aq.enqueue_array('aqb_q', $1::text[])", {array_literal(payloads)});
+        return s.exec(
+            "SELECT aq.enqueue_array('aqb_q', $1::text[],"
+            " (SELECT array_agg(aq.message_properties(priority => 1 + (i % $2::int),"
+            "                                         delay => $3::double precision * interval '1 s'))"
+            "    FROM generate_series(1, cardinality($1::text[])) i))",
+            {array_literal(payloads), std::to_string(c.priorities), std::to_string(c.delay_seconds)});
+    }
+    Outcome consume(Session& s, int n, std::vector<std::string>& out) override {
+        Result r;
+        Outcome o = s.exec("SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int, aq.dequeue_options(wait => '0.2 s'))",
+                           {std::to_string(n)}, &r);
+        if (o == Outcome::failed && s.last_sqlstate() == "QA228") return Outcome::ok;  // empty
+        if (o == Outcome::ok) read_payloads(r, out);
+        return o;
+    }
+    void teardown(Session& s) override {
+        s.must("SELECT aq.stop_queue(queue_name), aq.drop_queue_table(queue_table, force => true)"
+               "  FROM aq.queues JOIN aq.queue_tables USING (queue_table_id) WHERE queue_table = 'aqb_qt' AND queue_type = 'normal_queue'");
+        s.must("SELECT aq.drop_queue_table(queue_table, force => true) FROM aq.queue_tables WHERE queue_table = 'aqb_qt'");
+    }
+};
+
+// Plain SQL on a table with the queue table's columns and order index: a multi-row INSERT,
+// and DELETE ... RETURNING of the rows claimed with FOR UPDATE SKIP LOCKED (polling when empty).
+struct PlainSystem : System {
+    void setup(Session& s, const QueueConfig&) override {
+        s.must("CREATE SCHEMA IF NOT EXISTS aq_bench");
+        teardown(s);
+        s.must("CREATE TABLE aq_bench.plain_q (msgid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+               " q_id integer NOT NULL, enq_time timestamptz NOT NULL, priority integer NOT NULL DEFAULT 1,"
+               " payload text NOT NULL)");
+        s.must("CREATE INDEX ON aq_bench.plain_q (q_id, enq_time, msgid)");
+    }
+    Outcome produce(Session& s, const std::vector<std::string>& payloads) override {
+        return s.exec("INSERT INTO aq_bench.plain_q (q_id, enq_time, payload) SELECT 1, now(), u FROM unnest($1::text[]) u",
+                      {array_literal(payloads)});
+    }
+    Outcome consume(Session& s, int n, std::vector<std::string>& out) override {
+        Result r;
+        Outcome o = s.exec(
+            "WITH c AS MATERIALIZED (SELECT ctid FROM aq_bench.plain_q WHERE q_id = 1 ORDER BY q_id, enq_time, msgid"
+            "                        LIMIT $1::int FOR UPDATE SKIP LOCKED)"
+            " DELETE FROM aq_bench.plain_q WHERE ctid = ANY (ARRAY(SELECT ctid FROM c)) RETURNING payload",
+            {std::to_string(n)}, &r);
+        if (o == Outcome::ok) {
+            read_payloads(r, out);
+            if (out.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // plain SQL cannot wait
+        }
+        return o;
+    }
+    void teardown(Session& s) override { s.must("DROP TABLE IF EXISTS aq_bench.plain_q"); }
+};
+
+std::unique_ptr<System> make_system(const std::string& name) {
+    if (name == "aq") return std::make_unique<AqSystem>();
+    if (name == "plain") return std::make_unique<PlainSystem>();
+    throw std::runtime_error("unknown queue system \"" + name + "\" (aq, plain)");
+}
+
+struct Shared {
+    const QueueConfig& c;
+    System& system;
+    History history;
+    FaultInjector* faults;
+    std::atomic<long> next_message{0};
+    std::atomic<int> producers_running{0};
+    std::atomic<uint64_t> acknowledged{0}, dequeued{0}, reconnects{0};
+    std::atomic<int64_t> last_dequeue_us{0}, producers_done_us{0};
+    Clock::time_point start, deadline;
+    std::mutex latency_mutex;
+    std::vector<double> latencies_ms;
+    explicit Shared(const QueueConfig& config, System& sys, FaultInjector* f) : c(config), system(sys), faults(f) {}
+};
+
+void reconnect(Shared& sh, Session& s) {
+    sh.reconnects++;
+    s.connect(std::chrono::seconds(120));
+}
+
+void producer(Shared& sh, int number) {
+    Session s(sh.c.conninfo);
+    s.connect();
+    uint64_t sequence = 0;
+    for (;;) {
+        long n = sh.c.enqueue_batch;
+        if (sh.c.messages > 0) {
+            long first = sh.next_message.fetch_add(sh.c.enqueue_batch);
+            if (first >= sh.c.messages) break;
+            n = std::min<long>(n, sh.c.messages - first);
+        } else if (Clock::now() >= sh.deadline) {
+            break;
+        }
+        std::vector<uint64_t> ids;
+        std::vector<std::string> payloads;
+        for (long i = 0; i < n; i++) {
+            uint64_t id = (static_cast<uint64_t>(number + 1) << 40) | ++sequence;
+            sh.history.enqueue_attempted(id);
+            ids.push_back(id);
+            payloads.push_back(payload(id, sh.c.payload_bytes));
+        }
+        Outcome o = sh.system.produce(s, payloads);
+        for (uint64_t id : ids) {
+            if (o == Outcome::ok)
+                sh.history.enqueue_finished(id, EnqueueOutcome::acknowledged);
+            else if (o == Outcome::unknown)
+                sh.history.enqueue_finished(id, EnqueueOutcome::unknown);
+            else
+                sh.history.enqueue_failed(id);
+        }
+        if (o == Outcome::ok) sh.acknowledged += ids.size();
+        if (o == Outcome::failed) std::fprintf(stderr, "aq-bench: producer %d: %s", number, s.last_error().c_str());
+        if (o == Outcome::unknown) reconnect(sh, s);
+    }
+    int64_t done = now_us();
+    if (--sh.producers_running == 0) sh.producers_done_us = done;
+}
+
+void consumer(Shared& sh, int number) {
+    Session s(sh.c.conninfo);
+    s.connect();
+    if (sh.faults) sh.faults->register_consumer(number, s.backend_pid());
+    std::vector<std::string> got;
+    std::vector<double> latencies;
+    int empty_after_producers = 0;
+    for (;;) {
+        got.clear();
+        Outcome o = s.exec("BEGIN");
+        if (o == Outcome::ok) o = sh.system.consume(s, sh.c.dequeue_batch, got);
+        if (o == Outcome::ok) o = s.exec("COMMIT");
+        else if (o == Outcome::failed) s.exec("ROLLBACK");
+        if (o == Outcome::ok) {
+            int64_t now = now_us();
+            for (auto& p : got) {
+                uint64_t id;
+                int64_t sent;
+                if (!parse_payload(p.c_str(), &id, &sent)) continue;
+                sh.history.dequeued_committed(id);
+                latencies.push_back((now - sent) / 1000.0);
+            }
+            if (!got.empty()) {
+                sh.dequeued += got.size();
+                sh.last_dequeue_us = now;
+            }
+        } else if (o == Outcome::unknown) {
+            for (auto& p : got) {  // the COMMIT's answer was lost: the final drain decides
+                uint64_t id;
+                int64_t sent;
+                if (parse_payload(p.c_str(), &id, &sent)) sh.history.dequeued_uncertain(id);
+            }
+            reconnect(sh, s);
+            if (sh.faults) sh.faults->register_consumer(number, s.backend_pid());
+            continue;
+        } else {
+            std::fprintf(stderr, "aq-bench: consumer %d: %s", number, s.last_error().c_str());
+        }
+        if (got.empty() && sh.producers_running.load() == 0) {
+            if (++empty_after_producers >= 3) break;
+        } else {
+            empty_after_producers = 0;
+        }
+    }
+    if (sh.faults) sh.faults->register_consumer(number, 0);
+    std::lock_guard<std::mutex> lock(sh.latency_mutex);
+    sh.latencies_ms.insert(sh.latencies_ms.end(), latencies.begin(), latencies.end());
+}
+
+// After the load: whatever is left (messages whose producers' outcome was unknown, or that
+// were enqueued after the consumers stopped).
+void final_drain(Shared& sh) {
+    Session s(sh.c.conninfo);
+    s.connect(std::chrono::seconds(120));
+    std::vector<std::string> got;
+    for (;;) {
+        got.clear();
+        Outcome o = s.exec("BEGIN");
+        if (o == Outcome::ok) o = sh.system.consume(s, 10000, got);
+        if (o == Outcome::ok) o = s.exec("COMMIT");
+        if (o != Outcome::ok) throw std::runtime_error("final drain failed: " + s.last_error());
+        if (got.empty()) break;
+        for (auto& p : got) {
+            uint64_t id;
+            int64_t sent;
+            if (parse_payload(p.c_str(), &id, &sent)) sh.history.drained(id);
+        }
+    }
+}
+
+double percentile(std::vector<double>& v, double q) {
+    if (v.empty()) return 0;
+    size_t k = static_cast<size_t>(q * (v.size() - 1));
+    std::nth_element(v.begin(), v.begin() + k, v.end());
+    return v[k];
+}
+
+}  // namespace
+
+std::string describe_systems() {
+    return "  aq     aq.enqueue_array / aq.dequeue_array(..., wait => '0.2 s') in BEGIN ... COMMIT\n"
+           "  plain  INSERT ... SELECT FROM unnest($1); DELETE ... RETURNING of rows claimed with\n"
+           "         FOR UPDATE SKIP LOCKED (polls every 1 ms when empty)\n";
+}
+
+QueueResult run_queue(const QueueConfig& c, FaultInjector* faults) {
+    auto system = make_system(c.system);
+    {
+        Session admin(c.conninfo);
+        admin.connect();
+        system->setup(admin, c);
+    }
+    Shared sh(c, *system, faults);
+    sh.start = Clock::now();
+    sh.deadline = sh.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.seconds));
+    sh.producers_running = c.producers;
+    int64_t start_us = now_us();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < c.producers; i++) threads.emplace_back(producer, std::ref(sh), i);
+    for (int i = 0; i < c.consumers; i++) threads.emplace_back(consumer, std::ref(sh), i);
+    if (faults) faults->start();
+    for (auto& t : threads) t.join();
+    if (faults) faults->stop();
+    double producing_s = (sh.producers_done_us.load() - start_us) / 1e6;
+    final_drain(sh);
+
+    QueueResult r;
+    r.config = c;
+    r.enqueued = sh.acknowledged;
+    r.dequeued = sh.dequeued;
+    r.seconds = std::max(1e-6, (sh.last_dequeue_us.load() - start_us) / 1e6);
+    r.dequeue_rate = r.dequeued / r.seconds;
+    r.enqueue_rate = r.enqueued / std::max(1e-6, producing_s);
+    r.p50_ms = percentile(sh.latencies_ms, 0.50);
+    r.p99_ms = percentile(sh.latencies_ms, 0.99);
+    r.max_ms = sh.latencies_ms.empty() ? 0 : *std::max_element(sh.latencies_ms.begin(), sh.latencies_ms.end());
+    r.verdict = sh.history.classify();
+    r.reconnects = sh.reconnects;
+    Session admin(c.conninfo);
+    admin.connect(std::chrono::seconds(120));
+    system->teardown(admin);
+    return r;
+}
+
+}  // namespace aqbench

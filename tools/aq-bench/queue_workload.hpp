@@ -1,0 +1,51 @@
+// The queue workload: P producers and C consumers on one queue of aq or of plain SQL.
+//
+// Protocol, per message: the producer builds a payload "<id>:<sent µs>:<padding>" with a
+// unique id (producer << 40 | sequence), records the attempt, sends the batch in one
+// autocommit statement and records the outcome (acknowledged, failed, or unknown when the
+// connection broke).  A consumer runs BEGIN; dequeue; COMMIT and records the ids it got as
+// committed, or as uncertain when the COMMIT's answer was lost.  After the load a final
+// drain takes what is left.  The checker (checker.hpp) then classifies every id.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checker.hpp"
+
+namespace aqbench {
+
+class FaultInjector;
+
+struct QueueConfig {
+    std::string conninfo;
+    std::string system = "aq";  // aq | plain
+    int producers = 1;
+    int consumers = 1;
+    int enqueue_batch = 1;
+    int dequeue_batch = 1;
+    long messages = 10000;      // total; 0: run for `seconds`
+    double seconds = 0;
+    int payload_bytes = 64;
+    int priorities = 1;         // aq: priorities 1..n (queue table sorted by priority,enq_time when > 1)
+    double delay_seconds = 0;   // aq: every message delayed by this much
+};
+
+struct QueueResult {
+    QueueConfig config;
+    double seconds = 0;          // from the start to the last committed dequeue
+    uint64_t enqueued = 0;       // acknowledged
+    uint64_t dequeued = 0;       // committed dequeues (before the final drain)
+    double enqueue_rate = 0, dequeue_rate = 0;
+    double p50_ms = 0, p99_ms = 0, max_ms = 0;
+    History::Verdict verdict;
+    uint64_t reconnects = 0;
+};
+
+QueueResult run_queue(const QueueConfig& config, FaultInjector* faults);
+
+// The systems' statements (for --help and the README).
+std::string describe_systems();
+
+}  // namespace aqbench
