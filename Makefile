@@ -66,7 +66,7 @@ tools/bench/queue-bench: tools/bench/queue_bench.cpp
 
 # aq-bench: the libpq load driver (tools/aq-bench; Boost.Program_options).
 AQ_BENCH_SRCS = tools/aq-bench/main.cpp tools/aq-bench/cli.cpp tools/aq-bench/pg.cpp tools/aq-bench/faults.cpp \
-	tools/aq-bench/queue_workload.cpp tools/aq-bench/checker.cpp tools/aq-bench/report.cpp
+	tools/aq-bench/queue_workload.cpp tools/aq-bench/other_workloads.cpp tools/aq-bench/checker.cpp tools/aq-bench/report.cpp
 tools/aq-bench/aq-bench: $(AQ_BENCH_SRCS) $(wildcard tools/aq-bench/*.hpp)
 	$(CXX) -std=c++17 -O2 -Wall -Wextra -I$(shell $(PG_CONFIG) --includedir) -Itools/aq-bench -o $@ $(AQ_BENCH_SRCS) \
 		-L$(shell $(PG_CONFIG) --libdir) -lpq -lboost_program_options -pthread
@@ -87,7 +87,7 @@ test/unit/checker_test: test/unit/checker_test.cpp tools/aq-bench/checker.cpp to
 	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -o $@ test/unit/checker_test.cpp tools/aq-bench/checker.cpp -pthread
 test/unit/report_test: test/unit/report_test.cpp tools/aq-bench/report.cpp tools/aq-bench/report.hpp
 	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -o $@ test/unit/report_test.cpp tools/aq-bench/report.cpp
-test/unit/aq_bench_cli_test: test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.cpp tools/aq-bench/cli.hpp
+test/unit/aq_bench_cli_test: test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.cpp tools/aq-bench/cli.hpp tools/aq-bench/other_workloads.hpp
 	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -I$(shell $(PG_CONFIG) --includedir) -o $@ \
 		test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.cpp -lboost_program_options
 

@@ -80,3 +80,36 @@ BOOST_AUTO_TEST_CASE(duration_instead_of_count) {
     BOOST_CHECK_EQUAL(c.runs[0].messages, 0);
     BOOST_CHECK_EQUAL(c.runs[0].seconds, 5.0);
 }
+
+BOOST_AUTO_TEST_CASE(commit_runs_every_mode_for_every_session_count) {
+    auto c = aqbench::parse_commit_command({"dbname=x", "-N", "1,8", "--seconds", "2"});
+    BOOST_REQUIRE_EQUAL(c.runs.size(), 2u * 4u);
+    BOOST_CHECK_EQUAL(c.runs[0].mode, "immediate,wait");
+    BOOST_CHECK_EQUAL(c.runs[0].sessions, 1);
+    BOOST_CHECK_EQUAL(c.runs[7].mode, "batch,wait");
+    BOOST_CHECK_EQUAL(c.runs[7].sessions, 8);
+    BOOST_CHECK_EQUAL(aqbench::parse_commit_command({"--modes", "batch,nowait"}).runs.size(), 2u);  // default -N 1,8
+    try {
+        aqbench::parse_commit_command({"--seconds", "0"});
+        BOOST_ERROR("--seconds 0 accepted");
+    } catch (const po::error& e) {
+        BOOST_CHECK_EQUAL(std::string(e.what()), "--seconds must be positive");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(ingest_runs_and_errors) {
+    auto c = aqbench::parse_ingest_command({"dbname=x", "-s", "fast", "-W", "1,2", "-r", "1,100", "-n", "500"});
+    BOOST_REQUIRE_EQUAL(c.runs.size(), 4u);
+    for (auto& r : c.runs) {
+        BOOST_CHECK(r.fast);
+        BOOST_CHECK_EQUAL(r.rows, 500);
+    }
+    BOOST_CHECK_EQUAL(c.runs[3].writers, 2);
+    BOOST_CHECK_EQUAL(c.runs[3].rows_per_insert, 100);
+    try {
+        aqbench::parse_ingest_command({"-s", "turbo"});
+        BOOST_ERROR("unknown system accepted");
+    } catch (const po::error& e) {
+        BOOST_CHECK_EQUAL(std::string(e.what()), "--system: unknown \"turbo\" (fast, standard)");
+    }
+}

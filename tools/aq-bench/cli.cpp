@@ -94,4 +94,88 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
     return command;
 }
 
+namespace {
+
+std::vector<std::string> parse_word_list(const std::string& text, const std::vector<std::string>& valid, const char* option) {
+    std::vector<std::string> words;
+    std::stringstream in(text);
+    for (std::string w; std::getline(in, w, ',');) {
+        bool known = false;
+        std::string list;
+        for (auto& v : valid) {
+            known = known || v == w;
+            list += (list.empty() ? "" : ", ") + v;
+        }
+        if (!known) throw po::error(std::string("--") + option + ": unknown \"" + w + "\" (" + list + ")");
+        words.push_back(w);
+    }
+    if (words.empty()) throw po::error(std::string("--") + option + " is empty");
+    return words;
+}
+
+}  // namespace
+
+CommitCommand parse_commit_command(const std::vector<std::string>& args) {
+    CommitCommand command;
+    std::string conninfo, sessions, modes;
+    double seconds;
+    po::options_description options("aq-bench commit \"<conninfo>\" [options]");
+    options.add_options()("help,h", "this help")
+        ("conninfo", po::value(&conninfo)->default_value(""), "libpq connection string, as for psql")
+        ("sessions,N", po::value(&sessions)->default_value("1,8"), "sessions committing at once (comma list)")
+        ("modes", po::value(&modes)->default_value("immediate,wait;immediate,nowait;batch,nowait;batch,wait"),
+         "commit modes (aq.commit_write values), separated by ';'")
+        ("seconds", po::value(&seconds)->default_value(5), "seconds per mode")
+        ("csv", po::value(&command.csv), "append one CSV row per run to FILE");
+    po::positional_options_description positional;
+    positional.add("conninfo", 1);
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+    if (vm.count("help")) {
+        std::ostringstream text;
+        text << options;
+        return CommitCommand{true, text.str(), {}, {}};
+    }
+    po::notify(vm);
+    if (seconds <= 0) throw po::error("--seconds must be positive");
+    std::vector<std::string> mode_list;
+    std::stringstream in(modes);
+    for (std::string m; std::getline(in, m, ';');)
+        if (!m.empty()) mode_list.push_back(m);
+    if (mode_list.empty()) throw po::error("--modes is empty");
+    for (int n : parse_int_list(sessions, "sessions"))
+        for (auto& m : mode_list) command.runs.push_back(CommitConfig{conninfo, m, n, seconds});
+    return command;
+}
+
+IngestCommand parse_ingest_command(const std::vector<std::string>& args) {
+    IngestCommand command;
+    std::string conninfo, systems, writers, rows_per_insert;
+    long rows;
+    po::options_description options("aq-bench ingest \"<conninfo>\" [options]");
+    options.add_options()("help,h", "this help")
+        ("conninfo", po::value(&conninfo)->default_value(""), "libpq connection string, as for psql")
+        ("system,s", po::value(&systems)->default_value("fast,standard"), "fast (MEMOPTIMIZE_WRITE), standard")
+        ("writers,W", po::value(&writers)->default_value("1"), "writer sessions (comma list)")
+        ("rows-per-insert,r", po::value(&rows_per_insert)->default_value("1,100"), "rows per INSERT (comma list)")
+        ("rows,n", po::value(&rows)->default_value(100000), "rows per run")
+        ("csv", po::value(&command.csv), "append one CSV row per run to FILE");
+    po::positional_options_description positional;
+    positional.add("conninfo", 1);
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+    if (vm.count("help")) {
+        std::ostringstream text;
+        text << options;
+        return IngestCommand{true, text.str(), {}, {}};
+    }
+    po::notify(vm);
+    if (rows < 1) throw po::error("--rows must be positive");
+    for (auto& system : parse_word_list(systems, {"fast", "standard"}, "system"))
+        for (int w : parse_int_list(writers, "writers"))
+            for (int r : parse_int_list(rows_per_insert, "rows-per-insert"))
+                command.runs.push_back(IngestConfig{conninfo, system == "fast", w, r, rows});
+    return command;
+}
+
 }  // namespace aqbench

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "faults.hpp"
+#include "other_workloads.hpp"
 #include "queue_workload.hpp"
 
 namespace aqbench {
@@ -24,6 +25,22 @@ struct QueueCommand {
 
 // Throws boost::program_options::error with a message naming the bad option.
 QueueCommand parse_queue_command(const std::vector<std::string>& args);
+
+struct CommitCommand {
+    bool help = false;
+    std::string help_text;
+    std::vector<CommitConfig> runs;  // sessions x modes
+    std::string csv;
+};
+CommitCommand parse_commit_command(const std::vector<std::string>& args);
+
+struct IngestCommand {
+    bool help = false;
+    std::string help_text;
+    std::vector<IngestConfig> runs;  // system x writers x rows per insert
+    std::string csv;
+};
+IngestCommand parse_ingest_command(const std::vector<std::string>& args);
 
 // "1,10,100" -> {1, 10, 100}; each a positive integer.
 std::vector<int> parse_int_list(const std::string& text, const char* option);

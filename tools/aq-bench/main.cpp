@@ -7,6 +7,7 @@
 // if any run lost, duplicated or invented a message, 2 on a usage or connection error.
 #include <boost/program_options.hpp>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -33,6 +34,25 @@ std::string fixed(double v, int decimals = 1) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
     return buf;
+}
+
+// "batch,nowait" -> "NOWAIT/BATCH" (Oracle's COMMIT_WAIT/COMMIT_LOGGING), a CSV field without commas.
+std::string mode_label(const std::string& commit_write) {
+    std::string wait = "WAIT", logging = "IMMEDIATE";
+    std::stringstream in(commit_write);
+    for (std::string word; std::getline(in, word, ',');) {
+        for (auto& ch : word) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+        if (word == "NOWAIT" || word == "WAIT" || word == "FORCE_WAIT") wait = word;
+        if (word == "BATCH" || word == "IMMEDIATE") logging = word;
+    }
+    return wait + "/" + logging;
+}
+
+void append_csv(const std::string& path, const std::string& row) {
+    bool fresh = !std::ifstream(path).good();
+    std::ofstream out(path, std::ios::app);
+    if (fresh) out << csv_header << '\n';
+    out << row << '\n';
 }
 
 std::string csv_row(const QueueResult& r) {
@@ -84,17 +104,68 @@ int queue_command(const std::vector<std::string>& args) {
             total.skipped += n.skipped;
         }
         std::fprintf(stderr, "aq-bench: %s\n", to_string(results.back().verdict).c_str());
-        if (!command.csv.empty()) {
-            bool fresh = !std::ifstream(command.csv).good();
-            std::ofstream out(command.csv, std::ios::app);
-            if (fresh) out << csv_header << '\n';
-            out << csv_row(results.back()) << '\n';
-        }
+        if (!command.csv.empty()) append_csv(command.csv, csv_row(results.back()));
     }
     print_summary(results, command.faults ? &total : nullptr);
     for (auto& r : results)
         if (!r.verdict.ok()) return 1;
     return 0;
+}
+
+int commit_command(const std::vector<std::string>& args) {
+    CommitCommand command = parse_commit_command(args);
+    if (command.help) {
+        std::cout << command.help_text;
+        return 0;
+    }
+    std::printf("\n%-18s %8s %10s %12s %14s\n", "mode", "sessions", "commits", "tps", "WAL syncs/commit");
+    for (auto& config : command.runs) {
+        std::fprintf(stderr, "aq-bench: commit %s, %d sessions, %.0f s ...\n", config.mode.c_str(), config.sessions,
+                     config.seconds);
+        CommitResult r = run_commit(config);
+        std::printf("%-18s %8d %10llu %12.0f %14.3f\n", config.mode.c_str(), config.sessions, r.commits, r.tps,
+                    r.wal_syncs_per_commit);
+        std::fflush(stdout);
+        if (!command.csv.empty()) {
+            std::ostringstream row;
+            row << "commit,aq," << config.sessions << ",,,," << r.commits << ',' << fixed(config.seconds, 3)
+                << ",,,,,,,,,," << mode_label(config.mode) << ',' << fixed(r.tps) << ','
+                << fixed(r.wal_syncs_per_commit, 4) << ",,";
+            append_csv(command.csv, row.str());
+        }
+    }
+    return 0;
+}
+
+int ingest_command(const std::vector<std::string>& args) {
+    IngestCommand command = parse_ingest_command(args);
+    if (command.help) {
+        std::cout << command.help_text;
+        return 0;
+    }
+    bool all_ok = true;
+    std::printf("\n%-9s %7s %9s %9s %14s %14s  %s\n", "system", "writers", "rows/ins", "rows", "acked rows/s",
+                "applied rows/s", "check");
+    for (auto& config : command.runs) {
+        const char* system = config.fast ? "fast" : "standard";
+        std::fprintf(stderr, "aq-bench: ingest %s, %d writers, %d rows per INSERT ...\n", system, config.writers,
+                     config.rows_per_insert);
+        IngestResult r = run_ingest(config);
+        all_ok = all_ok && r.verdict.ok();
+        std::printf("%-9s %7d %9d %9ld %14.0f %14.0f  %s\n", system, config.writers, config.rows_per_insert, config.rows,
+                    r.ack_rate, r.applied_rate, to_string(r.verdict).c_str());
+        std::fflush(stdout);
+        if (!command.csv.empty()) {
+            std::ostringstream row;
+            row << "ingest," << system << ',' << config.writers << ",," << config.rows_per_insert << ",," << config.rows
+                << ',' << fixed(r.applied_seconds, 3) << ",,,,,," << r.verdict.missing << ',' << r.verdict.duplicated
+                << ',' << r.verdict.unexpected << ',' << r.verdict.recovered << ','
+                << (config.rows_per_insert == 1 ? "single" : "multi") << ",,," << fixed(r.ack_rate) << ','
+                << fixed(r.applied_rate);
+            append_csv(command.csv, row.str());
+        }
+    }
+    return all_ok ? 0 : 1;
 }
 
 int report_command(const std::vector<std::string>& args) {
@@ -120,6 +191,9 @@ const char* const usage =
     "  queue   P producers and C consumers on aq or plain SQL; throughput, latency and an\n"
     "          exactly-once check of every message (with --faults: kill -9, pg_terminate_backend,\n"
     "          postmaster crashes while it runs)\n"
+    "  ingest  W writers, with and without fast ingest: rows/s until acknowledged and until\n"
+    "          applied, and every acknowledged row present once\n"
+    "  commit  N sessions of small transactions under each commit mode: transactions/s and WAL syncs\n"
     "  report  PNG charts (gnuplot) from the CSV of earlier runs\n";
 
 }  // namespace
@@ -135,6 +209,8 @@ int main(int argc, char** argv) {
     try {
         if (command == "queue") return queue_command(args);
         if (command == "report") return report_command(args);
+        if (command == "commit") return commit_command(args);
+        if (command == "ingest") return ingest_command(args);
         std::fprintf(stderr, "aq-bench: unknown command \"%s\"\n%s", command.c_str(), usage);
         return 2;
     } catch (const po::error& e) {
