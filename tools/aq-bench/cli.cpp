@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include <unistd.h>
+
 namespace po = boost::program_options;
 
 namespace aqbench {
@@ -27,6 +29,15 @@ std::vector<int> parse_int_list(const std::string& text, const char* option) {
     return values;
 }
 
+// pgq_baseline.sql beside the aq-bench binary.
+std::string default_pgq_sql() {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    std::string path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
+    size_t slash = path.rfind('/');
+    return (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/pgq_baseline.sql";
+}
+
 QueueCommand parse_queue_command(const std::vector<std::string>& args) {
     QueueCommand command;
     QueueConfig base;
@@ -35,7 +46,8 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
     po::options_description options("aq-bench queue \"<conninfo>\" [options]");
     options.add_options()("help,h", "this help")
         ("conninfo", po::value(&conninfo)->default_value(""), "libpq connection string, as for psql")
-        ("system,s", po::value(&systems)->default_value("aq"), "aq, plain (comma list: each is run)")
+        ("system,s", po::value(&systems)->default_value("aq"), "aq, plain, pgq (comma list: each is run)")
+        ("pgq-sql", po::value(&base.pgq_setup_sql)->default_value(default_pgq_sql()), "pgq: the set-up script")
         ("producers,P", po::value(&producers)->default_value("1"), "producer sessions (comma list: each is run)")
         ("consumers,C", po::value(&consumers)->default_value("1"), "consumer sessions (comma list)")
         ("batch,b", po::value(&batches)->default_value("100"), "messages per enqueue and per dequeue (comma list)")
@@ -75,7 +87,7 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
     std::vector<std::string> system_list;
     std::stringstream in(systems);
     for (std::string s; std::getline(in, s, ',');) {
-        if (s != "aq" && s != "plain") throw po::error("--system: unknown \"" + s + "\" (aq, plain)");
+        if (s != "aq" && s != "plain" && s != "pgq") throw po::error("--system: unknown \"" + s + "\" (aq, plain, pgq)");
         system_list.push_back(s);
     }
     if (system_list.empty()) throw po::error("--system is empty");

@@ -35,6 +35,7 @@ public:
     void close();
     bool connected() const { return conn_ && PQstatus(conn_) == CONNECTION_OK; }
     int backend_pid() const { return conn_ ? PQbackendPID(conn_) : 0; }
+    PGconn* raw() const { return conn_; }
 
     // Runs one statement with text parameters.  ok: result in *out (if given).
     // failed: an error on a live connection (message in last_error()).  unknown: the

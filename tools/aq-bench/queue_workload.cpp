@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <thread>
 
@@ -56,6 +58,8 @@ struct System {
     // Inside BEGIN ... COMMIT: up to n messages into `out` (payload texts); ok with none = empty.
     virtual Outcome consume(Session& s, int n, std::vector<std::string>& out) = 0;
     virtual void teardown(Session& s) = 0;
+    // Before the final drain (PgQ: a forced tick, so that every committed event is in a batch).
+    virtual void before_drain(Session&) {}
 };
 
 void read_payloads(const Result& r, std::vector<std::string>& out) {
@@ -130,10 +134,44 @@ struct PlainSystem : System {
     void teardown(Session& s) override { s.must("DROP TABLE IF EXISTS aq_bench.plain_q"); }
 };
 
-std::unique_ptr<System> make_system(const std::string& name) {
-    if (name == "aq") return std::make_unique<AqSystem>();
-    if (name == "plain") return std::make_unique<PlainSystem>();
-    throw std::runtime_error("unknown queue system \"" + name + "\" (aq, plain)");
+// PgQ 3.5 (Debian's postgresql-15-pgq3): one registered consumer shared by the C consumer
+// sessions under an advisory lock, set up by pgq_baseline.sql (beside the binary; pgq.md
+// explains it).  PgQ hands out whole batches (what accumulated since the last tick), so the
+// dequeue batch size does not apply to it.
+struct PgqSystem : System {
+    std::string setup_sql_path;
+    explicit PgqSystem(std::string path) : setup_sql_path(std::move(path)) {}
+    void setup(Session& s, const QueueConfig&) override {
+        std::ifstream in(setup_sql_path);
+        if (!in) throw std::runtime_error("cannot read " + setup_sql_path + " (the PgQ baseline's set-up)");
+        std::stringstream sql;
+        sql << in.rdbuf();
+        Result r(PQexec(s.raw(), sql.str().c_str()));
+        if (PQresultStatus(r.get()) != PGRES_TUPLES_OK && PQresultStatus(r.get()) != PGRES_COMMAND_OK)
+            throw std::runtime_error("PgQ set-up failed (is postgresql-15-pgq3 installed?): " +
+                                     std::string(PQresultErrorMessage(r.get())));
+    }
+    Outcome produce(Session& s, const std::vector<std::string>& payloads) override {
+        return s.exec("SELECT aq_bench.pgq_enqueue_array('aq_bench_pgq', $1::text[])", {array_literal(payloads)});
+    }
+    Outcome consume(Session& s, int, std::vector<std::string>& out) override {
+        Result r;
+        Outcome o = s.exec("SELECT ev_data FROM aq_bench.pgq_consume('aq_bench_pgq', 'aq_bench')", {}, &r);
+        if (o == Outcome::ok) {
+            read_payloads(r, out);
+            if (out.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return o;
+    }
+    void before_drain(Session& s) override { s.must("SELECT aq_bench.pgq_tick('aq_bench_pgq', 'aq_bench', true)"); }
+    void teardown(Session& s) override { s.must("SELECT pgq.drop_queue('aq_bench_pgq', true)"); }
+};
+
+std::unique_ptr<System> make_system(const QueueConfig& c) {
+    if (c.system == "aq") return std::make_unique<AqSystem>();
+    if (c.system == "plain") return std::make_unique<PlainSystem>();
+    if (c.system == "pgq") return std::make_unique<PgqSystem>(c.pgq_setup_sql);
+    throw std::runtime_error("unknown queue system \"" + c.system + "\" (aq, plain, pgq)");
 }
 
 struct Shared {
@@ -248,6 +286,7 @@ void consumer(Shared& sh, int number) {
 void final_drain(Shared& sh) {
     Session s(sh.c.conninfo);
     s.connect(std::chrono::seconds(120));
+    sh.system.before_drain(s);
     std::vector<std::string> got;
     for (;;) {
         got.clear();
@@ -276,11 +315,13 @@ double percentile(std::vector<double>& v, double q) {
 std::string describe_systems() {
     return "  aq     aq.enqueue_array / aq.dequeue_array(..., wait => '0.2 s') in BEGIN ... COMMIT\n"
            "  plain  INSERT ... SELECT FROM unnest($1); DELETE ... RETURNING of rows claimed with\n"
-           "         FOR UPDATE SKIP LOCKED (polls every 1 ms when empty)\n";
+           "         FOR UPDATE SKIP LOCKED (polls every 1 ms when empty)\n"
+           "  pgq    PgQ 3.5: a bulk INSERT into the current event table; one registered consumer shared\n"
+           "         by the consumer sessions under an advisory lock (tools/aq-bench/pgq.md)\n";
 }
 
 QueueResult run_queue(const QueueConfig& c, FaultInjector* faults) {
-    auto system = make_system(c.system);
+    auto system = make_system(c);
     {
         Session admin(c.conninfo);
         admin.connect();

@@ -1,4 +1,4 @@
-// The queue workload: P producers and C consumers on one queue of aq or of plain SQL.
+// The queue workload: P producers and C consumers on one queue of aq, of plain SQL or of PgQ.
 //
 // Protocol, per message: the producer builds a payload "<id>:<sent µs>:<padding>" with a
 // unique id (producer << 40 | sequence), records the attempt, sends the batch in one
@@ -20,7 +20,8 @@ class FaultInjector;
 
 struct QueueConfig {
     std::string conninfo;
-    std::string system = "aq";  // aq | plain
+    std::string system = "aq";  // aq | plain | pgq
+    std::string pgq_setup_sql;  // pgq: the set-up script (pgq_baseline.sql)
     int producers = 1;
     int consumers = 1;
     int enqueue_batch = 1;
