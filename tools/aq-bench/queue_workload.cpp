@@ -336,7 +336,22 @@ QueueResult run_queue(const QueueConfig& c, FaultInjector* faults) {
     for (int i = 0; i < c.producers; i++) threads.emplace_back(producer, std::ref(sh), i);
     for (int i = 0; i < c.consumers; i++) threads.emplace_back(consumer, std::ref(sh), i);
     if (faults) faults->start();
+    // A progress line on stderr, once a second, until every producer and consumer is done.
+    std::atomic<bool> running{true};
+    std::thread progress([&] {
+        while (running) {
+            for (int i = 0; i < 10 && running; i++) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            if (!running) break;
+            double t = std::chrono::duration<double>(Clock::now() - sh.start).count();
+            std::fprintf(stderr, "aq-bench: %6.1f s  enqueued %llu  dequeued %llu  reconnects %llu\n", t,
+                         static_cast<unsigned long long>(sh.acknowledged.load()),
+                         static_cast<unsigned long long>(sh.dequeued.load()),
+                         static_cast<unsigned long long>(sh.reconnects.load()));
+        }
+    });
     for (auto& t : threads) t.join();
+    running = false;
+    progress.join();
     if (faults) faults->stop();
     double producing_s = (sh.producers_done_us.load() - start_us) / 1e6;
     final_drain(sh);
