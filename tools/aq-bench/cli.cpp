@@ -29,6 +29,23 @@ std::vector<int> parse_int_list(const std::string& text, const char* option) {
     return values;
 }
 
+// Parses args against options (the first positional argument is the connection string);
+// with --help, returns its text in *help instead and true.
+bool parse_or_help(const std::vector<std::string>& args, const po::options_description& options, std::string* help) {
+    po::positional_options_description positional;
+    positional.add("conninfo", 1);
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+    if (vm.count("help")) {
+        std::ostringstream text;
+        text << options;
+        *help = text.str();
+        return true;
+    }
+    po::notify(vm);
+    return false;
+}
+
 // pgq_baseline.sql beside the aq-bench binary.
 std::string default_pgq_sql() {
     char exe[4096];
@@ -57,23 +74,12 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
         ("priorities", po::value(&base.priorities)->default_value(1), "aq: priorities 1..N (priority-sorted queue)")
         ("delay", po::value(&base.delay_seconds)->default_value(0), "aq: delay every message by this many seconds")
         ("csv", po::value(&command.csv), "append one CSV row per run to FILE")
-        ("faults", "inject faults while the load runs (kill -9 and pg_terminate_backend of consumers)")
+        ("faults", po::bool_switch(&command.faults), "inject faults while the load runs (kill -9 and pg_terminate_backend of consumers)")
         ("fault-interval", po::value(&f.interval_seconds)->default_value(2), "seconds between faults")
         ("datadir", po::value(&f.data_directory), "with --faults: the server's data directory, to crash the postmaster")
         ("crashes", po::value(&f.crashes)->default_value(0), "with --datadir: how many postmaster crashes")
         ("pg-ctl", po::value(&f.pg_ctl)->default_value("pg_ctl"), "the pg_ctl that restarts the server");
-    po::positional_options_description positional;
-    positional.add("conninfo", 1);
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-    if (vm.count("help")) {
-        std::ostringstream text;
-        text << options;
-        command.help = true;
-        command.help_text = text.str();
-        return command;
-    }
-    po::notify(vm);
+    if ((command.help = parse_or_help(args, options, &command.help_text))) return command;
     if (base.messages < 0 || base.seconds < 0 || (base.messages == 0 && base.seconds <= 0))
         throw po::error("give --messages > 0, or --messages 0 and --seconds > 0");
     if (base.payload_bytes < 32 || base.payload_bytes > 1000000) throw po::error("--payload must be 32 .. 1000000");
@@ -81,7 +87,6 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
     if (base.delay_seconds < 0) throw po::error("--delay must not be negative");
     if (f.interval_seconds <= 0) throw po::error("--fault-interval must be positive");
     if (f.crashes < 0 || (f.crashes > 0 && f.data_directory.empty())) throw po::error("--crashes needs --datadir");
-    command.faults = vm.count("faults") > 0;
     f.conninfo = conninfo;
 
     std::vector<std::string> system_list;
@@ -139,16 +144,7 @@ CommitCommand parse_commit_command(const std::vector<std::string>& args) {
          "commit modes (aq.commit_write values), separated by ';'")
         ("seconds", po::value(&seconds)->default_value(5), "seconds per mode")
         ("csv", po::value(&command.csv), "append one CSV row per run to FILE");
-    po::positional_options_description positional;
-    positional.add("conninfo", 1);
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-    if (vm.count("help")) {
-        std::ostringstream text;
-        text << options;
-        return CommitCommand{true, text.str(), {}, {}};
-    }
-    po::notify(vm);
+    if ((command.help = parse_or_help(args, options, &command.help_text))) return command;
     if (seconds <= 0) throw po::error("--seconds must be positive");
     std::vector<std::string> mode_list;
     std::stringstream in(modes);
@@ -172,16 +168,7 @@ IngestCommand parse_ingest_command(const std::vector<std::string>& args) {
         ("rows-per-insert,r", po::value(&rows_per_insert)->default_value("1,100"), "rows per INSERT (comma list)")
         ("rows,n", po::value(&rows)->default_value(100000), "rows per run")
         ("csv", po::value(&command.csv), "append one CSV row per run to FILE");
-    po::positional_options_description positional;
-    positional.add("conninfo", 1);
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-    if (vm.count("help")) {
-        std::ostringstream text;
-        text << options;
-        return IngestCommand{true, text.str(), {}, {}};
-    }
-    po::notify(vm);
+    if ((command.help = parse_or_help(args, options, &command.help_text))) return command;
     if (rows < 1) throw po::error("--rows must be positive");
     for (auto& system : parse_word_list(systems, {"fast", "standard"}, "system"))
         for (int w : parse_int_list(writers, "writers"))
