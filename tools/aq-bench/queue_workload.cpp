@@ -97,8 +97,7 @@ struct AqSystem : System {
         return o;
     }
     void teardown(Session& s) override {
-        s.must("SELECT aq.stop_queue(queue_name), aq.drop_queue_table(queue_table, force => true)"
-               "  FROM aq.queues JOIN aq.queue_tables USING (queue_table_id) WHERE queue_table = 'aqb_qt' AND queue_type = 'normal_queue'");
+        // force: the queues go too, started or not.
         s.must("SELECT aq.drop_queue_table(queue_table, force => true) FROM aq.queue_tables WHERE queue_table = 'aqb_qt'");
     }
 };
