@@ -26,6 +26,7 @@ PGDLLEXPORT void _PG_init(void);
 #include "pg/guard.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
+#include "queue/scan_floor.hpp"
 #include "queue/wakeup.hpp"
 
 namespace {
@@ -37,6 +38,7 @@ ProcessUtility_hook_type prev_process_utility_hook = nullptr;
 void request_shmem() {
     if (prev_shmem_request_hook) prev_shmem_request_hook();
     RequestAddinShmemSpace(aq::queue::wakeup::shmem_size());
+    RequestAddinShmemSpace(aq::queue::scan_floor::shmem_size());
     RequestAddinShmemSpace(aq::commit::settings::shmem_size());
     RequestAddinShmemSpace(aq::commit::committer::shmem_size());
     RequestAddinShmemSpace(aq::commit::log_writer::shmem_size());
@@ -48,6 +50,7 @@ void startup_shmem() {
     if (prev_shmem_startup_hook) prev_shmem_startup_hook();
     aq::pg::entry_void([] {
         aq::queue::wakeup::shmem_startup();
+        aq::queue::scan_floor::shmem_startup();
         aq::commit::settings::shmem_startup();
         aq::commit::committer::shmem_startup();
         aq::commit::log_writer::shmem_startup();

@@ -36,21 +36,6 @@ namespace {
 constexpr int batch_rows = 1000;            // as COPY's MAX_BUFFERED_TUPLES
 constexpr size_t batch_bytes = 64 * 1024;   // as COPY's MAX_BUFFERED_BYTES
 
-// The columns of a queue table, in the order aq.create_queue_table creates them.
-enum Column {
-    col_msgid,
-    col_q_id,
-    col_enq_time,
-    col_priority,
-    col_delay,
-    col_expiration,
-    col_corrid,
-    col_retry_count,
-    col_exception_queue,
-    col_enq_uid,
-    col_user_data,
-    column_count
-};
 
 struct ColumnShape {
     const char* name;
@@ -75,11 +60,6 @@ bool has_queue_table_shape(Relation rel, Oid payload_type) {
             return false;
     }
     return true;
-}
-
-bool eligible(Relation rel, Oid payload_type) {
-    return has_queue_table_shape(rel, payload_type) && rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&
-           check_enable_rls(RelationGetRelid(rel), InvalidOid, false) != RLS_ENABLED;
 }
 
 Bitmapset* column_set(std::initializer_list<int> columns) {
@@ -167,9 +147,14 @@ void fill_row(const BulkEnqueue& r, int i, Datum msgid, Datum enq_uid, Datum* v,
 
 }  // namespace
 
+bool plain_queue_table(Relation rel, Oid payload_type) {
+    return has_queue_table_shape(rel, payload_type) && rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&
+           check_enable_rls(RelationGetRelid(rel), InvalidOid, false) != RLS_ENABLED;
+}
+
 bool bulk_enqueue(const BulkEnqueue& r) {
     Relation rel = table_open(r.relid, RowExclusiveLock);
-    if (!eligible(rel, r.payload_type)) {
+    if (!plain_queue_table(rel, r.payload_type)) {
         table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
         return false;
     }

@@ -23,10 +23,27 @@
 extern "C" {
 #include "postgres.h"
 #include "access/htup_details.h"
+#include "utils/relcache.h"
 #include "utils/timestamp.h"
 }
 
 namespace aq::queue {
+
+// The columns of a queue table, in the order aq.create_queue_table creates them.
+enum QueueTableColumn {
+    col_msgid,
+    col_q_id,
+    col_enq_time,
+    col_priority,
+    col_delay,
+    col_expiration,
+    col_corrid,
+    col_retry_count,
+    col_exception_queue,
+    col_enq_uid,
+    col_user_data,
+    column_count
+};
 
 struct BulkEnqueue {
     Oid relid;
@@ -39,6 +56,11 @@ struct BulkEnqueue {
     const bool* properties_null;   // with properties
     Datum* msgids_out;             // count entries, filled in payload order
 };
+
+// The queue table still has exactly aq's columns (names, order, types; user_data of this
+// payload type), no triggers, no rules and no row-level security for the current user: the
+// bulk paths may write it directly.  The caller holds a lock on it.
+bool plain_queue_table(Relation rel, Oid payload_type);
 
 // May raise PostgreSQL errors: call it inside pg::call.
 bool bulk_enqueue(const BulkEnqueue& request);

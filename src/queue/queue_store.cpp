@@ -29,9 +29,11 @@ extern "C" {
 #include <string>
 
 #include "pg/guard.hpp"
+#include "queue/bulk_dequeue.hpp"
 #include "queue/bulk_enqueue.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
+#include "queue/scan_floor.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq::queue {
@@ -526,9 +528,54 @@ void receiver_startup(DestReceiver* self, int, TupleDesc desc) {
 void receiver_shutdown(DestReceiver*) {}
 void receiver_destroy(DestReceiver*) {}
 
+// The bulk path's rows, to the request's sink (as receive_row does for the statement's).
+struct BulkSinkState {
+    const DequeueRequest* request;
+    int32 queue_id;
+    int32 last_priority;
+    TimestampTz last_enq_time;
+    int64 last_msgid;
+};
+
+void bulk_sink(void* context, const BulkDequeuedMessage& m) {
+    auto* s = static_cast<BulkSinkState*>(context);
+    s->request->sink(s->request->sink_context, DequeuedRow{m.msgid, m.payload, m.properties});
+    s->last_msgid = DatumGetInt64(m.msgid);
+    s->last_enq_time = m.enq_time;
+    s->last_priority = m.priority;
+    retries::note_claimed(s->queue_id, s->last_msgid, false);
+}
+
+// Remove mode without msgid or correlation on a normal queue: bulk_dequeue.hpp, when the
+// queue table allows it (-1 otherwise).
+int claim_in_bulk(const ClaimArgs& a) {
+    const DequeueOptions& o = *a.request->options;
+    if (o.mode != DequeueMode::remove || o.msgid || o.correlation || a.queue->exception_queue) return -1;
+    BulkDequeuePosition after{};
+    if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
+    BulkSinkState state{a.request, a.queue->queue_id, 0, 0, 0};
+    BulkDequeue request{a.queue->relid,
+                        a.queue->payload_type,
+                        a.queue->queue_id,
+                        a.queue->priority_order,
+                        a.request->array_size,
+                        o.navigation == Navigation::first_message,
+                        a.after ? &after : nullptr,
+                        bulk_sink,
+                        &state};
+    int rows = bulk_dequeue(request);
+    if (rows > 0) {
+        remember_position(a.queue->queue_id, false, state.last_priority, state.last_enq_time, state.last_msgid);
+        wakeup::note_dequeue(a.queue->queue_id);  // a rollback brings them back: wake waiters then
+    }
+    return rows;
+}
+
 // One dequeue statement (claim-and-delete, lock, or read); passes the rows to the sink.
 // Requires SPI.
 int claim(const ClaimArgs& a) {
+    int in_bulk = claim_in_bulk(a);
+    if (in_bulk >= 0) return in_bulk;
     const DequeueOptions& o = *a.request->options;
     int32 shape = 0;
     if (a.after) shape |= after_position;
@@ -773,6 +820,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         }
         TimestampTz enq_time = GetCurrentTimestamp();
         if (enqueue_in_bulk(r, q, enq_time, count, caller_context, &result)) {
+            scan_floor::lower(q.queue_id, enq_time);  // after the index entries, before the commit
             wakeup::note_enqueue(q.queue_id);
             SPI_finish();
             return;
@@ -795,6 +843,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         for (int i = 0; i < count; i++) ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
         result = msgid_array(ids, count, caller_context);
 
+        scan_floor::lower(q.queue_id, enq_time);  // after the index entries, before the commit
         wakeup::note_enqueue(q.queue_id);
         SPI_finish();
     });

@@ -1,0 +1,253 @@
+// See bulk_dequeue.hpp for the protocol.  Called inside pg::call: plain data only.
+extern "C" {
+#include "postgres.h"
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relscan.h"
+#include "access/sysattr.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/typcache.h"
+}
+
+#include <initializer_list>
+
+#include "queue/bulk_dequeue.hpp"
+#include "queue/bulk_enqueue.hpp"
+#include "queue/scan_floor.hpp"
+
+namespace aq::queue {
+
+namespace {
+
+// aq's order index of the queue table: btree on exactly these columns (1-based attnums),
+// no predicate, no expressions.
+Oid find_order_index(Relation rel, bool priority_order) {
+    static const AttrNumber by_time[] = {col_q_id + 1, col_enq_time + 1, col_msgid + 1};
+    static const AttrNumber by_priority[] = {col_q_id + 1, col_priority + 1, col_enq_time + 1, col_msgid + 1};
+    const AttrNumber* keys = priority_order ? by_priority : by_time;
+    int nkeys = priority_order ? 4 : 3;
+    Oid found = InvalidOid;
+    List* indexes = RelationGetIndexList(rel);
+    ListCell* cell;
+    foreach (cell, indexes) {
+        Oid index = lfirst_oid(cell);
+        HeapTuple tuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(index));
+        if (!HeapTupleIsValid(tuple)) continue;
+        auto* form = reinterpret_cast<Form_pg_index>(GETSTRUCT(tuple));
+        bool usable = form->indisvalid && form->indisready && form->indislive && !form->indcheckxmin &&
+                      form->indnkeyatts == nkeys && heap_attisnull(tuple, Anum_pg_index_indpred, nullptr) &&
+                      heap_attisnull(tuple, Anum_pg_index_indexprs, nullptr);
+        for (int i = 0; usable && i < nkeys; i++) usable = form->indkey.values[i] == keys[i];
+        ReleaseSysCache(tuple);
+        if (usable) {
+            found = index;
+            break;
+        }
+    }
+    list_free(indexes);
+    return found;
+}
+
+// Ascending, with each column's default btree operator class: the index order is the
+// queue's sort order.
+bool in_sort_order(Relation index) {
+    if (index->rd_rel->relam != BTREE_AM_OID) return false;
+    for (int i = 0; i < IndexRelationGetNumberOfKeyAttributes(index); i++) {
+        if (index->rd_indoption[i] != 0) return false;
+        Oid type = index->rd_opcintype[i];
+        Oid opclass = GetDefaultOpClass(type, BTREE_AM_OID);
+        if (!OidIsValid(opclass) || get_opclass_family(opclass) != index->rd_opfamily[i]) return false;
+    }
+    return true;
+}
+
+Bitmapset* column_set(std::initializer_list<int> columns) {
+    Bitmapset* set = nullptr;
+    for (int c : columns) set = bms_add_member(set, c + 1 - FirstLowInvalidHeapAttributeNumber);
+    return set;
+}
+
+// The privileges of the equivalent DELETE ... RETURNING: USAGE on the schema, DELETE on
+// the table and SELECT on the columns it reads.  Without them the statement runs instead
+// (and raises the error the user would get from it).
+bool caller_may_remove(Relation rel) {
+    if (pg_namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE) != ACLCHECK_OK) return false;
+    RangeTblEntry* rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = RelationGetRelid(rel);
+    rte->relkind = rel->rd_rel->relkind;
+    rte->rellockmode = RowExclusiveLock;
+    rte->requiredPerms = ACL_DELETE | ACL_SELECT;
+    rte->selectedCols = column_set({col_msgid, col_q_id, col_enq_time, col_priority, col_delay, col_expiration,
+                                    col_corrid, col_retry_count, col_exception_queue, col_user_data});
+    return ExecCheckRTPerms(list_make1(rte), false);
+}
+
+Oid message_properties_type() {
+    Oid aq_namespace = get_namespace_oid("aq", false);
+    Oid type = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("message_properties"),
+                               ObjectIdGetDatum(aq_namespace));
+    if (!OidIsValid(type)) elog(ERROR, "aq: type aq.message_properties is missing");
+    return type;
+}
+
+// aq.message_properties of a removed message, as the dequeue statement's ROW(...) builds it.
+Datum properties_of(TupleDesc properties_desc, const Datum* v, const bool* isnull) {
+    Datum fields[8];
+    bool nulls[8] = {false, true, true, true, false, true, false, false};
+    fields[0] = v[col_priority];
+    TimestampTz ready_at = DatumGetTimestampTz(v[col_enq_time]);
+    if (!isnull[col_delay]) {
+        fields[1] = DirectFunctionCall2(timestamp_mi, v[col_delay], v[col_enq_time]);
+        nulls[1] = false;
+        ready_at = DatumGetTimestampTz(v[col_delay]);
+    }
+    if (!isnull[col_expiration]) {
+        fields[2] = DirectFunctionCall2(timestamp_mi, v[col_expiration], TimestampTzGetDatum(ready_at));
+        nulls[2] = false;
+    }
+    fields[3] = v[col_corrid];
+    nulls[3] = isnull[col_corrid];
+    fields[4] = v[col_retry_count];
+    fields[5] = v[col_exception_queue];
+    nulls[5] = isnull[col_exception_queue];
+    fields[6] = v[col_enq_time];
+    fields[7] = CStringGetTextDatum("ready");
+    return HeapTupleGetDatum(heap_form_tuple(properties_desc, fields, nulls));
+}
+
+// Is this message after the navigation position, in the queue's sort order?
+bool after_position(const BulkDequeuePosition& p, bool priority_order, const Datum* v) {
+    int32 priority = DatumGetInt32(v[col_priority]);
+    TimestampTz enq_time = DatumGetTimestampTz(v[col_enq_time]);
+    int64 msgid = DatumGetInt64(v[col_msgid]);
+    if (priority_order && priority != p.priority) return priority > p.priority;
+    if (enq_time != p.enq_time) return enq_time > p.enq_time;
+    return msgid > p.msgid;
+}
+
+}  // namespace
+
+int bulk_dequeue(const BulkDequeue& r) {
+    Relation rel = table_open(r.relid, RowExclusiveLock);
+    Oid index_oid = InvalidOid;
+    if (plain_queue_table(rel, r.payload_type) && caller_may_remove(rel))
+        index_oid = find_order_index(rel, r.priority_order);
+    Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
+    if (!index || !in_sort_order(index)) {
+        if (index) index_close(index, AccessShareLock);
+        table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
+        return -1;
+    }
+    CheckCmdReplicaIdentity(rel, CMD_DELETE);  // a publication of deletes needs a replica identity
+    Oid properties_type = message_properties_type();
+    TupleDesc properties_desc = lookup_rowtype_tupdesc_copy(properties_type, -1);
+
+    // The floor is read before the snapshot is taken (scan_floor.hpp).
+    bool floor_applies = !r.priority_order && !r.after;
+    scan_floor::Reading floor;
+    if (floor_applies) floor = scan_floor::read(r.queue_id);
+    TimestampTz start = DT_NOBEGIN;
+    if (r.after && !r.priority_order)
+        start = r.after->enq_time;
+    else if (floor_applies && !r.from_head)
+        start = floor.floor;
+
+    CommandCounterIncrement();  // as a new statement: this transaction's earlier changes are seen
+    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    PushActiveSnapshot(snapshot);
+    TimestampTz now = GetCurrentTimestamp();
+    CommandId command = GetCurrentCommandId(true);
+
+    ScanKeyData keys[2];
+    int nkeys = 1;
+    ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
+    if (start != DT_NOBEGIN) {
+        ScanKeyInit(&keys[1], 2, BTGreaterEqualStrategyNumber, F_TIMESTAMPTZ_GE, TimestampTzGetDatum(start));
+        nkeys = 2;
+    }
+    IndexScanDesc scan = index_beginscan(rel, index, snapshot, nkeys, 0);
+    scan->xs_want_itup = floor_applies;  // the enq_time of entries whose rows are gone
+    index_rescan(scan, keys, nkeys, nullptr, 0);
+    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk dequeue", ALLOCSET_SMALL_SIZES);
+
+    bool met_blocker = false;
+    TimestampTz candidate = now;  // if the scan runs out without meeting a message
+    int removed = 0;
+    while (removed < r.max_messages) {
+        CHECK_FOR_INTERRUPTS();
+        ItemPointer tid = index_getnext_tid(scan, ForwardScanDirection);
+        if (!tid) break;
+        TimestampTz entry_time = 0;
+        if (floor_applies && !met_blocker) {
+            bool isnull;
+            entry_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, 2, scan->xs_itupdesc, &isnull));
+        }
+        bool visible = index_fetch_heap(scan, slot);
+        // index_fetch_heap sets kill_prior_tuple when every version the entry leads to is
+        // dead to all transactions: only such entries may be passed by the floor.
+        if (floor_applies && !met_blocker && (visible || !scan->kill_prior_tuple)) {
+            met_blocker = true;
+            candidate = entry_time;
+        }
+        if (!visible) continue;
+        slot_getallattrs(slot);
+        const Datum* v = slot->tts_values;
+        const bool* isnull = slot->tts_isnull;
+        if (r.after && !after_position(*r.after, r.priority_order, v)) continue;
+        if (!isnull[col_delay] && DatumGetTimestampTz(v[col_delay]) > now) continue;
+        if (!isnull[col_expiration] && DatumGetTimestampTz(v[col_expiration]) <= now) continue;
+
+        // SKIP LOCKED's rule: a message another transaction holds is skipped, not waited for.
+        TM_FailureData failure;
+        ItemPointerData row = slot->tts_tid;
+        TM_Result result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, false, &failure, false);
+        if (result == TM_BeingModified && TransactionIdIsCurrentTransactionId(failure.xmax))
+            result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, true, &failure, false);
+        if (result != TM_Ok) continue;
+
+        MemoryContext outer = MemoryContextSwitchTo(message_context);
+        BulkDequeuedMessage message{v[col_msgid], v[col_user_data], properties_of(properties_desc, v, isnull),
+                                    DatumGetInt32(v[col_priority]), DatumGetTimestampTz(v[col_enq_time])};
+        MemoryContextSwitchTo(outer);
+        r.sink(r.sink_context, message);
+        MemoryContextReset(message_context);
+        removed++;
+    }
+    if (floor_applies) scan_floor::raise(r.queue_id, floor, candidate);
+
+    MemoryContextDelete(message_context);
+    ExecDropSingleTupleTableSlot(slot);
+    index_endscan(scan);
+    index_close(index, NoLock);
+    table_close(rel, NoLock);
+    PopActiveSnapshot();
+    UnregisterSnapshot(snapshot);
+    FreeTupleDesc(properties_desc);
+    if (removed > 0) CommandCounterIncrement();  // later commands of this transaction see the removals
+    return removed;
+}
+
+}  // namespace aq::queue

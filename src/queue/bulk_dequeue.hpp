@@ -1,0 +1,64 @@
+// Bulk dequeue: a remove-dequeue done on the order index and the heap directly.
+//
+// Protocol.  For DEQUEUE_ARRAY/DEQUEUE in remove mode, without msgid or correlation, on a
+// normal queue.  The queue table is opened with RowExclusiveLock and checked as for a
+// bulk enqueue (bulk_enqueue.hpp: aq's columns, no triggers, no rules, no row-level
+// security) and its order index must be aq's ((q_id, enq_time, msgid) or
+// (q_id, priority, enq_time, msgid), btree, ascending, default operator classes); the
+// caller needs USAGE on the schema and SELECT and DELETE on the table.  Otherwise
+// nothing is done and -1 is returned: the caller runs the equivalent statement.
+// Otherwise, with a fresh snapshot (after CommandCounterIncrement, as a new statement):
+//   - the order index is scanned forward for the queue, from its scan floor
+//     (scan_floor.hpp; enq_time order, NEXT_MESSAGE) or from the head (FIRST_MESSAGE,
+//     priority order), or from the transaction's navigation position;
+//   - each visible message that is ready (no delay ahead, not expired) is deleted with
+//     table_tuple_delete(wait = false): a message another transaction is deleting or
+//     holds locked is skipped, as FOR UPDATE SKIP LOCKED would; one this transaction
+//     locked (locked mode) is deleted;
+//   - each deleted message goes to the sink in index order, so one heap delete (one WAL
+//     record) per message instead of the row lock plus delete of SELECT ... FOR UPDATE
+//     SKIP LOCKED and DELETE, and no executor;
+//   - the scan also computes the queue's new scan floor and raises it.
+// All of it is in the caller's transaction: a rollback brings the messages back.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "datatype/timestamp.h"
+}
+
+namespace aq::queue {
+
+struct BulkDequeuedMessage {
+    Datum msgid;
+    Datum payload;     // points into the table's buffer or its TOAST: copy it in the sink
+    Datum properties;  // aq.message_properties, valid during the sink call
+    int32 priority;
+    TimestampTz enq_time;
+};
+
+using BulkDequeueSink = void (*)(void* context, const BulkDequeuedMessage& message);
+
+struct BulkDequeuePosition {  // NEXT_MESSAGE: only messages after this one
+    int32 priority;
+    TimestampTz enq_time;
+    int64 msgid;
+};
+
+struct BulkDequeue {
+    Oid relid;
+    Oid payload_type;
+    int32 queue_id;
+    bool priority_order;
+    int max_messages;
+    bool from_head;                    // FIRST_MESSAGE: ignore the scan floor
+    const BulkDequeuePosition* after;  // or nullptr
+    BulkDequeueSink sink;
+    void* sink_context;
+};
+
+// Returns the number of messages removed, or -1 when the table is not eligible (nothing
+// done).  May raise PostgreSQL errors: call it inside pg::call.
+int bulk_dequeue(const BulkDequeue& request);
+
+}  // namespace aq::queue

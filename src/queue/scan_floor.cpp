@@ -1,0 +1,94 @@
+// See scan_floor.hpp for the protocol.
+extern "C" {
+#include "postgres.h"
+#include "miscadmin.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+}
+
+#include "queue/scan_floor.hpp"
+
+namespace aq::queue::scan_floor {
+
+namespace {
+
+struct Slot {
+    slock_t mutex;
+    Oid database;
+    int32 queue_id;
+    TimestampTz floor;
+    uint64 version;
+};
+
+Slot* slots = nullptr;
+
+Slot& slot_of(int32 queue_id) {
+    uint32 h = static_cast<uint32>(queue_id) * 2654435761u ^ static_cast<uint32>(MyDatabaseId);
+    return slots[h % slot_count];
+}
+
+bool owns(const Slot& s, int32 queue_id) {
+    return s.queue_id == queue_id && s.database == MyDatabaseId;
+}
+
+}  // namespace
+
+std::size_t shmem_size() {
+    return MAXALIGN(sizeof(Slot) * slot_count);
+}
+
+void shmem_startup() {
+    bool found = false;
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    slots = static_cast<Slot*>(ShmemInitStruct("aq queue scan floors", shmem_size(), &found));
+    if (!found) {
+        for (int i = 0; i < slot_count; i++) {
+            SpinLockInit(&slots[i].mutex);
+            slots[i].database = InvalidOid;
+            slots[i].queue_id = 0;
+            slots[i].floor = DT_NOBEGIN;
+            slots[i].version = 0;
+        }
+    }
+    LWLockRelease(AddinShmemInitLock);
+}
+
+Reading read(int32 queue_id) {
+    Reading r;
+    if (!slots) return r;
+    Slot& s = slot_of(queue_id);
+    SpinLockAcquire(&s.mutex);
+    if (!owns(s, queue_id)) {  // a takeover: from the head, which is always safe
+        s.database = MyDatabaseId;
+        s.queue_id = queue_id;
+        s.floor = DT_NOBEGIN;
+        s.version++;
+    }
+    r.floor = s.floor;
+    r.version = s.version;
+    SpinLockRelease(&s.mutex);
+    r.tracked = true;
+    return r;
+}
+
+void raise(int32 queue_id, const Reading& seen, TimestampTz candidate) {
+    if (!slots || !seen.tracked) return;
+    Slot& s = slot_of(queue_id);
+    SpinLockAcquire(&s.mutex);
+    if (owns(s, queue_id) && s.version == seen.version && candidate > s.floor) s.floor = candidate;
+    SpinLockRelease(&s.mutex);
+}
+
+void lower(int32 queue_id, TimestampTz enq_time) {
+    if (!slots) return;
+    Slot& s = slot_of(queue_id);
+    SpinLockAcquire(&s.mutex);
+    if (owns(s, queue_id)) {
+        if (enq_time < s.floor) s.floor = enq_time;
+        s.version++;
+    }
+    SpinLockRelease(&s.mutex);
+}
+
+}  // namespace aq::queue::scan_floor

@@ -1,0 +1,61 @@
+// Scan floors: where a remove-dequeue may start reading a queue's order index.
+//
+// Why.  A queue is consumed from the head of its (q_id, enq_time, msgid) index.  Every
+// dequeued message leaves a dead index entry there until VACUUM removes the page, so a
+// dequeue that starts at the head walks every page of messages dequeued since the last
+// VACUUM: at tens of thousands of messages a second, hundreds of pages per call.  A
+// floor lets the scan start where the messages still are.
+//
+// Protocol.  Shared memory holds `slot_count` slots; a queue uses slot
+// (database, queue_id) % slot_count and owns it while its (database, queue_id) is written
+// there.  A slot holds a floor (an enq_time) and a version counter, under a spinlock.
+// Invariant: every message of the queue that is not surely dead (its index entry leads to
+// no row version that any transaction may still see or bring back) has enq_time >= floor.
+//   - Enqueue: after inserting its messages and index entries, and before its transaction
+//     commits, an enqueue calls lower(q, enq_time): floor = min(floor, enq_time), version++.
+//   - Dequeue (bulk_dequeue.hpp): read() the floor and version BEFORE taking the scan's
+//     snapshot; scan from enq_time >= floor; the candidate is the enq_time of the first
+//     index entry whose row is visible or not surely dead (heap_hot_search's all_dead: a
+//     row deleted by a transaction still running, inserted by one, locked, or delayed, all
+//     stop it), or the scan's start time if the scan ran out without meeting one.  Then
+//     raise(q, reading, candidate): floor = max(floor, candidate) only if the version is
+//     still the one read.
+// Why no message is skipped: an insert whose entries existed when the scan started is
+// seen by the scan (not surely dead), so the candidate stays at or below it; an insert
+// that ended between read() and raise() changed the version, so the raise is refused;
+// an insert that ends after raise() lowers the floor again before it commits.  Rows
+// only come back (rollback of a dequeue, a retry) while a transaction holds them, and
+// such rows stop the candidate.  A queue that loses its slot to another queue starts
+// again from -infinity (a takeover), which is always safe.  Rows written into a queue
+// table by hand, not through aq.enqueue, do not lower the floor: FIRST_MESSAGE
+// navigation ignores the floor and scans from the head.
+//
+// Without shared_preload_libraries = 'aq' there is no shared memory: every scan starts at
+// the head (read() returns no floor, raise() and lower() do nothing).
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "datatype/timestamp.h"
+}
+
+#include <cstddef>
+
+namespace aq::queue::scan_floor {
+
+inline constexpr int slot_count = 512;
+
+std::size_t shmem_size();
+void shmem_startup();
+
+struct Reading {
+    TimestampTz floor = DT_NOBEGIN;  // DT_NOBEGIN: scan from the head
+    uint64 version = 0;
+    bool tracked = false;  // false: no shared memory; raise() will do nothing
+};
+
+Reading read(int32 queue_id);
+void raise(int32 queue_id, const Reading& seen, TimestampTz candidate);
+void lower(int32 queue_id, TimestampTz enq_time);
+
+}  // namespace aq::queue::scan_floor
