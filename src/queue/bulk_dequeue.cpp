@@ -69,15 +69,31 @@ Oid find_order_index(Relation rel, bool priority_order) {
     return found;
 }
 
+// The default btree operator family of the key columns' types (int4, timestamptz, int8),
+// looked up once per backend: GetDefaultOpClass scans pg_opclass, which cost more than a
+// one-message dequeue.
+Oid default_btree_family(Oid type) {
+    static Oid types[4], families[4];
+    static int known = 0;
+    for (int i = 0; i < known; i++)
+        if (types[i] == type) return families[i];
+    Oid opclass = GetDefaultOpClass(type, BTREE_AM_OID);
+    Oid family = OidIsValid(opclass) ? get_opclass_family(opclass) : InvalidOid;
+    if (known < 4) {
+        types[known] = type;
+        families[known++] = family;
+    }
+    return family;
+}
+
 // Ascending, with each column's default btree operator class: the index order is the
 // queue's sort order.
 bool in_sort_order(Relation index) {
     if (index->rd_rel->relam != BTREE_AM_OID) return false;
     for (int i = 0; i < IndexRelationGetNumberOfKeyAttributes(index); i++) {
         if (index->rd_indoption[i] != 0) return false;
-        Oid type = index->rd_opcintype[i];
-        Oid opclass = GetDefaultOpClass(type, BTREE_AM_OID);
-        if (!OidIsValid(opclass) || get_opclass_family(opclass) != index->rd_opfamily[i]) return false;
+        Oid family = default_btree_family(index->rd_opcintype[i]);
+        if (!OidIsValid(family) || family != index->rd_opfamily[i]) return false;
     }
     return true;
 }

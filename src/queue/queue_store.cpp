@@ -4,8 +4,13 @@
 // plain data; C++ errors are aq::Error, thrown after the PostgreSQL work they report.
 extern "C" {
 #include "postgres.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "storage/bufmgr.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "nodes/params.h"
@@ -21,6 +26,8 @@ extern "C" {
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
 
@@ -71,7 +78,8 @@ const char* const lookup_sql =
     "       q.queue_type OPERATOR(pg_catalog.=) 'exception_queue', c.relowner,"
     "       (SELECT e.queue_id FROM aq.queues e WHERE e.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
     // aq._default_exception_queue's rule, inline: a call of that function costs more than the rest of the lookup.
-    "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table OPERATOR(pg_catalog.||) '_e'))"
+    "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table OPERATOR(pg_catalog.||) '_e')),"
+    "       q.ctid, q.xmin, t.ctid, t.xmin"
     "  FROM aq.queues q"
     "  JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) q.queue_table_id"
     "  LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
@@ -102,12 +110,112 @@ SPIPlanPtr prepare_lookup(const char* condition, Oid key_type) {
     return plan;
 }
 
-bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info);
+// The row versions of aq.queues and aq.queue_tables a lookup read.
+struct CatalogRow {
+    ItemPointerData tid;
+    TransactionId xmin;
+};
+
+bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info, CatalogRow* rows = nullptr);
+
+// ---------------------------------------------------------------- lookup cache
+//
+// Every enqueue and dequeue looks its queue up by name, and the lookup statement cost as
+// much as a one-message dequeue.  So the backend keeps the last lookups, per (name, role),
+// with the aq.queues and aq.queue_tables row versions they were read from.  An entry is
+// used only while both versions are still the visible ones under a fresh snapshot (same
+// TID, same xmin): start_queue, stop_queue, alter_queue and drop_queue update or delete the
+// row, which leaves a new version or none, and the statement runs again.  The queue
+// table's current name and owner come from the syscache at every use.
+
+struct CachedLookup {
+    bool used;
+    Oid role;
+    char queue_name[2 * NAMEDATALEN];
+    QueueInfo info;
+    CatalogRow rows[2];  // aq.queues, aq.queue_tables
+};
+
+constexpr int lookup_cache_size = 8;
+CachedLookup lookup_cache[lookup_cache_size];
+int next_lookup_slot = 0;
+
+bool row_still_current(const char* table, const CatalogRow& row, Snapshot snapshot) {
+    Oid relid = get_relname_relid(table, get_namespace_oid("aq", false));
+    if (!OidIsValid(relid)) return false;
+    Relation rel = table_open(relid, AccessShareLock);
+    HeapTupleData tuple;
+    tuple.t_self = row.tid;
+    Buffer buffer = InvalidBuffer;
+    bool current = heap_fetch(rel, snapshot, &tuple, &buffer, false) &&
+                   TransactionIdEquals(HeapTupleHeaderGetRawXmin(tuple.t_data), row.xmin);
+    if (BufferIsValid(buffer)) ReleaseBuffer(buffer);
+    table_close(rel, NoLock);  // kept to the end of the transaction, as the statement's lock
+    return current;
+}
+
+// The queue table's current name and owner; false if it is gone.
+bool refresh_table(QueueInfo& info) {
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(info.relid));
+    if (!HeapTupleIsValid(tuple)) return false;
+    auto* form = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple));
+    char* schema = get_namespace_name(form->relnamespace);
+    bool ok = schema != nullptr;
+    if (ok) {
+        strlcpy(info.qualified_table, quote_qualified_identifier(schema, NameStr(form->relname)),
+                sizeof info.qualified_table);
+        info.owner = form->relowner;
+    }
+    ReleaseSysCache(tuple);
+    return ok;
+}
+
+CachedLookup* cached_lookup(const char* queue_name) {
+    if (strlen(queue_name) >= sizeof lookup_cache[0].queue_name) return nullptr;
+    for (auto& entry : lookup_cache)
+        if (entry.used && entry.role == GetUserId() && strcmp(entry.queue_name, queue_name) == 0) return &entry;
+    return nullptr;
+}
+
+bool lookup_from_cache(const char* queue_name, QueueInfo& info) {
+    CachedLookup* entry = cached_lookup(queue_name);
+    if (!entry) return false;
+    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    bool current = row_still_current("queues", entry->rows[0], snapshot) &&
+                   row_still_current("queue_tables", entry->rows[1], snapshot);
+    UnregisterSnapshot(snapshot);
+    if (!current) {
+        entry->used = false;
+        return false;
+    }
+    info = entry->info;
+    if (!refresh_table(info)) {
+        entry->used = false;
+        return false;
+    }
+    return true;
+}
+
+void remember_lookup(const char* queue_name, const QueueInfo& info, const CatalogRow* rows) {
+    if (!OidIsValid(info.relid) || strlen(queue_name) >= sizeof lookup_cache[0].queue_name) return;
+    CachedLookup* entry = cached_lookup(queue_name);
+    if (!entry) entry = &lookup_cache[next_lookup_slot++ % lookup_cache_size];
+    entry->used = true;
+    entry->role = GetUserId();
+    strlcpy(entry->queue_name, queue_name, sizeof entry->queue_name);
+    entry->info = info;
+    entry->rows[0] = rows[0];
+    entry->rows[1] = rows[1];
+}
 
 // Requires an SPI connection.  Returns false when no queue has that name.
 bool lookup(const char* queue_name, QueueInfo& info) {
+    if (lookup_from_cache(queue_name, info)) return true;
     if (!lookup_plan) lookup_plan = prepare_lookup("q.queue_name OPERATOR(pg_catalog.=) $1", TEXTOID);
-    return read_lookup(lookup_plan, CStringGetTextDatum(queue_name), info);
+    CatalogRow rows[2];
+    if (!read_lookup(lookup_plan, CStringGetTextDatum(queue_name), info, rows)) return false;
+    remember_lookup(queue_name, info, rows);
+    return true;
 }
 
 bool lookup_by_id(int32 queue_id, QueueInfo& info) {
@@ -115,7 +223,7 @@ bool lookup_by_id(int32 queue_id, QueueInfo& info) {
     return read_lookup(lookup_id_plan, Int32GetDatum(queue_id), info);
 }
 
-bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info) {
+bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info, CatalogRow* rows) {
     Datum args[1] = {key};
     // Not read-only: a fresh snapshot each time, so a waiting dequeue sees a stop_queue or
     // drop_queue that committed while it slept.
@@ -144,6 +252,12 @@ bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info) {
     info.owner = isnull ? InvalidOid : DatumGetObjectId(owner);
     Datum default_exception = SPI_getbinval(row, desc, 11, &isnull);
     info.default_exception_id = isnull ? 0 : DatumGetInt32(default_exception);
+    if (rows) {
+        for (int i = 0; i < 2; i++) {
+            rows[i].tid = *reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(row, desc, 12 + 2 * i, &isnull)));
+            rows[i].xmin = DatumGetTransactionId(SPI_getbinval(row, desc, 13 + 2 * i, &isnull));
+        }
+    }
     SPI_freetuptable(SPI_tuptable);  // a waiting dequeue looks the queue up on every pass
     return true;
 }
