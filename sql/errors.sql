@@ -99,6 +99,15 @@ SELECT aq.drop_queue_table('altered_qt', force => true);
 SELECT count(*) AS impostor_kept FROM altered_qt;
 DROP TABLE altered_qt;
 
+-- A read-only transaction can neither enqueue nor dequeue (25006), on the bulk paths too.  (Which
+-- statement reports it depends on whether the once-a-second expiry sweep runs first: the SQLSTATE only.)
+SELECT cardinality(aq.enqueue_array('err_q', ARRAY[ROW('read-only 7')::err_ot]));
+BEGIN READ ONLY;
+SELECT left(try_sql($$SELECT aq.enqueue_array('err_q', ARRAY[ROW('read-only 8')::err_ot])$$), 5) AS read_only_enqueue;
+SELECT left(try_sql($$SELECT count(*) FROM aq.dequeue_array('err_q', NULL::err_ot, 10, aq.dequeue_options(wait => '0'))$$), 5) AS read_only_dequeue;
+SELECT left(try_sql($$SELECT count(*) FROM aq.dequeue_array('err_q', NULL::err_ot, 10, aq.dequeue_options(wait => '0'))$$), 5) AS read_only_again;
+COMMIT;
+
 -- Nothing committed was lost by any of the failures above.
 SELECT count(*) AS still_queued FROM err_qt;
 SELECT count(*) AS delivered FROM aq.dequeue_array('err_q', NULL::err_ot, 100, aq.dequeue_options(wait => '0'));

@@ -168,7 +168,8 @@ bool after_position(const BulkDequeuePosition& p, bool priority_order, const Dat
 int bulk_dequeue(const BulkDequeue& r) {
     Relation rel = table_open(r.relid, RowExclusiveLock);
     Oid index_oid = InvalidOid;
-    if (plain_queue_table(rel, r.payload_type) && caller_may_remove(rel))
+    // A read-only transaction (or a standby) gets the statement's error (25006) from the statement.
+    if (!XactReadOnly && !IsInParallelMode() && plain_queue_table(rel, r.payload_type) && caller_may_remove(rel))
         index_oid = find_order_index(rel, r.priority_order);
     Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
     if (!index || !in_sort_order(index)) {

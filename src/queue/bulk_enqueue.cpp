@@ -154,7 +154,8 @@ bool plain_queue_table(Relation rel, Oid payload_type) {
 
 bool bulk_enqueue(const BulkEnqueue& r) {
     Relation rel = table_open(r.relid, RowExclusiveLock);
-    if (!plain_queue_table(rel, r.payload_type)) {
+    // A read-only transaction (or a standby) gets the statement's error (25006) from the statement.
+    if (XactReadOnly || IsInParallelMode() || !plain_queue_table(rel, r.payload_type)) {
         table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
         return false;
     }
