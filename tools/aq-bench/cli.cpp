@@ -74,11 +74,15 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
         ("priorities", po::value(&base.priorities)->default_value(1), "aq: priorities 1..N (priority-sorted queue)")
         ("delay", po::value(&base.delay_seconds)->default_value(0), "aq: delay every message by this many seconds")
         ("csv", po::value(&command.csv), "append one CSV row per run to FILE")
-        ("faults", po::bool_switch(&command.faults), "inject faults while the load runs (kill -9 and pg_terminate_backend of consumers)")
-        ("fault-interval", po::value(&f.interval_seconds)->default_value(2), "seconds between faults")
+        ("faults", po::bool_switch(&command.faults),
+         "inject faults while the load runs: kill -9 and pg_terminate_backend of consumers' backends, in turn")
+        ("fault-interval", po::value(&f.interval_seconds)->default_value(2), "seconds between kills/terminations")
         ("datadir", po::value(&f.data_directory), "with --faults: the server's data directory, to crash the postmaster")
-        ("crashes", po::value(&f.crashes)->default_value(0), "with --datadir: how many postmaster crashes")
-        ("pg-ctl", po::value(&f.pg_ctl)->default_value("pg_ctl"), "the pg_ctl that restarts the server");
+        ("crashes", po::value(&f.crashes)->default_value(0),
+         "with --datadir: N postmaster crashes (kill -9, then pg_ctl start) per run, on top of the kills, spread "
+         "over the run: the i-th once i/(N+1) of the messages are dequeued (of --seconds for a timed run)")
+        ("pg-ctl", po::value(&f.pg_ctl)->default_value("pg_ctl"),
+         "the pg_ctl that restarts the server (if pg_ctl is not on PATH: the one beside the running postmaster)");
     if ((command.help = parse_or_help(args, options, &command.help_text))) return command;
     if (base.messages < 0 || base.seconds < 0 || (base.messages == 0 && base.seconds <= 0))
         throw po::error("give --messages > 0, or --messages 0 and --seconds > 0");

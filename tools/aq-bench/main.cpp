@@ -88,6 +88,7 @@ int queue_command(const std::vector<std::string>& args) {
         std::cout << command.help_text << "\nSystems:\n" << describe_systems();
         return 0;
     }
+    if (command.faults) check_crash_setup(command.fault_options);
     std::vector<QueueResult> results;
     FaultCounts total;
     for (auto& config : command.runs) {
@@ -107,6 +108,10 @@ int queue_command(const std::vector<std::string>& args) {
         if (!command.csv.empty()) append_csv(command.csv, csv_row(results.back()));
     }
     print_summary(results, command.faults ? &total : nullptr);
+    if (command.faults && !command.fault_options.data_directory.empty() &&
+        total.crashes < command.fault_options.crashes * static_cast<int>(results.size()))
+        std::fprintf(stderr, "aq-bench: %d postmaster crashes of the %d asked for (%d a run)\n", total.crashes,
+                     command.fault_options.crashes * static_cast<int>(results.size()), command.fault_options.crashes);
     for (auto& r : results)
         if (!r.verdict.ok()) return 1;
     return 0;

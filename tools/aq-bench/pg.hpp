@@ -4,12 +4,35 @@
 // broken connection.  What the caller must know then is whether the statement it sent may
 // have committed: Outcome::unknown.  A statement that failed on a live connection did not
 // commit: Outcome::failed.  reconnect() retries until the server is back or the deadline.
+//
+// Prepared statements: prepare(name, sql) registers a statement; it is prepared (PQprepare)
+// on the current connection and again after every (re)connect, and run by exec_prepared()
+// (PQexecPrepared) or transaction().  A registered statement not yet prepared on the current
+// connection is prepared just before it runs.  Preparing counts like running: a broken
+// connection is unknown, an error on a live one failed (connect() throws on the latter).
+//
+// transaction(name): BEGIN; <name>; COMMIT as prepared statements in two round trips: BEGIN and
+// the statement pipelined (libpq pipeline mode: two PQsendQueryPrepared, one PQpipelineSync),
+// then, once the statement's result is here, COMMIT (PQexecPrepared).  Why not all three in one:
+// the server flushes a pipeline's results at its Sync, so a COMMIT in the same pipeline could take
+// effect while the results never reach the client (a kill -9 in between): committed messages the
+// client never saw, which the checker rightly counts as lost (it did: 10 of 6,000 under kill -9
+// every 0.3 s).  Outcome:
+//   ok       committed; *out = the statement's result.
+//   failed   the statement failed on a live connection (its error in last_error() and
+//            last_sqlstate()): it was rolled back (a prepared ROLLBACK) before returning; or the
+//            COMMIT failed on a live connection (the server rolled back).
+//   unknown  the connection broke (or an error 57P*, or one without SQLSTATE), as for exec(): it
+//            may have committed only if the COMMIT was sent.  *out = the statement's result if it
+//            arrived, so that the caller can report what it got as uncertain.  The caller reconnects.
+
 #pragma once
 
 #include <libpq-fe.h>
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -30,7 +53,8 @@ public:
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
-    // Connects (or reconnects), trying until `patience` has passed; throws on giving up.
+    // Connects (or reconnects) and prepares the registered statements, trying until
+    // `patience` has passed; throws on giving up, or if a statement cannot be prepared.
     void connect(std::chrono::milliseconds patience = std::chrono::seconds(60));
     void close();
     bool connected() const { return conn_ && PQstatus(conn_) == CONNECTION_OK; }
@@ -44,13 +68,27 @@ public:
     // For set-up statements: throws on anything but success.
     Result must(const std::string& sql, const std::vector<std::string>& params = {});
 
+    // Registers `sql` as prepared statement `name` (parameter types from the casts in sql) and
+    // prepares it now if connected.  Throws if it fails on a live connection.
+    void prepare(const std::string& name, const std::string& sql);
+    // Runs a registered statement; outcomes as for exec().
+    Outcome exec_prepared(const std::string& name, const std::vector<std::string>& params = {},
+                          Result* out = nullptr);
+    // BEGIN; name | COMMIT in two round trips (see above).
+    Outcome transaction(const std::string& name, const std::vector<std::string>& params = {}, Result* out = nullptr);
+
     const std::string& last_error() const { return error_; }
     const std::string& last_sqlstate() const { return sqlstate_; }
 
 private:
+    Outcome classify(const PGresult* r);        // sets error_/sqlstate_ for a result that is not a success
+    Outcome ensure_prepared(const std::string& name);
+
     std::string conninfo_;
     PGconn* conn_ = nullptr;
     std::string error_, sqlstate_;
+    std::vector<std::pair<std::string, std::string>> statements_;  // registered: name, sql
+    std::set<std::string> prepared_;                               // prepared on this connection
 };
 
 // The server's data directory and postmaster PID (for crash faults), read from a

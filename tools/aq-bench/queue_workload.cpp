@@ -50,12 +50,18 @@ bool parse_payload(const char* p, uint64_t* id, int64_t* sent_us) {
 }
 
 // One system's statements.  Everything runs as the connecting role in schema aq_bench.
+// The statements of the producers' and consumers' loops are prepared on every connection
+// (prepare(), again after each reconnect: pg.hpp): "aqb_produce" and "aqb_consume".
 struct System {
     virtual ~System() = default;
     virtual void setup(Session& s, const QueueConfig& c) = 0;
+    // Registers the loop's statements on a producer's, consumer's or the drain's session.
+    virtual void prepare(Session& s) = 0;
     // One autocommit statement enqueuing the batch.
     virtual Outcome produce(Session& s, const std::vector<std::string>& payloads) = 0;
-    // Inside BEGIN ... COMMIT: up to n messages into `out` (payload texts); ok with none = empty.
+    // BEGIN; dequeue up to n; COMMIT (Session::transaction: two round trips, pg.hpp).  The payload texts
+    // go into `out` when the dequeue's result arrived: on ok, and on unknown (uncertain).
+    // ok with none = empty.
     virtual Outcome consume(Session& s, int n, std::vector<std::string>& out) = 0;
     virtual void teardown(Session& s) = 0;
     // Before the final drain (PgQ: a forced tick, so that every committed event is in a batch).
@@ -63,11 +69,21 @@ struct System {
 };
 
 void read_payloads(const Result& r, std::vector<std::string>& out) {
+    if (!r || PQresultStatus(r.get()) != PGRES_TUPLES_OK) return;
     for (int i = 0; i < PQntuples(r.get()); i++) out.emplace_back(PQgetvalue(r.get(), i, 0));
+}
+
+// The dequeue transaction; the payloads when its result arrived, even if the COMMIT's did not.
+Outcome consume_transaction(Session& s, const std::vector<std::string>& params, std::vector<std::string>& out) {
+    Result r;
+    Outcome o = s.transaction("aqb_consume", params, &r);
+    if (o != Outcome::failed) read_payloads(r, out);
+    return o;
 }
 
 struct AqSystem : System {
     QueueConfig c;
+    bool plain_enqueue() const { return c.priorities <= 1 && c.delay_seconds <= 0; }
     void setup(Session& s, const QueueConfig& config) override {
         c = config;
         s.must("CREATE EXTENSION IF NOT EXISTS aq");
@@ -78,22 +94,25 @@ struct AqSystem : System {
         s.must("SELECT aq.create_queue('aqb_q', 'aqb_qt')");
         s.must("SELECT aq.start_queue('aqb_q')");
     }
+    void prepare(Session& s) override {
+        s.prepare("aqb_produce",
+                  plain_enqueue()
+                      ? "SELECT aq.enqueue_array('aqb_q', $1::text[])"
+                      : "SELECT aq.enqueue_array('aqb_q', $1::text[],"
+                        " (SELECT array_agg(aq.message_properties(priority => 1 + (i % $2::int),"
+                        "                                         delay => $3::double precision * interval '1 s'))"
+                        "    FROM generate_series(1, cardinality($1::text[])) i))");
+        s.prepare("aqb_consume",
+                  "SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int, aq.dequeue_options(wait => '0.2 s'))");
+    }
     Outcome produce(Session& s, const std::vector<std::string>& payloads) override {
-        if (c.priorities <= 1 && c.delay_seconds <= 0)
-            return s.exec("SELECT aq.enqueue_array('aqb_q', $1::text[])", {array_literal(payloads)});
-        return s.exec(
-            "SELECT aq.enqueue_array('aqb_q', $1::text[],"
-            " (SELECT array_agg(aq.message_properties(priority => 1 + (i % $2::int),"
-            "                                         delay => $3::double precision * interval '1 s'))"
-            "    FROM generate_series(1, cardinality($1::text[])) i))",
-            {array_literal(payloads), std::to_string(c.priorities), std::to_string(c.delay_seconds)});
+        if (plain_enqueue()) return s.exec_prepared("aqb_produce", {array_literal(payloads)});
+        return s.exec_prepared("aqb_produce",
+                               {array_literal(payloads), std::to_string(c.priorities), std::to_string(c.delay_seconds)});
     }
     Outcome consume(Session& s, int n, std::vector<std::string>& out) override {
-        Result r;
-        Outcome o = s.exec("SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int, aq.dequeue_options(wait => '0.2 s'))",
-                           {std::to_string(n)}, &r);
-        if (o == Outcome::failed && s.last_sqlstate() == "QA228") return Outcome::ok;  // empty
-        if (o == Outcome::ok) read_payloads(r, out);
+        Outcome o = consume_transaction(s, {std::to_string(n)}, out);
+        if (o == Outcome::failed && s.last_sqlstate() == "QA228") return Outcome::ok;  // empty (rolled back)
         return o;
     }
     void teardown(Session& s) override {
@@ -113,21 +132,20 @@ struct PlainSystem : System {
                " payload text NOT NULL)");
         s.must("CREATE INDEX ON aq_bench.plain_q (q_id, enq_time, msgid)");
     }
+    void prepare(Session& s) override {
+        s.prepare("aqb_produce",
+                  "INSERT INTO aq_bench.plain_q (q_id, enq_time, payload) SELECT 1, now(), u FROM unnest($1::text[]) u");
+        s.prepare("aqb_consume",
+                  "WITH c AS MATERIALIZED (SELECT ctid FROM aq_bench.plain_q WHERE q_id = 1 ORDER BY q_id, enq_time, msgid"
+                  "                        LIMIT $1::int FOR UPDATE SKIP LOCKED)"
+                  " DELETE FROM aq_bench.plain_q WHERE ctid = ANY (ARRAY(SELECT ctid FROM c)) RETURNING payload");
+    }
     Outcome produce(Session& s, const std::vector<std::string>& payloads) override {
-        return s.exec("INSERT INTO aq_bench.plain_q (q_id, enq_time, payload) SELECT 1, now(), u FROM unnest($1::text[]) u",
-                      {array_literal(payloads)});
+        return s.exec_prepared("aqb_produce", {array_literal(payloads)});
     }
     Outcome consume(Session& s, int n, std::vector<std::string>& out) override {
-        Result r;
-        Outcome o = s.exec(
-            "WITH c AS MATERIALIZED (SELECT ctid FROM aq_bench.plain_q WHERE q_id = 1 ORDER BY q_id, enq_time, msgid"
-            "                        LIMIT $1::int FOR UPDATE SKIP LOCKED)"
-            " DELETE FROM aq_bench.plain_q WHERE ctid = ANY (ARRAY(SELECT ctid FROM c)) RETURNING payload",
-            {std::to_string(n)}, &r);
-        if (o == Outcome::ok) {
-            read_payloads(r, out);
-            if (out.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // plain SQL cannot wait
-        }
+        Outcome o = consume_transaction(s, {std::to_string(n)}, out);
+        if (o == Outcome::ok && out.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // cannot wait
         return o;
     }
     void teardown(Session& s) override { s.must("DROP TABLE IF EXISTS aq_bench.plain_q"); }
@@ -150,16 +168,16 @@ struct PgqSystem : System {
             throw std::runtime_error("PgQ set-up failed (is postgresql-15-pgq3 installed?): " +
                                      std::string(PQresultErrorMessage(r.get())));
     }
+    void prepare(Session& s) override {
+        s.prepare("aqb_produce", "SELECT aq_bench.pgq_enqueue_array('aq_bench_pgq', $1::text[])");
+        s.prepare("aqb_consume", "SELECT ev_data FROM aq_bench.pgq_consume('aq_bench_pgq', 'aq_bench')");
+    }
     Outcome produce(Session& s, const std::vector<std::string>& payloads) override {
-        return s.exec("SELECT aq_bench.pgq_enqueue_array('aq_bench_pgq', $1::text[])", {array_literal(payloads)});
+        return s.exec_prepared("aqb_produce", {array_literal(payloads)});
     }
     Outcome consume(Session& s, int, std::vector<std::string>& out) override {
-        Result r;
-        Outcome o = s.exec("SELECT ev_data FROM aq_bench.pgq_consume('aq_bench_pgq', 'aq_bench')", {}, &r);
-        if (o == Outcome::ok) {
-            read_payloads(r, out);
-            if (out.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
+        Outcome o = consume_transaction(s, {}, out);
+        if (o == Outcome::ok && out.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         return o;
     }
     void before_drain(Session& s) override { s.must("SELECT aq_bench.pgq_tick('aq_bench_pgq', 'aq_bench', true)"); }
@@ -195,6 +213,7 @@ void reconnect(Shared& sh, Session& s) {
 
 void producer(Shared& sh, int number) {
     Session s(sh.c.conninfo);
+    sh.system.prepare(s);  // registered before connecting: prepared by every (re)connect
     s.connect();
     uint64_t sequence = 0;
     for (;;) {
@@ -233,6 +252,7 @@ void producer(Shared& sh, int number) {
 
 void consumer(Shared& sh, int number) {
     Session s(sh.c.conninfo);
+    sh.system.prepare(s);
     s.connect();
     if (sh.faults) sh.faults->register_consumer(number, s.backend_pid());
     std::vector<std::string> got;
@@ -240,10 +260,7 @@ void consumer(Shared& sh, int number) {
     int empty_after_producers = 0;
     for (;;) {
         got.clear();
-        Outcome o = s.exec("BEGIN");
-        if (o == Outcome::ok) o = sh.system.consume(s, sh.c.dequeue_batch, got);
-        if (o == Outcome::ok) o = s.exec("COMMIT");
-        else if (o == Outcome::failed) s.exec("ROLLBACK");
+        Outcome o = sh.system.consume(s, sh.c.dequeue_batch, got);  // BEGIN; dequeue; COMMIT
         if (o == Outcome::ok) {
             int64_t now = now_us();
             for (auto& p : got) {
@@ -284,14 +301,13 @@ void consumer(Shared& sh, int number) {
 // were enqueued after the consumers stopped).
 void final_drain(Shared& sh) {
     Session s(sh.c.conninfo);
+    sh.system.prepare(s);
     s.connect(std::chrono::seconds(120));
     sh.system.before_drain(s);
     std::vector<std::string> got;
     for (;;) {
         got.clear();
-        Outcome o = s.exec("BEGIN");
-        if (o == Outcome::ok) o = sh.system.consume(s, 10000, got);
-        if (o == Outcome::ok) o = s.exec("COMMIT");
+        Outcome o = sh.system.consume(s, 10000, got);
         if (o != Outcome::ok) throw std::runtime_error("final drain failed: " + s.last_error());
         if (got.empty()) break;
         for (auto& p : got) {
@@ -312,11 +328,16 @@ double percentile(std::vector<double>& v, double q) {
 }  // namespace
 
 std::string describe_systems() {
-    return "  aq     aq.enqueue_array / aq.dequeue_array(..., wait => '0.2 s') in BEGIN ... COMMIT\n"
+    return "  aq     aq.enqueue_array / aq.dequeue_array(..., wait => '0.2 s')\n"
            "  plain  INSERT ... SELECT FROM unnest($1); DELETE ... RETURNING of rows claimed with\n"
            "         FOR UPDATE SKIP LOCKED (polls every 1 ms when empty)\n"
            "  pgq    PgQ 3.5: a bulk INSERT into the current event table; one registered consumer shared\n"
-           "         by the consumer sessions under an advisory lock (tools/aq-bench/pgq.md)\n";
+           "         by the consumer sessions under an advisory lock (tools/aq-bench/pgq.md)\n"
+           "All three alike: every statement of the loops is prepared once per connection (again after\n"
+           "a reconnect).  A producer runs its enqueue as one autocommit statement.  A consumer sends\n"
+           "BEGIN and its dequeue in one round trip (libpq pipeline mode), then COMMIT once it has\n"
+           "the messages (so that a fault cannot commit a dequeue it never saw), or ROLLBACK when the\n"
+           "dequeue failed (aq: SQLSTATE QA228, nothing to dequeue after the wait).\n";
 }
 
 QueueResult run_queue(const QueueConfig& c, FaultInjector* faults) {
@@ -334,7 +355,11 @@ QueueResult run_queue(const QueueConfig& c, FaultInjector* faults) {
     std::vector<std::thread> threads;
     for (int i = 0; i < c.producers; i++) threads.emplace_back(producer, std::ref(sh), i);
     for (int i = 0; i < c.consumers; i++) threads.emplace_back(consumer, std::ref(sh), i);
-    if (faults) faults->start();
+    if (faults)  // the fraction of the run done, for the crashes' schedule (faults.hpp)
+        faults->start([&sh, &c] {
+            if (c.messages > 0) return static_cast<double>(sh.dequeued.load()) / c.messages;
+            return std::chrono::duration<double>(Clock::now() - sh.start).count() / c.seconds;
+        });
     // A progress line on stderr, once a second, until every producer and consumer is done.
     std::atomic<bool> running{true};
     std::thread progress([&] {

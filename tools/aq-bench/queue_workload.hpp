@@ -3,7 +3,9 @@
 // Protocol, per message: the producer builds a payload "<id>:<sent µs>:<padding>" with a
 // unique id (producer << 40 | sequence), records the attempt, sends the batch in one
 // autocommit statement and records the outcome (acknowledged, failed, or unknown when the
-// connection broke).  A consumer runs BEGIN; dequeue; COMMIT and records the ids it got as
+// connection broke).  A consumer runs BEGIN; dequeue; COMMIT (BEGIN and the dequeue pipelined in
+// one round trip, COMMIT in a second; every statement prepared once per connection: pg.hpp) and
+// records the ids it got as
 // committed, or as uncertain when the COMMIT's answer was lost.  After the load a final
 // drain takes what is left.  The checker (checker.hpp) then classifies every id.
 #pragma once
