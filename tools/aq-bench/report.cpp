@@ -201,14 +201,32 @@ Series line_series(const std::string& name, const Rows& rows, const std::string&
     return mean_series(name, rows, x_of, ycol, logy);
 }
 
-// Bars: x = index in `categories` of the row's text column `category_col`.
-Series bar_series(const std::string& name, const Rows& rows, const std::string& category_col,
+// Bars: x = index in `categories` of the row's category (category_of).
+Series bar_series(const std::string& name, const Rows& rows, const std::function<std::string(const Run&)>& category_of,
                   const std::vector<std::string>& categories, const std::string& ycol) {
     auto x_of = [&](const Run& r) {
-        auto it = std::find(categories.begin(), categories.end(), r.str(category_col));
+        auto it = std::find(categories.begin(), categories.end(), category_of(r));
         return it == categories.end() ? Key{} : Key{double(it - categories.begin())};
     };
     return mean_series(name, rows, x_of, ycol);
+}
+
+// Bars: x = index in `categories` of the row's text column `category_col`.
+Series bar_series(const std::string& name, const Rows& rows, const std::string& category_col,
+                  const std::vector<std::string>& categories, const std::string& ycol) {
+    return bar_series(name, rows, [&](const Run& r) { return r.str(category_col); }, categories, ycol);
+}
+
+// The distinct values of a numeric column, ascending (a missing value is nullopt, first).
+std::vector<Key> distinct(const Rows& rows, const std::string& column) {
+    std::set<Key> values;
+    for (const Run* r : rows) values.insert(r->num(column));
+    return {values.begin(), values.end()};
+}
+
+// "1 session", "8 sessions", "? sessions".
+std::string counted(const Key& n, const std::string& noun) {
+    return format_key(n) + " " + noun + (n == 1.0 ? "" : "s");
 }
 
 void add(Chart& chart, Series s, int color, int dash = 1, bool y2 = false) {
@@ -308,22 +326,35 @@ Chart queue_latency_chart(const std::vector<Run>& runs) {
     return c;
 }
 
+// Ingest and commit rows carry the writers / sessions in the producers column.  Runs with different
+// counts are not averaged together: ingest gets a category per mode and writer count, commit a
+// series per session count (a single count keeps the plain categories and names).
 Chart ingest_chart(const std::vector<Run>& runs) {
     Chart c;
     c.file = "ingest.png";
     c.kind = Chart::Kind::bars;
     const Rows rows = filter(rows_where(runs, "ingest", {}),
                              [](const Run& r) { return r.num("rows_ack_rate") || r.num("rows_applied_rate"); });
+    const auto writers = distinct(rows, "producers");
     c.title = "Ingest throughput: rows/s until acknowledged and until applied";
-    c.xlabel = "mode";
+    if (writers.size() == 1) c.title += " (" + counted(writers[0], "writer") + ")";
+    c.xlabel = writers.size() > 1 ? "mode, writers" : "mode";
     c.ylabel = "rows/s";
-    c.categories = ordered_values(rows, "mode", {"single", "multi"});
+    const auto modes = ordered_values(rows, "mode", {"single", "multi"});
+    std::function<std::string(const Run&)> category_of = [](const Run& r) { return r.str("mode"); };
+    if (writers.size() > 1) {
+        category_of = [](const Run& r) { return r.str("mode") + ", " + counted(r.num("producers"), "writer"); };
+        for (const auto& mode : modes)
+            for (const auto& w : writers) c.categories.push_back(mode + ", " + counted(w, "writer"));
+    } else {
+        c.categories = modes;
+    }
     const auto systems = ordered_values(rows, "system", {"fast", "standard"});
     int color = 1;
     for (const auto& system : systems) {
         const Rows sys = of_system(rows, system);
-        add(c, bar_series(system + ": until acknowledged", sys, "mode", c.categories, "rows_ack_rate"), color++);
-        add(c, bar_series(system + ": until applied", sys, "mode", c.categories, "rows_applied_rate"), color++);
+        add(c, bar_series(system + ": until acknowledged", sys, category_of, c.categories, "rows_ack_rate"), color++);
+        add(c, bar_series(system + ": until applied", sys, category_of, c.categories, "rows_applied_rate"), color++);
     }
     if (c.empty()) c.skip_reason = "no workload=ingest rows with rows_ack_rate or rows_applied_rate";
     return c;
@@ -335,7 +366,9 @@ Chart commit_chart(const std::vector<Run>& runs) {
     c.kind = Chart::Kind::bars;
     const Rows rows = filter(rows_where(runs, "commit", {}),
                              [](const Run& r) { return r.num("wal_syncs_per_commit") || r.num("tps"); });
+    const auto sessions = distinct(rows, "producers");
     c.title = "Commit modes: WAL syncs per commit and commits/s";
+    if (sessions.size() == 1) c.title += " (" + counted(sessions[0], "session") + ")";
     c.xlabel = "commit mode";
     c.ylabel = "WAL syncs per commit";
     c.y2label = "commits/s (tps)";
@@ -344,9 +377,19 @@ Chart commit_chart(const std::vector<Run>& runs) {
     int color = 1;
     for (const auto& system : systems) {
         const Rows sys = of_system(rows, system);
-        const std::string prefix = systems.size() > 1 ? system + ": " : "";
-        add(c, bar_series(prefix + "WAL syncs per commit", sys, "mode", c.categories, "wal_syncs_per_commit"), color++);
-        add(c, bar_series(prefix + "tps (right axis)", sys, "mode", c.categories, "tps"), color++, 1, true);
+        for (bool tps : {false, true})
+            for (const auto& n : sessions) {
+                const Rows slice = filter(sys, [&](const Run& r) { return r.num("producers") == n; });
+                std::string prefix = systems.size() > 1 ? system + ", " : "";
+                if (sessions.size() > 1) prefix += counted(n, "session") + ", ";
+                if (!prefix.empty()) prefix = prefix.substr(0, prefix.size() - 2) + ": ";
+                if (tps)
+                    add(c, bar_series(prefix + "tps (right axis)", slice, "mode", c.categories, "tps"), color++, 1, true);
+                else
+                    add(c, bar_series(prefix + "WAL syncs per commit", slice, "mode", c.categories,
+                                      "wal_syncs_per_commit"),
+                        color++);
+            }
     }
     if (c.empty()) c.skip_reason = "no workload=commit rows with wal_syncs_per_commit or tps";
     return c;
@@ -466,7 +509,8 @@ std::string gnuplot_script(const std::vector<Chart>& charts, const std::string& 
                 const std::string axes = s.y2 ? " axes x1y2" : "";
                 gp << " using " << at << ":2:(" << width << ") with boxes lc " << s.color << axes << " title "
                    << gp_quote(s.name) << ", \\\n     " << data << " index " << i << " using " << at
-                   << ":2:(sprintf(abs($2) >= 1000 ? '%.0f' : '%.3g', $2)) with labels offset 0,0.6 font ',8'" << axes
+                   << ":2:(abs($2) >= 10000 ? sprintf('%.0fk', $2 / 1000) : sprintf(abs($2) >= 1000 ? '%.0f' : '%.3g', $2))"
+                   << " with labels offset 0,0.6 font ',8'" << axes
                    << " notitle";
                 continue;
             }
