@@ -660,6 +660,24 @@ void bulk_sink(void* context, const BulkDequeuedMessage& m) {
     retries::note_claimed(s->queue_id, s->last_msgid, false);
 }
 
+// Rows written into a queue table without aq.enqueue (by hand, COPY, logical replication)
+// do not lower the scan floor (scan_floor.hpp).  A NEXT_MESSAGE dequeue that finds nothing
+// from the floor therefore looks from the head too, at most once a second per queue in
+// this backend: such rows wait at most about a second once the queue is otherwise empty.
+bool head_scan_due(int32 queue_id) {
+    struct LastScan {
+        int32 queue_id;
+        TimestampTz at;
+    };
+    constexpr int slots = 16;
+    static LastScan last[slots];
+    TimestampTz now = GetCurrentTimestamp();
+    LastScan& slot = last[static_cast<uint32>(queue_id) % slots];
+    if (slot.queue_id == queue_id && now - slot.at < USECS_PER_SEC) return false;
+    slot = LastScan{queue_id, now};
+    return true;
+}
+
 // Remove mode without msgid or correlation on a normal queue: bulk_dequeue.hpp, when the
 // queue table allows it (-1 otherwise).
 int claim_in_bulk(const ClaimArgs& a) {
@@ -678,6 +696,10 @@ int claim_in_bulk(const ClaimArgs& a) {
                         bulk_sink,
                         &state};
     int rows = bulk_dequeue(request);
+    if (rows == 0 && !request.from_head && !a.after && head_scan_due(a.queue->queue_id)) {
+        request.from_head = true;
+        rows = bulk_dequeue(request);
+    }
     if (rows > 0) {
         remember_position(a.queue->queue_id, false, state.last_priority, state.last_enq_time, state.last_msgid);
         wakeup::note_dequeue(a.queue->queue_id);  // a rollback brings them back: wake waiters then

@@ -27,8 +27,10 @@
 // only come back (rollback of a dequeue, a retry) while a transaction holds them, and
 // such rows stop the candidate.  A queue that loses its slot to another queue starts
 // again from -infinity (a takeover), which is always safe.  Rows written into a queue
-// table by hand, not through aq.enqueue, do not lower the floor: FIRST_MESSAGE
-// navigation ignores the floor and scans from the head.
+// table without aq.enqueue (by hand, COPY, logical replication) do not lower the floor:
+// FIRST_MESSAGE navigation ignores the floor and scans from the head, and a NEXT_MESSAGE
+// dequeue that finds nothing from the floor scans from the head too, at most once a
+// second per queue and backend.
 //
 // Without shared_preload_libraries = 'aq' there is no shared memory: every scan starts at
 // the head (read() returns no floor, raise() and lower() do nothing).
