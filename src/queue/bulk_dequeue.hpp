@@ -14,7 +14,10 @@
 //   - each visible message that is ready (no delay ahead, not expired) is deleted with
 //     table_tuple_delete(wait = false): a message another transaction is deleting or
 //     holds locked is skipped, as FOR UPDATE SKIP LOCKED would; one this transaction
-//     locked (locked mode) is deleted;
+//     locked (locked mode) is deleted.  A message updated since the snapshot (its
+//     attempts written, or moved to an exception queue) is skipped too: its new version
+//     is for the next dequeue (the statement would follow the update, or in REPEATABLE
+//     READ fail with 40001);
 //   - each deleted message goes to the sink in index order, so one heap delete (one WAL
 //     record) per message instead of the row lock plus delete of SELECT ... FOR UPDATE
 //     SKIP LOCKED and DELETE, and no executor;
