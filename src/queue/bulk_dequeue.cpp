@@ -163,6 +163,19 @@ bool after_position(const BulkDequeuePosition& p, bool priority_order, const Dat
     return msgid > p.msgid;
 }
 
+// (columns) > or >= (values) as one btree row comparison: the scan starts right there,
+// not at the first entry of the leading column's value.
+void row_comparison(ScanKeyData* header, ScanKeyData* members, StrategyNumber strategy, int n,
+                    const AttrNumber* columns, const RegProcedure* comparisons, const Datum* values) {
+    for (int i = 0; i < n; i++)
+        ScanKeyEntryInitialize(&members[i], SK_ROW_MEMBER | (i == n - 1 ? SK_ROW_END : 0), columns[i], strategy,
+                               InvalidOid, InvalidOid, comparisons[i], values[i]);
+    FmgrInfo unused;
+    memset(&unused, 0, sizeof unused);
+    ScanKeyEntryInitializeWithInfo(header, SK_ROW_HEADER, columns[0], strategy, InvalidOid, InvalidOid, &unused,
+                                   PointerGetDatum(members));
+}
+
 }  // namespace
 
 int bulk_dequeue(const BulkDequeue& r) {
@@ -185,11 +198,6 @@ int bulk_dequeue(const BulkDequeue& r) {
     bool floor_applies = !r.priority_order && !r.after;
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id);
-    TimestampTz start = DT_NOBEGIN;
-    if (r.after && !r.priority_order)
-        start = r.after->enq_time;
-    else if (floor_applies && !r.from_head)
-        start = floor.floor;
 
     CommandCounterIncrement();  // as a new statement: this transaction's earlier changes are seen
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
@@ -197,37 +205,49 @@ int bulk_dequeue(const BulkDequeue& r) {
     TimestampTz now = GetCurrentTimestamp();
     CommandId command = GetCurrentCommandId(true);
 
-    ScanKeyData keys[2];
+    // Index columns: 1 q_id, then (2 enq_time, 3 msgid) or (2 priority, 3 enq_time, 4 msgid).
+    ScanKeyData keys[2], row[3];
     int nkeys = 1;
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
-    if (start != DT_NOBEGIN) {
-        ScanKeyInit(&keys[1], 2, BTGreaterEqualStrategyNumber, F_TIMESTAMPTZ_GE, TimestampTzGetDatum(start));
-        nkeys = 2;
+    if (r.after && r.priority_order) {
+        static const AttrNumber columns[] = {2, 3, 4};
+        static const RegProcedure comparisons[] = {F_BTINT4CMP, F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
+        Datum values[] = {Int32GetDatum(r.after->priority), TimestampTzGetDatum(r.after->enq_time),
+                          Int64GetDatum(r.after->msgid)};
+        row_comparison(&keys[nkeys++], row, BTGreaterStrategyNumber, 3, columns, comparisons, values);
+    } else if (r.after || (floor_applies && !r.from_head && floor.floor.enq_time != DT_NOBEGIN)) {
+        static const AttrNumber columns[] = {2, 3};
+        static const RegProcedure comparisons[] = {F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
+        scan_floor::Position from = r.after ? scan_floor::Position{r.after->enq_time, r.after->msgid} : floor.floor;
+        Datum values[] = {TimestampTzGetDatum(from.enq_time), Int64GetDatum(from.msgid)};
+        row_comparison(&keys[nkeys++], row, r.after ? BTGreaterStrategyNumber : BTGreaterEqualStrategyNumber, 2,
+                       columns, comparisons, values);
     }
     IndexScanDesc scan = index_beginscan(rel, index, snapshot, nkeys, 0);
-    scan->xs_want_itup = floor_applies;  // the enq_time of entries whose rows are gone
+    scan->xs_want_itup = floor_applies;  // the (enq_time, msgid) of entries whose rows are gone
     index_rescan(scan, keys, nkeys, nullptr, 0);
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk dequeue", ALLOCSET_SMALL_SIZES);
 
     bool met_blocker = false;
-    TimestampTz candidate = now;  // if the scan runs out without meeting a message
+    scan_floor::Position candidate{now, PG_INT64_MIN};  // if the scan runs out without meeting a message
     int removed = 0;
     while (removed < r.max_messages) {
         CHECK_FOR_INTERRUPTS();
         ItemPointer tid = index_getnext_tid(scan, ForwardScanDirection);
         if (!tid) break;
-        TimestampTz entry_time = 0;
+        scan_floor::Position entry{0, 0};
         if (floor_applies && !met_blocker) {
             bool isnull;
-            entry_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, 2, scan->xs_itupdesc, &isnull));
+            entry.enq_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, 2, scan->xs_itupdesc, &isnull));
+            entry.msgid = DatumGetInt64(index_getattr(scan->xs_itup, 3, scan->xs_itupdesc, &isnull));
         }
         bool visible = index_fetch_heap(scan, slot);
         // index_fetch_heap sets kill_prior_tuple when every version the entry leads to is
         // dead to all transactions: only such entries may be passed by the floor.
         if (floor_applies && !met_blocker && (visible || !scan->kill_prior_tuple)) {
             met_blocker = true;
-            candidate = entry_time;
+            candidate = entry;
         }
         if (!visible) continue;
         slot_getallattrs(slot);

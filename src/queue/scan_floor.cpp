@@ -17,7 +17,7 @@ struct Slot {
     slock_t mutex;
     Oid database;
     int32 queue_id;
-    TimestampTz floor;
+    Position floor;
     uint64 version;
 };
 
@@ -47,7 +47,7 @@ void shmem_startup() {
             SpinLockInit(&slots[i].mutex);
             slots[i].database = InvalidOid;
             slots[i].queue_id = 0;
-            slots[i].floor = DT_NOBEGIN;
+            slots[i].floor = head;
             slots[i].version = 0;
         }
     }
@@ -62,7 +62,7 @@ Reading read(int32 queue_id) {
     if (!owns(s, queue_id)) {  // a takeover: from the head, which is always safe
         s.database = MyDatabaseId;
         s.queue_id = queue_id;
-        s.floor = DT_NOBEGIN;
+        s.floor = head;
         s.version++;
     }
     r.floor = s.floor;
@@ -72,11 +72,11 @@ Reading read(int32 queue_id) {
     return r;
 }
 
-void raise(int32 queue_id, const Reading& seen, TimestampTz candidate) {
+void raise(int32 queue_id, const Reading& seen, Position candidate) {
     if (!slots || !seen.tracked) return;
     Slot& s = slot_of(queue_id);
     SpinLockAcquire(&s.mutex);
-    if (owns(s, queue_id) && s.version == seen.version && candidate > s.floor) s.floor = candidate;
+    if (owns(s, queue_id) && s.version == seen.version && s.floor < candidate) s.floor = candidate;
     SpinLockRelease(&s.mutex);
 }
 
@@ -85,7 +85,8 @@ void lower(int32 queue_id, TimestampTz enq_time) {
     Slot& s = slot_of(queue_id);
     SpinLockAcquire(&s.mutex);
     if (owns(s, queue_id)) {
-        if (enq_time < s.floor) s.floor = enq_time;
+        Position inserted{enq_time, PG_INT64_MIN};  // every msgid of that enq_time
+        if (inserted < s.floor) s.floor = inserted;
         s.version++;
     }
     SpinLockRelease(&s.mutex);

@@ -8,18 +8,20 @@
 //
 // Protocol.  Shared memory holds `slot_count` slots; a queue uses slot
 // (database, queue_id) % slot_count and owns it while its (database, queue_id) is written
-// there.  A slot holds a floor (an enq_time) and a version counter, under a spinlock.
-// Invariant: every message of the queue that is not surely dead (its index entry leads to
-// no row version that any transaction may still see or bring back) has enq_time >= floor.
+// there.  A slot holds a floor (an index position: enq_time, msgid) and a version counter,
+// under a spinlock.  Invariant: every message of the queue that is not surely dead (its
+// index entry leads to no row version that any transaction may still see or bring back)
+// has (enq_time, msgid) >= floor.
 //   - Enqueue: after inserting its messages and index entries, and before its transaction
-//     commits, an enqueue calls lower(q, enq_time): floor = min(floor, enq_time), version++.
+//     commits, an enqueue calls lower(q, enq_time): floor = min(floor, (enq_time, any
+//     msgid)), version++.
 //   - Dequeue (bulk_dequeue.hpp): read() the floor and version BEFORE taking the scan's
-//     snapshot; scan from enq_time >= floor; the candidate is the enq_time of the first
-//     index entry whose row is visible or not surely dead (heap_hot_search's all_dead: a
-//     row deleted by a transaction still running, inserted by one, locked, or delayed, all
-//     stop it), or the scan's start time if the scan ran out without meeting one.  Then
-//     raise(q, reading, candidate): floor = max(floor, candidate) only if the version is
-//     still the one read.
+//     snapshot; scan from (enq_time, msgid) >= floor; the candidate is the position of the
+//     first index entry whose row is visible or not surely dead (heap_hot_search's
+//     all_dead: a row deleted by a transaction still running, inserted by one, locked, or
+//     delayed, all stop it), or the scan's start time if the scan ran out without meeting
+//     one.  Then raise(q, reading, candidate): floor = max(floor, candidate) only if the
+//     version is still the one read.
 // Why no message is skipped: an insert whose entries existed when the scan started is
 // seen by the scan (not surely dead), so the candidate stays at or below it; an insert
 // that ended between read() and raise() changed the version, so the raise is refused;
@@ -50,14 +52,24 @@ inline constexpr int slot_count = 512;
 std::size_t shmem_size();
 void shmem_startup();
 
+// A position in the (enq_time, msgid) order of a queue's index.
+struct Position {
+    TimestampTz enq_time;
+    int64 msgid;
+    bool operator<(const Position& o) const {
+        return enq_time != o.enq_time ? enq_time < o.enq_time : msgid < o.msgid;
+    }
+};
+inline constexpr Position head{DT_NOBEGIN, PG_INT64_MIN};
+
 struct Reading {
-    TimestampTz floor = DT_NOBEGIN;  // DT_NOBEGIN: scan from the head
+    Position floor = head;  // head: scan from the head
     uint64 version = 0;
     bool tracked = false;  // false: no shared memory; raise() will do nothing
 };
 
 Reading read(int32 queue_id);
-void raise(int32 queue_id, const Reading& seen, TimestampTz candidate);
+void raise(int32 queue_id, const Reading& seen, Position candidate);
 void lower(int32 queue_id, TimestampTz enq_time);
 
 }  // namespace aq::queue::scan_floor
