@@ -69,7 +69,7 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
         ("consumers,C", po::value(&consumers)->default_value("1"), "consumer sessions (comma list)")
         ("batch,b", po::value(&batches)->default_value("100"), "messages per enqueue and per dequeue (comma list)")
         ("messages,n", po::value(&base.messages)->default_value(10000), "messages per run (0: use --seconds)")
-        ("seconds", po::value(&base.seconds)->default_value(0), "run for this long instead of --messages")
+        ("seconds", po::value(&base.seconds)->default_value(0), "run for this long instead of --messages (with -n 0): producers and consumers stop then; the backlog is drained afterwards, checked but not counted in the rates")
         ("payload", po::value(&base.payload_bytes)->default_value(64), "payload bytes per message (32 .. 1000000)")
         ("priorities", po::value(&base.priorities)->default_value(1), "aq: priorities 1..N (priority-sorted queue)")
         ("delay", po::value(&base.delay_seconds)->default_value(0), "aq: delay every message by this many seconds")

@@ -286,6 +286,9 @@ void consumer(Shared& sh, int number) {
         } else {
             std::fprintf(stderr, "aq-bench: consumer %d: %s", number, s.last_error().c_str());
         }
+        // A timed run measures what the consumers keep up with: they stop at the deadline too,
+        // and the final drain takes the backlog (checked, not counted in the rates).
+        if (sh.c.messages <= 0 && Clock::now() >= sh.deadline) break;
         if (got.empty() && sh.producers_running.load() == 0) {
             if (++empty_after_producers >= 3) break;
         } else {

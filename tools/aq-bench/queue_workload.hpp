@@ -28,7 +28,7 @@ struct QueueConfig {
     int consumers = 1;
     int enqueue_batch = 1;
     int dequeue_batch = 1;
-    long messages = 10000;      // total; 0: run for `seconds`
+    long messages = 10000;      // total; 0: run for `seconds` (consumers stop then too; the final drain takes the backlog)
     double seconds = 0;
     int payload_bytes = 64;
     int priorities = 1;         // aq: priorities 1..n (queue table sorted by priority,enq_time when > 1)
