@@ -376,6 +376,38 @@ DROP ROLE aq_bd_consumer;
 DROP ROLE aq_bd_nobody;
 DROP TABLE bd_trigger_log;
 DROP FUNCTION bd_log_delete();
+------------------------------------------------------------------------------ the lookup cache across catalog rewrites
+-- Each backend caches its queue lookups while their aq.queues / aq.queue_tables row versions
+-- stay current.  A VACUUM that truncates aq.queues leaves a cached TID past the table's end,
+-- and VACUUM FULL moves rows to new TIDs keeping their xmin: neither may break or fool it.
+SELECT aq.create_queue_table('bd_cache_qt', 'text');
+SELECT count(aq.create_queue('bd_cache_' || i, 'bd_cache_qt')) AS created FROM generate_series(1, 200) i;
+SELECT count(aq.start_queue('bd_cache_' || i)) AS started FROM generate_series(1, 200) i;
+SELECT (ctid::text::point)[0]::int AS cached_block FROM aq.queues WHERE queue_name = 'bd_cache_200' \gset
+SELECT :cached_block > 0 AS beyond_first_page;
+SELECT cardinality(aq.enqueue_array('bd_cache_200', ARRAY['cached'])) AS enqueued;
+SELECT bd_deq('bd_cache_200') AS dequeued;
+SELECT count(aq.stop_queue('bd_cache_' || i)) AS stopped FROM generate_series(1, 200) i;
+SELECT count(aq.drop_queue('bd_cache_' || i)) AS dropped FROM generate_series(1, 200) i;
+VACUUM aq.queues;
+SELECT :cached_block >= pg_relation_size('aq.queues') / 8192 AS cached_tid_past_end;
+SELECT aq.create_queue('bd_cache_200', 'bd_cache_qt'), aq.start_queue('bd_cache_200');
+SELECT cardinality(aq.enqueue_array('bd_cache_200', ARRAY['after truncation'])) AS enqueued;
+SELECT bd_deq('bd_cache_200') AS dequeued;
+-- Three queues made in one transaction share an xmin; after b is dropped, VACUUM FULL may put
+-- c where b was.
+BEGIN;
+SELECT aq.create_queue(q, 'bd_cache_qt'), aq.start_queue(q) FROM unnest(ARRAY['bd_vf_a', 'bd_vf_b', 'bd_vf_c']) q;
+COMMIT;
+SELECT cardinality(aq.enqueue_array('bd_vf_b', ARRAY['to b'])) AS enqueued;
+SELECT bd_deq('bd_vf_b') AS dequeued;
+SELECT aq.stop_queue('bd_vf_b'), aq.drop_queue('bd_vf_b');
+VACUUM FULL aq.queues;
+SELECT try_sql($$SELECT aq.enqueue_array('bd_vf_b', ARRAY['to a dropped queue'])$$) AS dropped_queue;
+SELECT cardinality(aq.enqueue_array('bd_vf_c', ARRAY['to c'])) AS enqueued;
+SELECT bd_deq('bd_vf_c') AS dequeued_c;
+SELECT aq.drop_queue_table('bd_cache_qt', force => true);
+
 DROP FUNCTION bd_keep_row();
 DROP FUNCTION bd_deq(text, integer, text);
 DROP TYPE bd_outer;

@@ -153,6 +153,14 @@ Datum properties_of(TupleDesc properties_desc, const Datum* v, const bool* isnul
     return HeapTupleGetDatum(heap_form_tuple(properties_desc, fields, nulls));
 }
 
+// Whether the row's xmax is a MultiXactId (read from the slot's buffer tuple: a hint only
+// for the decision above, which a MultiXactId must never reach).
+bool held_by_several(TupleTableSlot* slot) {
+    bool should_free;
+    HeapTuple tuple = ExecFetchSlotHeapTuple(slot, false, &should_free);
+    return (tuple->t_data->t_infomask & HEAP_XMAX_IS_MULTI) != 0;
+}
+
 // Is this message after the navigation position, in the queue's sort order?
 bool after_position(const BulkDequeuePosition& p, bool priority_order, const Datum* v) {
     int32 priority = DatumGetInt32(v[col_priority]);
@@ -193,6 +201,7 @@ int bulk_dequeue(const BulkDequeue& r) {
     CheckCmdReplicaIdentity(rel, CMD_DELETE);  // a publication of deletes needs a replica identity
     Oid properties_type = message_properties_type();
     TupleDesc properties_desc = lookup_rowtype_tupdesc_copy(properties_type, -1);
+    if (properties_desc->natts != 8) elog(ERROR, "aq: type aq.message_properties does not have the 8 fields of aq 0.4.0");
 
     // The floor is read before the snapshot is taken (scan_floor.hpp).
     bool floor_applies = !r.priority_order && !r.after;
@@ -261,7 +270,9 @@ int bulk_dequeue(const BulkDequeue& r) {
         TM_FailureData failure;
         ItemPointerData row = slot->tts_tid;
         TM_Result result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, false, &failure, false);
-        if (result == TM_BeingModified && TransactionIdIsCurrentTransactionId(failure.xmax))
+        // A message this transaction locked (mode locked) is deleted.  Only a plain xid can be
+        // ours here: a MultiXactId (several lockers) is skipped, never waited for.
+        if (result == TM_BeingModified && !held_by_several(slot) && TransactionIdIsCurrentTransactionId(failure.xmax))
             result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, true, &failure, false);
         if (result != TM_Ok) continue;
 

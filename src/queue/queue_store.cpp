@@ -114,6 +114,8 @@ SPIPlanPtr prepare_lookup(const char* condition, Oid key_type) {
 struct CatalogRow {
     ItemPointerData tid;
     TransactionId xmin;
+    Oid relid;        // of the catalog table: DROP/CREATE EXTENSION makes new ones
+    Oid relfilenode;  // VACUUM FULL and CLUSTER move rows to new TIDs (keeping xmin) in a new file
 };
 
 bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info, CatalogRow* rows = nullptr);
@@ -124,8 +126,8 @@ bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info, CatalogRow* rows =
 // much as a one-message dequeue.  So the backend keeps the last lookups, per (name, role),
 // with the aq.queues and aq.queue_tables row versions they were read from.  An entry is
 // used only while both versions are still the visible ones under a fresh snapshot (same
-// TID, same xmin): start_queue, stop_queue, alter_queue and drop_queue update or delete the
-// row, which leaves a new version or none, and the statement runs again.  The queue
+// table and file, same TID, same xmin): start_queue, stop_queue, alter_queue and drop_queue
+// update or delete the row, which leaves a new version or none, and the statement runs again.  The queue
 // table's current name and owner come from the syscache at every use.
 
 struct CachedLookup {
@@ -138,20 +140,37 @@ struct CachedLookup {
 
 constexpr int lookup_cache_size = 8;
 CachedLookup lookup_cache[lookup_cache_size];
-int next_lookup_slot = 0;
+uint32 next_lookup_slot = 0;
+
+const char* const catalog_tables[2] = {"queues", "queue_tables"};
 
 bool row_still_current(const char* table, const CatalogRow& row, Snapshot snapshot) {
     Oid relid = get_relname_relid(table, get_namespace_oid("aq", false));
-    if (!OidIsValid(relid)) return false;
+    if (!OidIsValid(relid) || relid != row.relid) return false;
     Relation rel = table_open(relid, AccessShareLock);
-    HeapTupleData tuple;
-    tuple.t_self = row.tid;
-    Buffer buffer = InvalidBuffer;
-    bool current = heap_fetch(rel, snapshot, &tuple, &buffer, false) &&
-                   TransactionIdEquals(HeapTupleHeaderGetRawXmin(tuple.t_data), row.xmin);
-    if (BufferIsValid(buffer)) ReleaseBuffer(buffer);
+    bool current = false;
+    // heap_fetch raises an error for a block past the end (VACUUM may have truncated the table).
+    if (rel->rd_node.relNode == row.relfilenode && ItemPointerGetBlockNumber(&row.tid) < RelationGetNumberOfBlocks(rel)) {
+        HeapTupleData tuple;
+        tuple.t_self = row.tid;
+        Buffer buffer = InvalidBuffer;
+        current = heap_fetch(rel, snapshot, &tuple, &buffer, false) &&
+                  TransactionIdEquals(HeapTupleHeaderGetRawXmin(tuple.t_data), row.xmin);
+        if (BufferIsValid(buffer)) ReleaseBuffer(buffer);
+    }
     table_close(rel, NoLock);  // kept to the end of the transaction, as the statement's lock
     return current;
+}
+
+// The catalog tables' identity, for rows a lookup just read (it holds their locks).
+void note_catalog_tables(CatalogRow* rows) {
+    Oid aq_namespace = get_namespace_oid("aq", false);
+    for (int i = 0; i < 2; i++) {
+        rows[i].relid = get_relname_relid(catalog_tables[i], aq_namespace);
+        Relation rel = table_open(rows[i].relid, AccessShareLock);
+        rows[i].relfilenode = rel->rd_node.relNode;
+        table_close(rel, NoLock);
+    }
 }
 
 // The queue table's current name and owner; false if it is gone.
@@ -180,19 +199,15 @@ CachedLookup* cached_lookup(const char* queue_name) {
 bool lookup_from_cache(const char* queue_name, QueueInfo& info) {
     CachedLookup* entry = cached_lookup(queue_name);
     if (!entry) return false;
+    entry->used = false;  // until it is proven current: an error below must not leave it in use
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
-    bool current = row_still_current("queues", entry->rows[0], snapshot) &&
-                   row_still_current("queue_tables", entry->rows[1], snapshot);
+    bool current = row_still_current(catalog_tables[0], entry->rows[0], snapshot) &&
+                   row_still_current(catalog_tables[1], entry->rows[1], snapshot);
     UnregisterSnapshot(snapshot);
-    if (!current) {
-        entry->used = false;
-        return false;
-    }
+    if (!current) return false;
     info = entry->info;
-    if (!refresh_table(info)) {
-        entry->used = false;
-        return false;
-    }
+    if (!refresh_table(info)) return false;
+    entry->used = true;
     return true;
 }
 
@@ -214,6 +229,7 @@ bool lookup(const char* queue_name, QueueInfo& info) {
     if (!lookup_plan) lookup_plan = prepare_lookup("q.queue_name OPERATOR(pg_catalog.=) $1", TEXTOID);
     CatalogRow rows[2];
     if (!read_lookup(lookup_plan, CStringGetTextDatum(queue_name), info, rows)) return false;
+    note_catalog_tables(rows);
     remember_lookup(queue_name, info, rows);
     return true;
 }
@@ -566,7 +582,7 @@ struct Position {
 
 constexpr int max_positions = 64;
 Position positions[max_positions];
-int next_position_slot = 0;
+uint32 next_position_slot = 0;
 
 bool live(const Position& p) {
     if (p.queue_id == 0) return false;
@@ -660,10 +676,10 @@ void bulk_sink(void* context, const BulkDequeuedMessage& m) {
     retries::note_claimed(s->queue_id, s->last_msgid, false);
 }
 
-// Rows written into a queue table without aq.enqueue (by hand, COPY, logical replication)
-// do not lower the scan floor (scan_floor.hpp).  A NEXT_MESSAGE dequeue that finds nothing
-// from the floor therefore looks from the head too, at most once a second per queue in
-// this backend: such rows wait at most about a second once the queue is otherwise empty.
+// Rows written into a queue table without aq.enqueue (by hand, COPY, logical replication,
+// an UPDATE that moves messages back from an exception queue) do not lower the scan floor
+// (scan_floor.hpp).  So a NEXT_MESSAGE dequeue scans from the head instead, at most once a
+// second per queue in this backend: such rows wait about a second at most, busy queue or not.
 bool head_scan_due(int32 queue_id) {
     struct LastScan {
         int32 queue_id;
@@ -691,15 +707,11 @@ int claim_in_bulk(const ClaimArgs& a) {
                         a.queue->queue_id,
                         a.queue->priority_order,
                         a.request->array_size,
-                        o.navigation == Navigation::first_message,
+                        o.navigation == Navigation::first_message || (!a.after && head_scan_due(a.queue->queue_id)),
                         a.after ? &after : nullptr,
                         bulk_sink,
                         &state};
     int rows = bulk_dequeue(request);
-    if (rows == 0 && !request.from_head && !a.after && head_scan_due(a.queue->queue_id)) {
-        request.from_head = true;
-        rows = bulk_dequeue(request);
-    }
     if (rows > 0) {
         remember_position(a.queue->queue_id, false, state.last_priority, state.last_enq_time, state.last_msgid);
         wakeup::note_dequeue(a.queue->queue_id);  // a rollback brings them back: wake waiters then

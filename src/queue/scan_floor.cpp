@@ -18,8 +18,16 @@ struct Slot {
     Oid database;
     int32 queue_id;
     Position floor;
-    uint64 version;
+    uint64 epoch;
+    Position epoch_low;  // the lowest position enqueued during this epoch
 };
+
+constexpr Position nowhere{DT_NOEND, PG_INT64_MAX};  // above every position
+
+void new_epoch(Slot& s) {
+    s.epoch++;
+    s.epoch_low = nowhere;
+}
 
 Slot* slots = nullptr;
 
@@ -48,7 +56,8 @@ void shmem_startup() {
             slots[i].database = InvalidOid;
             slots[i].queue_id = 0;
             slots[i].floor = head;
-            slots[i].version = 0;
+            slots[i].epoch = 0;
+            slots[i].epoch_low = nowhere;
         }
     }
     LWLockRelease(AddinShmemInitLock);
@@ -63,10 +72,10 @@ Reading read(int32 queue_id) {
         s.database = MyDatabaseId;
         s.queue_id = queue_id;
         s.floor = head;
-        s.version++;
+        new_epoch(s);
     }
     r.floor = s.floor;
-    r.version = s.version;
+    r.epoch = s.epoch;
     SpinLockRelease(&s.mutex);
     r.tracked = true;
     return r;
@@ -76,7 +85,13 @@ void raise(int32 queue_id, const Reading& seen, Position candidate) {
     if (!slots || !seen.tracked) return;
     Slot& s = slot_of(queue_id);
     SpinLockAcquire(&s.mutex);
-    if (owns(s, queue_id) && s.version == seen.version && s.floor < candidate) s.floor = candidate;
+    if (owns(s, queue_id) && s.epoch == seen.epoch) {
+        Position capped = s.epoch_low < candidate ? s.epoch_low : candidate;
+        if (s.floor < capped) {
+            s.floor = capped;
+            new_epoch(s);
+        }
+    }
     SpinLockRelease(&s.mutex);
 }
 
@@ -87,7 +102,7 @@ void lower(int32 queue_id, TimestampTz enq_time) {
     if (owns(s, queue_id)) {
         Position inserted{enq_time, PG_INT64_MIN};  // every msgid of that enq_time
         if (inserted < s.floor) s.floor = inserted;
-        s.version++;
+        if (inserted < s.epoch_low) s.epoch_low = inserted;
     }
     SpinLockRelease(&s.mutex);
 }

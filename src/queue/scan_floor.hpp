@@ -8,24 +8,28 @@
 //
 // Protocol.  Shared memory holds `slot_count` slots; a queue uses slot
 // (database, queue_id) % slot_count and owns it while its (database, queue_id) is written
-// there.  A slot holds a floor (an index position: enq_time, msgid) and a version counter,
-// under a spinlock.  Invariant: every message of the queue that is not surely dead (its
+// there.  A slot holds, under a spinlock, a floor (an index position: enq_time, msgid), an
+// epoch counter, and the lowest position enqueued during the epoch.  Invariant: every message of the queue that is not surely dead (its
 // index entry leads to no row version that any transaction may still see or bring back)
 // has (enq_time, msgid) >= floor.
 //   - Enqueue: after inserting its messages and index entries, and before its transaction
-//     commits, an enqueue calls lower(q, enq_time): floor = min(floor, (enq_time, any
-//     msgid)), version++.
-//   - Dequeue (bulk_dequeue.hpp): read() the floor and version BEFORE taking the scan's
+//     commits, an enqueue calls lower(q, enq_time): with p = (enq_time, any msgid),
+//     floor = min(floor, p) and epoch_low = min(epoch_low, p).
+//   - Dequeue (bulk_dequeue.hpp): read() the floor and epoch BEFORE taking the scan's
 //     snapshot; scan from (enq_time, msgid) >= floor; the candidate is the position of the
 //     first index entry whose row is visible or not surely dead (heap_hot_search's
 //     all_dead: a row deleted by a transaction still running, inserted by one, locked, or
 //     delayed, all stop it), or the scan's start time if the scan ran out without meeting
-//     one.  Then raise(q, reading, candidate): floor = max(floor, candidate) only if the
-//     version is still the one read.
+//     one.  Then raise(q, reading, candidate): only if the epoch is still the one read,
+//     floor = max(floor, min(candidate, epoch_low)); when the floor moves, a new epoch
+//     begins (epoch++, epoch_low = +infinity).
 // Why no message is skipped: an insert whose entries existed when the scan started is
 // seen by the scan (not surely dead), so the candidate stays at or below it; an insert
-// that ended between read() and raise() changed the version, so the raise is refused;
-// an insert that ends after raise() lowers the floor again before it commits.  Rows
+// that ended between read() and raise() is in epoch_low (the epoch did not change, so
+// epoch_low covers every insert since the read), which caps the raise; an insert that
+// ends after raise() lowers the floor again before it commits.  (A version bumped by
+// every insert would be as safe, but under a steady enqueue load it refused nearly every
+// raise.)  Rows
 // only come back (rollback of a dequeue, a retry) while a transaction holds them, and
 // such rows stop the candidate.  A queue that loses its slot to another queue starts
 // again from -infinity (a takeover), which is always safe.  Rows written into a queue
@@ -64,7 +68,7 @@ inline constexpr Position head{DT_NOBEGIN, PG_INT64_MIN};
 
 struct Reading {
     Position floor = head;  // head: scan from the head
-    uint64 version = 0;
+    uint64 epoch = 0;
     bool tracked = false;  // false: no shared memory; raise() will do nothing
 };
 
