@@ -18,6 +18,7 @@ extern "C" {
 #include "access/sysattr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -145,6 +146,35 @@ void fill_row(const BulkEnqueue& r, int i, Datum msgid, Datum enq_uid, Datum* v,
     v[col_exception_queue] = field(props, 6, &isnull[col_exception_queue]);
 }
 
+// The msgid identity sequence of a queue table.  getIdentitySequence scans pg_depend, which
+// cost a tenth of a one-message enqueue: it is remembered per table until a relcache
+// invalidation of that table (ALTER TABLE ... IDENTITY sends one, as does DROP TABLE).
+struct IdentityEntry {
+    Oid relid;
+    Oid sequence;
+};
+constexpr int identity_cache_size = 8;
+IdentityEntry identity_cache[identity_cache_size];
+uint32 next_identity_slot = 0;
+bool identity_callback_registered = false;
+
+void forget_identity(Datum, Oid relid) {
+    for (auto& e : identity_cache)
+        if (!OidIsValid(relid) || e.relid == relid) e = IdentityEntry{InvalidOid, InvalidOid};
+}
+
+Oid msgid_sequence_of(Oid relid) {
+    if (!identity_callback_registered) {
+        CacheRegisterRelcacheCallback(forget_identity, (Datum)0);
+        identity_callback_registered = true;
+    }
+    for (const auto& e : identity_cache)
+        if (e.relid == relid && OidIsValid(relid)) return e.sequence;
+    Oid sequence = getIdentitySequence(relid, col_msgid + 1, false);
+    identity_cache[next_identity_slot++ % identity_cache_size] = IdentityEntry{relid, sequence};
+    return sequence;
+}
+
 }  // namespace
 
 bool plain_queue_table(Relation rel, Oid payload_type) {
@@ -161,7 +191,7 @@ bool bulk_enqueue(const BulkEnqueue& r) {
     }
     // The range table entry also serves constraint failures, which describe the row from it.
     RangeTblEntry* rte = checked_range_table_entry(rel);
-    Oid msgid_sequence = getIdentitySequence(r.relid, col_msgid + 1, false);
+    Oid msgid_sequence = msgid_sequence_of(r.relid);
     int16 payload_len = get_typlen(r.payload_type);
     EState* estate = CreateExecutorState();
     ExecInitRangeTable(estate, list_make1(rte));
