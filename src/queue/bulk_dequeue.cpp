@@ -98,25 +98,15 @@ bool in_sort_order(Relation index) {
     return true;
 }
 
-Bitmapset* column_set(std::initializer_list<int> columns) {
-    Bitmapset* set = nullptr;
-    for (int c : columns) set = bms_add_member(set, c + 1 - FirstLowInvalidHeapAttributeNumber);
-    return set;
-}
-
 // The privileges of the equivalent DELETE ... RETURNING: USAGE on the schema, DELETE on
 // the table and SELECT on the columns it reads.  Without them the statement runs instead
 // (and raises the error the user would get from it).
 bool caller_may_remove(Relation rel) {
     if (pg_namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE) != ACLCHECK_OK) return false;
-    RangeTblEntry* rte = makeNode(RangeTblEntry);
-    rte->rtekind = RTE_RELATION;
-    rte->relid = RelationGetRelid(rel);
-    rte->relkind = rel->rd_rel->relkind;
-    rte->rellockmode = RowExclusiveLock;
-    rte->requiredPerms = ACL_DELETE | ACL_SELECT;
-    rte->selectedCols = column_set({col_msgid, col_q_id, col_enq_time, col_priority, col_delay, col_expiration,
-                                    col_corrid, col_retry_count, col_exception_queue, col_user_data});
+    RangeTblEntry* rte = queue_table_entry(rel, ACL_DELETE | ACL_SELECT, nullptr,
+                                           column_set({col_msgid, col_q_id, col_enq_time, col_priority, col_delay,
+                                                       col_expiration, col_corrid, col_retry_count,
+                                                       col_exception_queue, col_user_data}));
     return ExecCheckRTPerms(list_make1(rte), false);
 }
 

@@ -63,12 +63,6 @@ bool has_queue_table_shape(Relation rel, Oid payload_type) {
     return true;
 }
 
-Bitmapset* column_set(std::initializer_list<int> columns) {
-    Bitmapset* set = nullptr;
-    for (int c : columns) set = bms_add_member(set, c + 1 - FirstLowInvalidHeapAttributeNumber);
-    return set;
-}
-
 // The privileges of the equivalent statement, INSERT INTO t (q_id, enq_time, priority,
 // delay, expiration, corrid, exception_queue, user_data) ... RETURNING msgid: USAGE on
 // the schema (the statement names the table), INSERT on those columns (msgid,
@@ -78,15 +72,10 @@ RangeTblEntry* checked_range_table_entry(Relation rel) {
     AclResult acl = pg_namespace_aclcheck(namespace_oid, GetUserId(), ACL_USAGE);
     if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_SCHEMA, get_namespace_name(namespace_oid));
 
-    RangeTblEntry* rte = makeNode(RangeTblEntry);
-    rte->rtekind = RTE_RELATION;
-    rte->relid = RelationGetRelid(rel);
-    rte->relkind = rel->rd_rel->relkind;
-    rte->rellockmode = RowExclusiveLock;
-    rte->requiredPerms = ACL_INSERT | ACL_SELECT;
-    rte->insertedCols = column_set({col_q_id, col_enq_time, col_priority, col_delay, col_expiration, col_corrid,
-                                    col_exception_queue, col_user_data});
-    rte->selectedCols = column_set({col_msgid});
+    RangeTblEntry* rte = queue_table_entry(rel, ACL_INSERT | ACL_SELECT,
+                                           column_set({col_q_id, col_enq_time, col_priority, col_delay, col_expiration,
+                                                       col_corrid, col_exception_queue, col_user_data}),
+                                           column_set({col_msgid}));
     ExecCheckRTPerms(list_make1(rte), true);  // 42501, as the statement would raise
     return rte;
 }
@@ -176,6 +165,24 @@ Oid msgid_sequence_of(Oid relid) {
 }
 
 }  // namespace
+
+Bitmapset* column_set(std::initializer_list<int> columns) {
+    Bitmapset* set = nullptr;
+    for (int c : columns) set = bms_add_member(set, c + 1 - FirstLowInvalidHeapAttributeNumber);
+    return set;
+}
+
+RangeTblEntry* queue_table_entry(Relation rel, AclMode permissions, Bitmapset* inserted, Bitmapset* selected) {
+    RangeTblEntry* rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = RelationGetRelid(rel);
+    rte->relkind = rel->rd_rel->relkind;
+    rte->rellockmode = RowExclusiveLock;
+    rte->requiredPerms = permissions;
+    rte->insertedCols = inserted;
+    rte->selectedCols = selected;
+    return rte;
+}
 
 bool plain_queue_table(Relation rel, Oid payload_type) {
     return has_queue_table_shape(rel, payload_type) && rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&

@@ -23,9 +23,13 @@
 extern "C" {
 #include "postgres.h"
 #include "access/htup_details.h"
+#include "nodes/bitmapset.h"
+#include "nodes/parsenodes.h"
 #include "utils/relcache.h"
 #include "utils/timestamp.h"
 }
+
+#include <initializer_list>
 
 namespace aq::queue {
 
@@ -56,6 +60,13 @@ struct BulkEnqueue {
     const bool* properties_null;   // with properties
     Datum* msgids_out;             // count entries, filled in payload order
 };
+
+// The attribute-number set of these queue table columns, for a range table entry.
+Bitmapset* column_set(std::initializer_list<int> columns);
+
+// A range table entry of the queue table needing these permissions (ExecCheckRTPerms):
+// the bulk paths check what the equivalent statement would.
+RangeTblEntry* queue_table_entry(Relation rel, AclMode permissions, Bitmapset* inserted, Bitmapset* selected);
 
 // The queue table still has exactly aq's columns (names, order, types; user_data of this
 // payload type), no triggers, no rules and no row-level security for the current user: the

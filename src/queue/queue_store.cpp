@@ -680,18 +680,26 @@ void bulk_sink(void* context, const BulkDequeuedMessage& m) {
 // an UPDATE that moves messages back from an exception queue) do not lower the scan floor
 // (scan_floor.hpp).  So a NEXT_MESSAGE dequeue scans from the head instead, at most once a
 // second per queue in this backend: such rows wait about a second at most, busy queue or not.
-bool head_scan_due(int32 queue_id) {
-    struct LastScan {
-        int32 queue_id;
+// At most once a second per key in this backend (a few entries; a forgotten one only
+// means an early run).
+struct OnceASecond {
+    struct Entry {
+        int32 key;
         TimestampTz at;
     };
-    constexpr int slots = 16;
-    static LastScan last[slots];
-    TimestampTz now = GetCurrentTimestamp();
-    LastScan& slot = last[static_cast<uint32>(queue_id) % slots];
-    if (slot.queue_id == queue_id && now - slot.at < USECS_PER_SEC) return false;
-    slot = LastScan{queue_id, now};
-    return true;
+    Entry last[16];
+    bool due(int32 key) {
+        TimestampTz now = GetCurrentTimestamp();
+        Entry& slot = last[static_cast<uint32>(key) % 16];
+        if (slot.key == key && now - slot.at < USECS_PER_SEC) return false;
+        slot = Entry{key, now};
+        return true;
+    }
+};
+
+OnceASecond head_scans;
+bool head_scan_due(int32 queue_id) {
+    return head_scans.due(queue_id);
 }
 
 // Remove mode without msgid or correlation on a normal queue: bulk_dequeue.hpp, when the
@@ -880,19 +888,10 @@ void count_pending_attempts() {
 
 // Normal queues move their table's expired messages too, so that they do not pile up at the
 // head of the queue when nobody reads the exception queue: at most once a second per queue
-// table in each backend (a few entries; a forgotten one only means an early sweep).
+// table in each backend.
+OnceASecond expiry_sweeps;
 bool expiry_sweep_due(const QueueInfo& q) {
-    struct LastSweep {
-        int32 queue_table_id;
-        TimestampTz at;
-    };
-    constexpr int slots = 16;
-    static LastSweep last[slots];
-    TimestampTz now = GetCurrentTimestamp();
-    LastSweep& slot = last[q.queue_table_id % slots];
-    if (slot.queue_table_id == q.queue_table_id && now - slot.at < USECS_PER_SEC) return false;
-    slot = LastSweep{q.queue_table_id, now};
-    return true;
+    return expiry_sweeps.due(q.queue_table_id);
 }
 
 // When the next delayed message of the queue becomes visible (0: none is delayed), so
