@@ -193,7 +193,7 @@ int report_command(const std::vector<std::string>& args) {
 
 const char* const usage =
     "usage: aq-bench COMMAND [options]   (aq-bench COMMAND --help for its options)\n"
-    "  queue   P producers and C consumers on aq or plain SQL; throughput, latency and an\n"
+    "  queue   P producers and C consumers on aq, plain SQL or PgQ; throughput, latency and an\n"
     "          exactly-once check of every message (with --faults: kill -9, pg_terminate_backend,\n"
     "          postmaster crashes while it runs)\n"
     "  ingest  W writers, with and without fast ingest: rows/s until acknowledged and until\n"
