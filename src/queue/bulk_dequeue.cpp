@@ -190,7 +190,7 @@ int bulk_dequeue(const BulkDequeue& r) {
     }
     CheckCmdReplicaIdentity(rel, CMD_DELETE);  // a publication of deletes needs a replica identity
     Oid properties_type = message_properties_type();
-    TupleDesc properties_desc = lookup_rowtype_tupdesc_copy(properties_type, -1);
+    TupleDesc properties_desc = lookup_rowtype_tupdesc(properties_type, -1);  // pinned, not copied
     if (properties_desc->natts != 8) elog(ERROR, "aq: type aq.message_properties does not have the 8 fields of aq 0.4.0");
 
     // The floor is read before the snapshot is taken (scan_floor.hpp).
@@ -283,7 +283,7 @@ int bulk_dequeue(const BulkDequeue& r) {
     table_close(rel, NoLock);
     PopActiveSnapshot();
     UnregisterSnapshot(snapshot);
-    FreeTupleDesc(properties_desc);
+    ReleaseTupleDesc(properties_desc);
     if (removed > 0) CommandCounterIncrement();  // later commands of this transaction see the removals
     return removed;
 }

@@ -144,8 +144,8 @@ uint32 next_lookup_slot = 0;
 
 const char* const catalog_tables[2] = {"queues", "queue_tables"};
 
-bool row_still_current(const char* table, const CatalogRow& row, Snapshot snapshot) {
-    Oid relid = get_relname_relid(table, get_namespace_oid("aq", false));
+bool row_still_current(Oid aq_namespace, const char* table, const CatalogRow& row, Snapshot snapshot) {
+    Oid relid = get_relname_relid(table, aq_namespace);
     if (!OidIsValid(relid) || relid != row.relid) return false;
     Relation rel = table_open(relid, AccessShareLock);
     bool current = false;
@@ -200,9 +200,10 @@ bool lookup_from_cache(const char* queue_name, QueueInfo& info) {
     CachedLookup* entry = cached_lookup(queue_name);
     if (!entry) return false;
     entry->used = false;  // until it is proven current: an error below must not leave it in use
+    Oid aq_namespace = get_namespace_oid("aq", false);
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
-    bool current = row_still_current(catalog_tables[0], entry->rows[0], snapshot) &&
-                   row_still_current(catalog_tables[1], entry->rows[1], snapshot);
+    bool current = row_still_current(aq_namespace, catalog_tables[0], entry->rows[0], snapshot) &&
+                   row_still_current(aq_namespace, catalog_tables[1], entry->rows[1], snapshot);
     UnregisterSnapshot(snapshot);
     if (!current) return false;
     info = entry->info;

@@ -21,15 +21,20 @@ unsigned long long wal_syncs(Session& s) {
     return std::strtoull(PQgetvalue(s.must("SELECT wal_sync FROM pg_stat_wal").get(), 0, 0), nullptr, 10);
 }
 
+// A new, empty workload table in schema aq_bench (with aq installed).
+void fresh_table(Session& admin, const std::string& table, const std::string& columns) {
+    admin.must("CREATE EXTENSION IF NOT EXISTS aq");
+    admin.must("CREATE SCHEMA IF NOT EXISTS aq_bench");
+    admin.must("DROP TABLE IF EXISTS aq_bench." + table);
+    admin.must("CREATE TABLE aq_bench." + table + " (" + columns + ")");
+}
+
 }  // namespace
 
 CommitResult run_commit(const CommitConfig& c) {
     Session admin(c.conninfo);
     admin.connect();
-    admin.must("CREATE EXTENSION IF NOT EXISTS aq");
-    admin.must("CREATE SCHEMA IF NOT EXISTS aq_bench");
-    admin.must("DROP TABLE IF EXISTS aq_bench.commit_t");
-    admin.must("CREATE TABLE aq_bench.commit_t (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v integer)");
+    fresh_table(admin, "commit_t", "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v integer");
     std::atomic<unsigned long long> commits{0};
     std::atomic<bool> failed{false};
     auto start = Clock::now();
@@ -67,10 +72,7 @@ CommitResult run_commit(const CommitConfig& c) {
 IngestResult run_ingest(const IngestConfig& c) {
     Session admin(c.conninfo);
     admin.connect();
-    admin.must("CREATE EXTENSION IF NOT EXISTS aq");
-    admin.must("CREATE SCHEMA IF NOT EXISTS aq_bench");
-    admin.must("DROP TABLE IF EXISTS aq_bench.ingest_t");
-    admin.must("CREATE TABLE aq_bench.ingest_t (id bigint NOT NULL, reading double precision, at timestamptz)");
+    fresh_table(admin, "ingest_t", "id bigint NOT NULL, reading double precision, at timestamptz");
     if (c.fast) admin.must("SELECT aq.enable_fast_ingest('aq_bench.ingest_t')");
     const std::string insert = std::string(c.fast ? "INSERT /*+ MEMOPTIMIZE_WRITE */" : "INSERT") +
                                " INTO aq_bench.ingest_t SELECT i, i * 0.5, now() FROM unnest($1::bigint[]) i";
