@@ -9,7 +9,13 @@ extern "C" {
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "tcop/dest.h"
+#include "tcop/tcopprot.h"
 #include "utils/wait_event.h"
+
+// libpq/libpq.h's, declared here: that header pulls in GSSAPI's headers, which the server's
+// development package does not bring.
+extern bool pq_check_connection(void);
 }
 
 #include "queue/wakeup.hpp"
@@ -95,17 +101,29 @@ uint64_t generation(int32_t queue_id) {
     return shared ? pg_atomic_read_u64(&channel_of(queue_id).generation) : 0;
 }
 
+// A waiting dequeue whose client has gone away ends (FATAL "connection to client lost", as
+// client_connection_check_interval would make it) instead of holding its snapshot until its
+// wait runs out: checked at every wake-up, so at least once a second.
+void check_client_connection() {
+    if (whereToSendOutput != DestRemote) return;  // a background worker, or the client is gone already
+    if (pq_check_connection()) return;
+    ClientConnectionLost = true;
+    InterruptPending = true;
+    CHECK_FOR_INTERRUPTS();
+}
+
 void sleep(int32_t queue_id, uint64_t seen, long timeout_ms) {
     if (!shared) {
         long ms = (timeout_ms < 0 || timeout_ms > poll_interval_ms) ? poll_interval_ms : timeout_ms;
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
+        check_client_connection();
         return;
     }
-    // ConditionVariableTimedSleep takes an int number of milliseconds: longer waits sleep
-    // in pieces (the caller loops until its deadline).
-    constexpr long longest_sleep_ms = 3600L * 1000L;
+    // At most longest_sleep_ms at a time (the caller loops until its deadline and scans the
+    // queue again): rows written without aq.enqueue (by hand, COPY, logical replication) commit
+    // no wake-up, and the next scan finds them; and the client connection is checked.
     if (timeout_ms < 0 || timeout_ms > longest_sleep_ms) timeout_ms = longest_sleep_ms;
     Channel& ch = channel_of(queue_id);
     ConditionVariablePrepareToSleep(&ch.cv);
@@ -113,6 +131,7 @@ void sleep(int32_t queue_id, uint64_t seen, long timeout_ms) {
         if (ConditionVariableTimedSleep(&ch.cv, timeout_ms, PG_WAIT_EXTENSION)) break;  // timed out
     }
     ConditionVariableCancelSleep();
+    check_client_connection();
 }
 
 void note_enqueue(int32_t queue_id) {

@@ -30,6 +30,8 @@ namespace aq::queue::wakeup {
 
 inline constexpr int channel_count = 128;
 inline constexpr long poll_interval_ms = 100;
+// The longest a waiting dequeue sleeps before it scans its queue again (see sleep()).
+inline constexpr long longest_sleep_ms = 1000;
 
 // Shared memory size, and attach/initialise (from shmem hooks).
 std::size_t shmem_size();
@@ -38,8 +40,8 @@ void shmem_startup();
 // A token to compare against after a failed scan.
 uint64_t generation(int32_t queue_id);
 
-// Sleeps until the queue's generation differs from `seen` or timeout_ms (-1: no limit)
-// passes.  May raise PostgreSQL errors (interrupts): call it through pg::call.
+// Sleeps until the queue's generation differs from `seen`, timeout_ms (-1: no limit) or
+// longest_sleep_ms passes, whichever is first; then checks that the client is still there.  May raise PostgreSQL errors (interrupts): call it through pg::call.
 void sleep(int32_t queue_id, uint64_t seen, long timeout_ms);
 
 // Remember queues for the end of the current transaction.
