@@ -55,7 +55,12 @@ Oid find_order_index(Relation rel, bool priority_order) {
         HeapTuple tuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(index));
         if (!HeapTupleIsValid(tuple)) continue;
         auto* form = reinterpret_cast<Form_pg_index>(GETSTRUCT(tuple));
-        bool usable = form->indisvalid && form->indisready && form->indislive && !form->indcheckxmin &&
+        // The planner's rule (plancat.c): an index built while HOT chains were broken, or while
+        // old_snapshot_threshold was set, serves only snapshots that cannot see the rows it
+        // lacks, i.e. once its pg_index row is older than every snapshot of this transaction.
+        bool checked_xmin_ok = !form->indcheckxmin ||
+                               TransactionIdPrecedes(HeapTupleHeaderGetXmin(tuple->t_data), TransactionXmin);
+        bool usable = form->indisvalid && form->indisready && form->indislive && checked_xmin_ok &&
                       form->indnkeyatts == nkeys && heap_attisnull(tuple, Anum_pg_index_indpred, nullptr) &&
                       heap_attisnull(tuple, Anum_pg_index_indexprs, nullptr);
         for (int i = 0; usable && i < nkeys; i++) usable = form->indkey.values[i] == keys[i];
