@@ -29,6 +29,55 @@ my @blocks = map {
 } grep { length } split /\0/, $records;
 cmp_ok(scalar @blocks, '>=', 8, 'tools/readme-sql finds the README\'s SQL blocks');
 
+# The extractor itself: fences in order, an indented one (inside a list item) unindented,
+# its directives, and other fences (shell, output) left out.
+my $sample = PostgreSQL::Test::Utils::tempdir() . '/sample.md';
+open(my $fh, '>', $sample) or die "cannot write $sample: $!";
+print $fh <<'MD';
+Text.
+
+```sql
+SELECT 1;
+```
+
+- a list item:
+
+  <!-- readme-sql: fails 42P01 -->
+  ```sql
+  SELECT * FROM missing;
+    -- kept relative indentation
+  ```
+
+```sh
+echo not sql
+```
+
+<!-- readme-sql: skip (shows a statement that cannot run here) -->
+```sql
+SELECT pg_sleep(3600);
+```
+
+```
+ output | not run
+```
+
+```sql
+SELECT 2 \gset
+```
+MD
+close $fh;
+my ($sample_records, $sample_err) = ('', '');
+IPC::Run::run([ 'perl', "$root/tools/readme-sql", '--blocks', $sample ], '>', \$sample_records, '2>', \$sample_err)
+  or die "tools/readme-sql failed: $sample_err";
+is($sample_records,
+	"3 ok\nSELECT 1;\n\0" . "10 42P01\nSELECT * FROM missing;\n  -- kept relative indentation\n\0" . "28 ok\nSELECT 2 \\gset\n\0",
+	'tools/readme-sql: the sql blocks in order, unindented, with their directives; skip and other fences left out');
+my ($script, $script_err) = ('', '');
+IPC::Run::run([ 'perl', "$root/tools/readme-sql", $sample ], '>', \$script, '2>', \$script_err)
+  or die "tools/readme-sql failed: $script_err";
+like($script, qr/\\set ON_ERROR_STOP 0\nSELECT \* FROM missing;\n.*\n\\set ON_ERROR_STOP 1\n/,
+	'tools/readme-sql: as a psql script, a block expected to fail runs with ON_ERROR_STOP off');
+
 my $node = PostgreSQL::Test::Cluster->new('readme');
 $node->init;
 $node->append_conf('postgresql.conf', qq(
