@@ -597,7 +597,9 @@ TO PUBLIC;
 -- grants made on the old form are made again on the new one, by the same grantor and in
 -- the same order (a grantee's own grants after the grant that allowed them); the new
 -- form's initial privileges stay the extension's own, so pg_dump dumps those grants as the
--- users' (as it dumps them after a fresh install).
+-- users' (as it dumps them after a fresh install).  No statement sets an object's initial
+-- privileges (every GRANT in this script adds to them): the script, run by a superuser,
+-- writes them back into pg_init_privs.
 DO $$
 DECLARE
     f record;
