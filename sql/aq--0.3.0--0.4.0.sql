@@ -126,6 +126,9 @@ BEGIN
 END $$;
 
 -- The queue tables of 0.3.0 get the new objects (their names fit unless longer than 57 bytes).
+-- The view is the user's object, as create_queue_table makes it: not a member of the
+-- extension (an object this script creates would be, and pg_dump would then omit it, DROP
+-- EXTENSION drop it and drop_queue_table fail), and owned by the queue table's owner.
 DO $$
 DECLARE t aq.queue_tables;
 BEGIN
@@ -134,18 +137,21 @@ BEGIN
             RAISE WARNING 'queue table "%" keeps no exception queue and no AQ$ view: its name is longer than 57 bytes', t.queue_table;
         ELSIF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
             PERFORM aq._queue_table_objects(t);
+            EXECUTE format('ALTER EXTENSION aq DROP VIEW %I.%I', t.table_schema, aq._queue_table_view(t.queue_table));
+            EXECUTE format('ALTER VIEW %I.%I OWNER TO %s', t.table_schema, aq._queue_table_view(t.queue_table),
+                           (SELECT c.relowner::regrole FROM pg_class c WHERE c.oid = t.relid));
         END IF;
     END LOOP;
 END $$;
 
 ------------------------------------------------------------------------------ DBMS_AQADM
 
-DROP FUNCTION aq.create_queue_table(text, regtype, text, text, text);
+-- CREATE OR REPLACE where the signature stays: the EXECUTE grants users made are kept.
 -- sort_list: 'enq_time' (first in, first out) or 'priority,enq_time' (lower priority number
 -- first, then first in); each is served by an index, so a dequeue's cost does not grow
 -- with the queue's length.  Queue table names are limited to 57 bytes, so that the
 -- exception queue aq$_<name>_e fits in a name (Oracle limits them to 24 characters).
-CREATE FUNCTION aq.create_queue_table(
+CREATE OR REPLACE FUNCTION aq.create_queue_table(
     queue_table text,
     queue_payload_type regtype,
     sort_list text DEFAULT 'enq_time',
@@ -283,7 +289,7 @@ AS $$ SELECT ROW(queue_name, msg_state, correlation, enqueued_before, msgids)::a
 -- are parameters.  Oracle's parameter order; 0.1.0's (queue_table, queue_name) form is
 -- purge_condition => aq.purge_condition(queue_name => ...) now (one function per name, so
 -- that named arguments are never ambiguous).
-DROP FUNCTION aq.purge_queue_table(text, text);
+-- (0.3.0's form is dropped at the end of this script, once its grants are carried over.)
 CREATE FUNCTION aq.purge_queue_table(queue_table text, purge_condition aq.purge_condition DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -322,7 +328,7 @@ BEGIN
     RETURN purged;
 END $$;
 
-DROP FUNCTION aq.create_queue(text, text, integer, interval, interval, text);
+-- (0.3.0's form is dropped at the end of this script, once its grants are carried over.)
 -- queue_type: 'normal_queue' or 'exception_queue' (DBMS_AQADM.NORMAL_QUEUE / EXCEPTION_QUEUE);
 -- an exception queue of a queue table can be named in a message's exception_queue property.
 CREATE FUNCTION aq.create_queue(
@@ -482,8 +488,7 @@ END $$;
 -- The grantor check, then the revokes.  A role that holds the privileges WITH GRANT OPTION
 -- (column-level for ENQUEUE) revokes them in the form they were granted; the owner also
 -- revokes at table level, which takes any column-level grant of the same kind with it.
-DROP FUNCTION aq.revoke_queue_privilege(text, text, text);
-CREATE FUNCTION aq.revoke_queue_privilege(privilege text, queue_name text, grantee text)
+CREATE OR REPLACE FUNCTION aq.revoke_queue_privilege(privilege text, queue_name text, grantee text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     q aq.queues := aq._queue(queue_name);
@@ -570,11 +575,13 @@ GRANT SELECT ON aq.all_queue_tables, aq.user_queue_tables, aq.all_queues, aq.use
 -- The admin functions stay revoked from PUBLIC (as DBMS_AQADM is in Oracle): a superuser
 -- grants EXECUTE on them to the roles that create queues, and those roles then manage the
 -- queue tables they own.  The read-only helpers they call are harmless to everyone.
+-- Only the two new functions are named: a GRANT or REVOKE in an extension script also records
+-- the object's whole ACL as the extension's initial privileges (pg_init_privs), and pg_dump
+-- dumps only what differs from them — naming a function users have granted EXECUTE on would
+-- make pg_dump leave their grants out.
 REVOKE EXECUTE ON FUNCTION
-    aq.create_queue_table(text, regtype, text, text, text),
     aq.purge_queue_table(text, aq.purge_condition),
-    aq.create_queue(text, text, integer, interval, interval, text, text),
-    aq.revoke_queue_privilege(text, text, text)
+    aq.create_queue(text, text, integer, interval, interval, text, text)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     aq._queue_table(text),
@@ -585,3 +592,45 @@ GRANT EXECUTE ON FUNCTION
     aq._queue_relation(aq.queue_tables),
     aq._grantee(text)
 TO PUBLIC;
+
+-- The two admin functions whose signature changed replace their 0.3.0 forms.  The EXECUTE
+-- grants made on the old form are made again on the new one, by the same grantor and in
+-- the same order (a grantee's own grants after the grant that allowed them); the new
+-- form's initial privileges stay the extension's own, so pg_dump dumps those grants as the
+-- users' (as it dumps them after a fresh install).  No statement sets an object's initial
+-- privileges (every GRANT in this script adds to them): the script, run by a superuser,
+-- writes them back into pg_init_privs.
+DO $$
+DECLARE
+    f record;
+    g record;
+    extension_acl aclitem[];
+    prior_role text := current_setting('role');
+BEGIN
+    FOR f IN SELECT v.old_form, v.new_form FROM (VALUES
+            ('aq.purge_queue_table(text, text)'::regprocedure,
+             'aq.purge_queue_table(text, aq.purge_condition)'::regprocedure),
+            ('aq.create_queue(text, text, integer, interval, interval, text)'::regprocedure,
+             'aq.create_queue(text, text, integer, interval, interval, text, text)'::regprocedure)) v(old_form, new_form)
+    LOOP
+        SELECT p.proacl INTO extension_acl FROM pg_proc p WHERE p.oid = f.new_form;
+        FOR g IN SELECT a.grantor, a.grantee, a.is_grantable, p.proowner
+                   FROM pg_proc p, aclexplode(p.proacl) WITH ORDINALITY a(grantor, grantee, privilege_type, is_grantable, n)
+                  WHERE p.oid = f.old_form AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+                  ORDER BY a.n
+        LOOP
+            IF g.grantor <> g.proowner THEN
+                EXECUTE format('SET LOCAL ROLE %s', g.grantor::regrole);
+            END IF;
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s', f.new_form,
+                           CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
+                           CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+            IF g.grantor <> g.proowner THEN
+                EXECUTE format('SET LOCAL ROLE %s', CASE WHEN prior_role = 'none' THEN 'NONE' ELSE quote_ident(prior_role) END);
+            END IF;
+        END LOOP;
+        UPDATE pg_catalog.pg_init_privs ip SET initprivs = extension_acl
+         WHERE ip.objoid = f.new_form AND ip.classoid = 'pg_catalog.pg_proc'::regclass AND ip.objsubid = 0;
+        EXECUTE format('DROP FUNCTION %s', f.old_form);
+    END LOOP;
+END $$;
