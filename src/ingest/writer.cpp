@@ -48,22 +48,31 @@ using namespace aq::ingest::ring;
 
 // ---------------------------------------------------------------- enabled tables
 // aq.fast_ingest_tables, cached per backend; aq.enable_fast_ingest / disable invalidate the
-// table's relcache entry, which empties the cache entry here and replans every cached plan.
+// table's relcache entry, which makes the cache entry here stale and replans every cached plan.
+// The invalidation callback runs inside any catalog access — in the middle of is_enabled()'s
+// own lookup among them — so it only marks: an entry stale, or the whole cache.  The cache is
+// emptied, and an entry dropped, only by is_enabled() itself, before its lookup; a lookup
+// during which an invalidation arrived is used once and not kept (it may predate the change).
 struct EnabledEntry {
     Oid relid;
     bool enabled;
+    bool valid;
 };
 HTAB* enabled_cache = nullptr;
-Oid registry_seen = InvalidOid;  // the registry table last read: its invalidation clears all
+bool enabled_cache_stale = false;   // every entry is stale: empty the cache before the next use
+Oid registry_seen = InvalidOid;     // the registry table last read: its invalidation clears all
+Oid looking_up = InvalidOid;        // the table is_enabled() is reading the registry for
+uint64 invalidations = 0;           // of that table, of the registry, or of every relation
 
 void on_relcache_invalidation(Datum, Oid relid) {
+    if (relid == InvalidOid || relid == registry_seen || relid == looking_up) invalidations++;
     if (!enabled_cache) return;
     if (relid == InvalidOid || relid == registry_seen) {
-        hash_destroy(enabled_cache);
-        enabled_cache = nullptr;
+        enabled_cache_stale = true;
         return;
     }
-    hash_search(enabled_cache, &relid, HASH_REMOVE, nullptr);
+    auto* e = static_cast<EnabledEntry*>(hash_search(enabled_cache, &relid, HASH_FIND, nullptr));
+    if (e) e->valid = false;
 }
 
 // Only the registry that belongs to the installed extension counts: a table that someone
@@ -94,19 +103,29 @@ bool lookup_enabled(Oid relid) {
 }
 
 bool is_enabled(Oid relid) {
+    if (enabled_cache && enabled_cache_stale) {
+        hash_destroy(enabled_cache);  // not inside a lookup: nothing points into it
+        enabled_cache = nullptr;
+    }
     if (!enabled_cache) {
         HASHCTL ctl;
         memset(&ctl, 0, sizeof ctl);
         ctl.keysize = sizeof(Oid);
         ctl.entrysize = sizeof(EnabledEntry);
         enabled_cache = hash_create("aq fast ingest tables", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+        enabled_cache_stale = false;
     }
+    auto* e = static_cast<EnabledEntry*>(hash_search(enabled_cache, &relid, HASH_FIND, nullptr));
+    if (e && e->valid) return e->enabled;
+    uint64 seen = invalidations;
+    looking_up = relid;
+    bool enabled = lookup_enabled(relid);  // reads catalogs: invalidations may run here
+    looking_up = InvalidOid;
+    if (invalidations != seen) return enabled;
     bool found = false;
-    auto* e = static_cast<EnabledEntry*>(hash_search(enabled_cache, &relid, HASH_FIND, &found));
-    if (found) return e->enabled;
-    bool enabled = lookup_enabled(relid);
     e = static_cast<EnabledEntry*>(hash_search(enabled_cache, &relid, HASH_ENTER, &found));
     e->enabled = enabled;
+    e->valid = true;
     return enabled;
 }
 
@@ -244,6 +263,11 @@ Chunk* chunk_for(Relation rel, Oid role, uint32 bytes) {
 
 // Appends one row (values in the table's column order) to the transaction's chunks.
 void append_row(Relation rel, Datum* given_values, bool* isnull) {
+    // A statement run from another module's pre-commit, after this transaction's rows took
+    // their ring space: they could never be applied.
+    if (txn.reserved)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                        errmsg("cannot add fast-ingest rows to a transaction that is committing")));
     TupleDesc desc = RelationGetDescr(rel);
     int natts = desc->natts;
     Datum* values = given_values;
@@ -657,11 +681,32 @@ void at_abort() {
     forget_transaction();
 }
 
+// Fast-ingest rows do not take part in two-phase commit: the ring lives in shared memory and
+// is emptied by a restart, which a prepared transaction survives, and the drain could not tell
+// whether COMMIT PREPARED (maybe in another session) will come.  So PREPARE refuses them.
 void pre_prepare() {
     if (txn.chunk_count > 0)
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                         errmsg("cannot PREPARE a transaction that has fast-ingest rows"),
                         errhint("Commit it instead; fast-ingest rows do not take part in two-phase commit.")));
+}
+
+// The transaction is prepared (pre_prepare let it through: it has no rows left, only perhaps
+// the memory of rows a rolled-back savepoint dropped): it is no longer this session's, and its
+// memory (TopTransactionContext) is gone.
+void at_prepare() {
+    forget_transaction();
+}
+
+// Process exit: PostgreSQL has aborted any open transaction already (at_abort ran); this only
+// makes sure nothing of this session stays counted in shared memory.
+void at_exit() {
+    if (txn.reserved && shared) {
+        for (uint32 i = 0; i < txn.chunk_count; i++)
+            pg_atomic_write_u32(&header_at(txn.chunks[i]->ring_position)->state, state_aborted);
+        pg_atomic_fetch_sub_u64(&shared->rows_buffered, txn.rows);
+    }
+    forget_transaction();
 }
 
 void at_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId parent) {

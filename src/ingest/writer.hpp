@@ -12,9 +12,12 @@
 //    transaction (chunks per table, role and subtransaction).  Privileges are checked when the
 //    executor starts (42501 at insert time, as for any insert); constraints, triggers and RLS
 //    apply when the drain inserts the row.  The statement reports the rows it accepted.
-//  * Transaction end.  Pre-commit reserves ring space for every chunk at once and copies them
-//    (see ring.hpp); commit marks them COMMITTED and wakes the drain; abort marks them ABORTED.
-//    A subtransaction's rollback drops its chunks; PREPARE TRANSACTION refuses buffered rows.
+//  * Transaction end (the handlers base/xact_end.hpp calls).  Pre-commit reserves ring space for
+//    every chunk at once and copies them (see ring.hpp); commit marks them COMMITTED and wakes
+//    the drain; abort marks them ABORTED.  A subtransaction's rollback drops its chunks; PREPARE
+//    TRANSACTION refuses buffered rows (0A000), and a prepared transaction (which then has none)
+//    leaves nothing behind in this session.  Commit, abort and prepare each forget the
+//    transaction's state, whose memory is TopTransactionContext's.
 #pragma once
 
 extern "C" {
@@ -30,6 +33,8 @@ void pre_commit();
 void at_commit();
 void at_abort();
 void pre_prepare();
+void at_prepare();
+void at_exit();
 void at_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId parent);
 
 // The last sequence id of this session's committed fast-ingest rows (0: none yet).
