@@ -25,11 +25,15 @@ extern "C" {
 #include "port/pg_crc32c.h"
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "utils/array.h"
+#include "utils/fmgrprotos.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "rewrite/prs2lock.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -468,11 +472,36 @@ Node* create_scan_state(CustomScan*) {
 // ---------------------------------------------------------------- planning
 planner_hook_type prev_planner_hook = nullptr;
 
-// Why the ring cannot take this INSERT, or nullptr if it can.
-const char* unsupported_shape(PlannedStmt* stmt, Relation rel) {
+// Does the table have a rule that fires on INSERT?
+bool has_insert_rule(Relation rel) {
+    if (!rel->rd_rules) return false;
+    for (int i = 0; i < rel->rd_rules->numLocks; i++)
+        if (rel->rd_rules->rules[i]->event == CMD_INSERT) return true;
+    return false;
+}
+
+// Why the ring cannot take this INSERT, or nullptr if it can.  Besides the shapes the ring
+// cannot hold, an INSERT the drain could not apply as the statement meant it is refused here,
+// at statement time, rather than accepted and rejected later:
+//  * produced by a rule (a view's INSTEAD rule, another table's ALSO rule) or through a view:
+//    its privileges are checked as the rule's or view's owner, while the drain applies rows
+//    as the role that wrote them, and a view's CHECK OPTION would never be evaluated;
+//  * into a table with an INSERT rule: the rewriter already ran the rule for this statement,
+//    and the drain's insert would run it again.
+const char* unsupported_shape(Query* parse, PlannedStmt* stmt, Relation rel) {
+    if (parse->querySource != QSRC_ORIGINAL) return "an INSERT produced by a rule";
+    if (OidIsValid(rt_fetch(parse->resultRelation, parse->rtable)->checkAsUser)) return "INSERT through a view";
+    if (has_insert_rule(rel)) return "INSERT into a table with rules";
     if (!IsA(stmt->planTree, ModifyTable)) return "this form of INSERT";
     auto* mt = reinterpret_cast<ModifyTable*>(stmt->planTree);
     if (mt->operation != CMD_INSERT || list_length(mt->resultRelations) != 1) return "this form of INSERT";
+    ListCell* wl;
+    foreach (wl, mt->withCheckOptionLists) {
+        ListCell* wc;
+        foreach (wc, static_cast<List*>(lfirst(wl)))
+            if (static_cast<WithCheckOption*>(lfirst(wc))->kind == WCO_VIEW_CHECK)
+                return "INSERT through a view WITH CHECK OPTION";
+    }
     if (mt->onConflictAction != ONCONFLICT_NONE) return "INSERT ... ON CONFLICT";
     if (mt->returningLists != NIL) return "INSERT ... RETURNING";
     if (stmt->hasModifyingCTE) return "INSERT with a data-modifying WITH";
@@ -505,7 +534,7 @@ PlannedStmt* plan(Query* parse, const char* query_string, int cursor_options, Pa
                                 get_rel_name(relid))));
 
     Relation rel = table_open(relid, NoLock);  // the parser holds the lock
-    const char* why_not = unsupported_shape(stmt, rel);
+    const char* why_not = unsupported_shape(parse, stmt, rel);
     table_close(rel, NoLock);
     if (why_not) {
         if (!hinted) return stmt;  // aq.memoptimize_write: this one stays an ordinary insert
@@ -552,14 +581,53 @@ uint64 session_write_hwm() {
 }
 
 // ---------------------------------------------------------------- transaction end
+// A commit that waits for ring space holds every lock its transaction took; the drain may need
+// one of them (the table lock of a LOCK TABLE or an ALTER, the transaction lock of a row the
+// drain's insert must wait for).  PostgreSQL's deadlock detector cannot see that cycle (the
+// commit waits on a condition variable, not on a lock), so the waiting commit looks for it
+// itself: is this database's drain waiting, directly or through other waiting processes, for
+// this process?  pg_blocking_pids' rule, followed over at most max_blockers processes.  Found,
+// the commit fails with 40P01 and its locks go with it; the drain, which was only waiting,
+// goes on.
+constexpr int max_blockers = 64;
+
+int drain_pid_of(DatabaseSlot* slot) {
+    uint32 procno = pg_atomic_read_u32(&slot->worker_procno);
+    if (procno == no_proc || procno >= ProcGlobal->allProcCount) return 0;
+    return ProcGlobal->allProcs[procno].pid;
+}
+
+bool drain_waits_for_me(int drain_pid) {
+    int queue[max_blockers];
+    int count = 0;
+    queue[count++] = drain_pid;
+    for (int i = 0; i < count; i++) {
+        ArrayType* blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum(queue[i])));
+        int n = ArrayGetNItems(ARR_NDIM(blockers), ARR_DIMS(blockers));
+        const int32* pids = reinterpret_cast<const int32*>(ARR_DATA_PTR(blockers));
+        for (int k = 0; k < n; k++) {
+            int pid = pids[k];
+            if (pid == MyProcPid) return true;
+            bool seen = false;
+            for (int j = 0; j < count && !seen; j++) seen = queue[j] == pid;
+            if (!seen && count < max_blockers) queue[count++] = pid;
+        }
+        pfree(blockers);
+    }
+    return false;
+}
+
 void pre_commit() {
     if (txn.chunk_count == 0) return;
     // Place every chunk at once (see ring.hpp); wait for space if the drain is behind.
-    TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), settings::wait_timeout_ms);
+    TimestampTz started = GetCurrentTimestamp();
+    TimestampTz deadline = TimestampTzPlusMilliseconds(started, settings::wait_timeout_ms);
+    TimestampTz next_check = TimestampTzPlusMilliseconds(started, Max(DeadlockTimeout, 1));
     bool sleeping = false;
+    DatabaseSlot* slot = nullptr;
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-        DatabaseSlot* slot = slot_for_locked(MyDatabaseId);
+        slot = slot_for_locked(MyDatabaseId);
         if (!slot) {
             LWLockRelease(shared->lock);
             ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -622,7 +690,25 @@ void pre_commit() {
             sleeping = true;
             continue;
         }
-        long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+        // The drain waits for us: waiting longer cannot help.  Looked at once deadlock_timeout
+        // has passed and then every deadlock_timeout, as PostgreSQL's detector looks at a lock
+        // wait.
+        TimestampTz now = GetCurrentTimestamp();
+        if (now >= next_check) {
+            int drain_pid = drain_pid_of(slot);
+            if (drain_pid != 0 && drain_waits_for_me(drain_pid)) {
+                ConditionVariableCancelSleep();
+                ereport(ERROR,
+                        (errcode(ERRCODE_T_R_DEADLOCK_DETECTED), errmsg("deadlock detected"),
+                         errdetail("This commit waits for space in the fast-ingest ring, and the drain of this "
+                                   "database (process %d) waits for a lock this transaction holds.",
+                                   drain_pid),
+                         errhint("Do not take locks the drain needs (LOCK TABLE, ALTER TABLE, rows of its tables) "
+                                 "in a transaction with fast-ingest rows, or raise aq.fast_ingest_buffer.")));
+            }
+            next_check = TimestampTzPlusMilliseconds(now, Max(DeadlockTimeout, 1));
+        }
+        long remaining = TimestampDifferenceMilliseconds(now, deadline);
         if (remaining <= 0) {
             ConditionVariableCancelSleep();
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES), errmsg("fast-ingest ring is full"),
@@ -631,7 +717,8 @@ void pre_commit() {
                             errhint("The drain is behind or stopped (see aq.memoptimize_write_area).  Raise "
                                     "aq.fast_ingest_buffer or aq.fast_ingest_wait_timeout.")));
         }
-        (void)ConditionVariableTimedSleep(&shared->space_freed, Min(remaining, 1000L), PG_WAIT_EXTENSION);
+        long until_check = Max(1L, TimestampDifferenceMilliseconds(now, next_check));
+        (void)ConditionVariableTimedSleep(&shared->space_freed, Min(remaining, until_check), PG_WAIT_EXTENSION);
     }
     if (sleeping) ConditionVariableCancelSleep();
 
