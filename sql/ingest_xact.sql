@@ -131,10 +131,23 @@ INSERT /*+ MEMOPTIMIZE_WRITE */ INTO xact_fill SELECT g, 'no room' FROM generate
 \set VERBOSITY sqlstate
 COMMIT;
 \set VERBOSITY default
-SELECT dblink_disconnect('xact_w');
 SELECT aq.writes_flush();
 SELECT * FROM xact_unique;
 SELECT test_col, count(*) FROM xact_fill GROUP BY test_col;
+-- The same cycle for a session that waits for the drain to apply rows (aq.writes_flush here,
+-- aq.write_end alike) in a transaction holding the lock the drain waits for: 40P01 at once (it
+-- waited until its timeout, forever without one).
+BEGIN;
+SET LOCAL deadlock_timeout = '100ms';
+INSERT INTO xact_unique VALUES (2, 'the waiter''s own row');
+SELECT dblink_exec('xact_w', $$INSERT /*+ MEMOPTIMIZE_WRITE */ INTO xact_unique VALUES (2, 'drained later')$$);
+\set VERBOSITY sqlstate
+SELECT aq.writes_flush('30 s');
+\set VERBOSITY default
+ROLLBACK;
+SELECT dblink_disconnect('xact_w');
+SELECT aq.writes_flush();
+SELECT * FROM xact_unique ORDER BY id;
 
 -- hardening 10: aq.fast_ingest_wait_timeout is at most 60 s.
 SELECT try_sql($$SET aq.fast_ingest_wait_timeout = '61s'$$);

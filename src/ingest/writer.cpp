@@ -565,6 +565,42 @@ PlannedStmt* plan(Query* parse, const char* query_string, int cursor_options, Pa
 
 }  // namespace
 
+// ---------------------------------------------------------------- waiting for the drain
+// A session that waits for the drain (a commit for ring space, aq.write_end for its rows) holds
+// every lock its transaction took; the drain may need one of them (the table lock of a LOCK
+// TABLE or an ALTER, the transaction lock of a row the drain's insert must wait for).
+// PostgreSQL's deadlock detector cannot see that cycle (the session waits on a condition
+// variable, not on a lock), so the waiting session looks for it itself, following
+// pg_blocking_pids from the drain over at most max_blockers processes.
+namespace {
+constexpr int max_blockers = 64;
+}
+
+int drain_blocked_by_me(ring::DatabaseSlot* slot) {
+    if (!slot) return 0;
+    uint32 procno = pg_atomic_read_u32(&slot->worker_procno);
+    if (procno == no_proc || procno >= ProcGlobal->allProcCount) return 0;
+    int drain_pid = ProcGlobal->allProcs[procno].pid;
+    if (drain_pid == 0) return 0;
+    int queue[max_blockers];
+    int count = 0;
+    queue[count++] = drain_pid;
+    for (int i = 0; i < count; i++) {
+        ArrayType* blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum(queue[i])));
+        int n = ArrayGetNItems(ARR_NDIM(blockers), ARR_DIMS(blockers));
+        const int32* pids = reinterpret_cast<const int32*>(ARR_DATA_PTR(blockers));
+        for (int k = 0; k < n; k++) {
+            int pid = pids[k];
+            if (pid == MyProcPid) return drain_pid;
+            bool seen = false;
+            for (int j = 0; j < count && !seen; j++) seen = queue[j] == pid;
+            if (!seen && count < max_blockers) queue[count++] = pid;
+        }
+        pfree(blockers);
+    }
+    return 0;
+}
+
 void install_hooks() {
     RegisterCustomScanMethods(&scan_methods);
     prev_planner_hook = planner_hook;
@@ -581,42 +617,6 @@ uint64 session_write_hwm() {
 }
 
 // ---------------------------------------------------------------- transaction end
-// A commit that waits for ring space holds every lock its transaction took; the drain may need
-// one of them (the table lock of a LOCK TABLE or an ALTER, the transaction lock of a row the
-// drain's insert must wait for).  PostgreSQL's deadlock detector cannot see that cycle (the
-// commit waits on a condition variable, not on a lock), so the waiting commit looks for it
-// itself: is this database's drain waiting, directly or through other waiting processes, for
-// this process?  pg_blocking_pids' rule, followed over at most max_blockers processes.  Found,
-// the commit fails with 40P01 and its locks go with it; the drain, which was only waiting,
-// goes on.
-constexpr int max_blockers = 64;
-
-int drain_pid_of(DatabaseSlot* slot) {
-    uint32 procno = pg_atomic_read_u32(&slot->worker_procno);
-    if (procno == no_proc || procno >= ProcGlobal->allProcCount) return 0;
-    return ProcGlobal->allProcs[procno].pid;
-}
-
-bool drain_waits_for_me(int drain_pid) {
-    int queue[max_blockers];
-    int count = 0;
-    queue[count++] = drain_pid;
-    for (int i = 0; i < count; i++) {
-        ArrayType* blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum(queue[i])));
-        int n = ArrayGetNItems(ARR_NDIM(blockers), ARR_DIMS(blockers));
-        const int32* pids = reinterpret_cast<const int32*>(ARR_DATA_PTR(blockers));
-        for (int k = 0; k < n; k++) {
-            int pid = pids[k];
-            if (pid == MyProcPid) return true;
-            bool seen = false;
-            for (int j = 0; j < count && !seen; j++) seen = queue[j] == pid;
-            if (!seen && count < max_blockers) queue[count++] = pid;
-        }
-        pfree(blockers);
-    }
-    return false;
-}
-
 void pre_commit() {
     if (txn.chunk_count == 0) return;
     // Place every chunk at once (see ring.hpp); wait for space if the drain is behind.
@@ -690,13 +690,12 @@ void pre_commit() {
             sleeping = true;
             continue;
         }
-        // The drain waits for us: waiting longer cannot help.  Looked at once deadlock_timeout
-        // has passed and then every deadlock_timeout, as PostgreSQL's detector looks at a lock
-        // wait.
+        // The drain waits for us (drain_blocked_by_me): waiting longer cannot help.  Looked at
+        // once deadlock_timeout has passed and then every deadlock_timeout, as PostgreSQL's
+        // detector looks at a lock wait.
         TimestampTz now = GetCurrentTimestamp();
         if (now >= next_check) {
-            int drain_pid = drain_pid_of(slot);
-            if (drain_pid != 0 && drain_waits_for_me(drain_pid)) {
+            if (int drain_pid = drain_blocked_by_me(slot)) {
                 ConditionVariableCancelSleep();
                 ereport(ERROR,
                         (errcode(ERRCODE_T_R_DEADLOCK_DETECTED), errmsg("deadlock detected"),

@@ -33,6 +33,8 @@ extern "C" {
 #include "access/xact.h"
 }
 
+#include "ingest/ring.hpp"
+
 namespace aq::ingest::writer {
 
 void install_hooks();  // from _PG_init
@@ -47,6 +49,13 @@ void at_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId pare
 
 // The last sequence id of this session's committed fast-ingest rows (0: none yet).
 uint64 session_write_hwm();
+
+// While this session waits for the drain of its database (whose slot is given): is that drain
+// waiting, directly or through other waiting processes, for a lock this session holds?  Then
+// the wait would never end (a deadlock PostgreSQL cannot see).  Returns the drain's process
+// id, or 0.  Takes the lock manager's partition locks briefly: call it about once per
+// deadlock_timeout of waiting, not in a tight loop.
+int drain_blocked_by_me(ring::DatabaseSlot* slot);
 
 // Called when a table is enabled or disabled, so every backend replans.
 void forget_enabled(Oid relid);
