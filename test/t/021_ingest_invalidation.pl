@@ -13,6 +13,7 @@
 #   - hardening A1, under the same load: sessions that keep their connection run savepoint,
 #     PREPARE TRANSACTION, ROLLBACK PREPARED / COMMIT PREPARED and hinted-insert combinations
 #     (a prepared transaction's leftover writer state crashed the session's next commit).
+# A session terminated with hinted rows in its open transaction leaves nothing applied or counted.
 # Then: pg_postmaster_start_time() has not changed, the log has no "terminated by signal", every
 # client finished without error, and exactly the committed hinted rows were applied.
 use strict;
@@ -133,12 +134,30 @@ is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started, 
 my $log = slurp_file($node->logfile, $log_start);
 unlike($log, qr/terminated by signal/, 'no backend was terminated by a signal');
 
+# A session ended (FATAL) in the middle of a transaction with hinted rows: its rows are never
+# applied and it stays counted nowhere.
+my ($in, $out, $err) = ('', '', '');
+my $session = IPC::Run::start(['psql', '-X', '-q', '-A', '-t', '-d', $node->connstr('postgres')],
+	'<', \$in, '>', \$out, '2>', \$err);
+$in .= "BEGIN;\nINSERT /*+ MEMOPTIMIZE_WRITE */ INTO fi VALUES (-1, 'terminated');\nSELECT 'pid=' || pg_backend_pid();\n";
+my $timer = IPC::Run::timer($PostgreSQL::Test::Utils::timeout_default);
+$timer->start;
+$session->pump until $out =~ /pid=(\d+)/ || $timer->is_expired;
+my ($pid) = $out =~ /pid=(\d+)/;
+ok(defined $pid, 'a session holds hinted rows in an open transaction');
+is($node->safe_psql('postgres', 'SELECT writers FROM aq.memoptimize_write_area'), '1', 'it is counted as a writer');
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+$session->finish;
+$node->poll_query_until('postgres', 'SELECT writers = 0 FROM aq.memoptimize_write_area')
+  or diag('a terminated session stayed counted as a writer');
+is($node->safe_psql('postgres', 'SELECT writers FROM aq.memoptimize_write_area'), '0', 'the terminated session is counted no more');
+
 $node->safe_psql('postgres', q{SELECT aq.writes_flush('60 s')});
 is($node->safe_psql('postgres', q{SELECT count(*) FROM fi WHERE kind = 'new session'}),
 	$processed{$new_sessions}, 'every row of a new session applied');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM fi WHERE kind = 'committed'}),
 	$processed{$combos}, 'every committed row after a prepared transaction applied');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM fi WHERE kind = 'rolled back'}),
+is($node->safe_psql('postgres', q{SELECT count(*) FROM fi WHERE kind IN ('rolled back', 'terminated')}),
 	'0', 'no rolled-back row applied');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0', 'no prepared transaction left');
 is($node->safe_psql('postgres', 'SELECT writers FROM aq.memoptimize_write_area'), '0', 'no writer left counted');
