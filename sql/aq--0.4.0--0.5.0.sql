@@ -38,3 +38,11 @@ END $$;
 -- ---------------------------------------------------------------- dequeue attempts
 
 -- ---------------------------------------------------------------- fast ingest
+
+-- A writer sees its own rejected rows (the drain records the writing role's name in
+-- role_name); administrators (superusers, the table's owner) see every row.  Read-only for
+-- everyone else: only the drain writes the table.
+ALTER TABLE aq.fast_ingest_rejects ENABLE ROW LEVEL SECURITY;
+CREATE POLICY writer_sees_own_rejects ON aq.fast_ingest_rejects FOR SELECT TO PUBLIC
+    USING (role_name OPERATOR(pg_catalog.=) CAST(CURRENT_USER AS pg_catalog.text));
+GRANT SELECT ON aq.fast_ingest_rejects TO PUBLIC;

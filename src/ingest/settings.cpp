@@ -45,10 +45,14 @@ void define(bool preloaded) {
                              "For clients that cannot add the hint.  Statements the ring cannot take (ON CONFLICT, "
                              "RETURNING) stay ordinary inserts.",
                              &memoptimize_write, false, PGC_USERSET, 0, check_memoptimize_write, nullptr, nullptr);
+    // A commit that waits for ring space holds every lock and the snapshot horizon of its
+    // transaction.  The drain frees a full ring in seconds when it runs; a ring that frees
+    // nothing for a minute has a stopped or stalled drain, and a longer wait only holds those
+    // locks longer (and lets one session pin the ring's writers for good).
     DefineCustomIntVariable("aq.fast_ingest_wait_timeout",
                             "Longest time a commit waits for space in the fast-ingest ring.",
-                            "Then the commit fails and the transaction rolls back.", &wait_timeout_ms, 10000, 0,
-                            INT_MAX, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+                            "Then the commit fails and the transaction rolls back.  At most 60 s.", &wait_timeout_ms,
+                            10000, 0, max_wait_timeout_ms, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("aq.fast_ingest_drain_delay",
                             "Time committed fast-ingest rows stay in the ring before the drain applies them.",
                             "0 (default) applies them at once.  For tests and demonstrations that need undrained "

@@ -9,6 +9,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -40,9 +41,23 @@ template <class Done, class Stalled>
 void wait_until(Done done, Stalled stalled, long timeout_ms, uint64 target) {
     TimestampTz start = GetCurrentTimestamp();
     TimestampTz stalled_since = 0;
+    // Waiting in a transaction that holds a lock this database's drain waits for would never end.
+    DatabaseSlot* own = find_slot(MyDatabaseId);
+    TimestampTz next_check = TimestampTzPlusMilliseconds(start, Max(DeadlockTimeout, 1));
     ConditionVariablePrepareToSleep(&shared->applied);
     while (!done()) {
         TimestampTz now = GetCurrentTimestamp();
+        if (now >= next_check) {
+            if (int drain_pid = writer::drain_blocked_by_me(own)) {
+                ConditionVariableCancelSleep();
+                ereport(ERROR, (errcode(ERRCODE_T_R_DEADLOCK_DETECTED), errmsg("deadlock detected"),
+                                errdetail("This session waits for the drain of this database (process %d), which "
+                                          "waits for a lock this transaction holds.",
+                                          drain_pid),
+                                errhint("Wait for the rows after the transaction that took the lock has ended.")));
+            }
+            next_check = TimestampTzPlusMilliseconds(now, Max(DeadlockTimeout, 1));
+        }
         if (stalled()) {
             wake_launcher();
             if (!stalled_since) stalled_since = now;
@@ -56,7 +71,7 @@ void wait_until(Done done, Stalled stalled, long timeout_ms, uint64 target) {
         } else {
             stalled_since = 0;
         }
-        long wait = 1000;
+        long wait = Min(1000L, Max(1L, TimestampDifferenceMilliseconds(now, next_check)));
         if (timeout_ms >= 0) {
             long left = timeout_ms - TimestampDifferenceMilliseconds(start, now);
             if (left <= 0) {

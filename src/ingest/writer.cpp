@@ -23,8 +23,12 @@ extern "C" {
 #include "optimizer/planner.h"
 #include "parser/parsetree.h"
 #include "port/pg_crc32c.h"
+#include "rewrite/prs2lock.h"
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "utils/array.h"
+#include "utils/fmgrprotos.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -48,22 +52,31 @@ using namespace aq::ingest::ring;
 
 // ---------------------------------------------------------------- enabled tables
 // aq.fast_ingest_tables, cached per backend; aq.enable_fast_ingest / disable invalidate the
-// table's relcache entry, which empties the cache entry here and replans every cached plan.
+// table's relcache entry, which makes the cache entry here stale and replans every cached plan.
+// The invalidation callback runs inside any catalog access — in the middle of is_enabled()'s
+// own lookup among them — so it only marks: an entry stale, or the whole cache.  The cache is
+// emptied, and an entry dropped, only by is_enabled() itself, before its lookup; a lookup
+// during which an invalidation arrived is used once and not kept (it may predate the change).
 struct EnabledEntry {
     Oid relid;
     bool enabled;
+    bool valid;
 };
 HTAB* enabled_cache = nullptr;
-Oid registry_seen = InvalidOid;  // the registry table last read: its invalidation clears all
+bool enabled_cache_stale = false;   // every entry is stale: empty the cache before the next use
+Oid registry_seen = InvalidOid;     // the registry table last read: its invalidation clears all
+Oid looking_up = InvalidOid;        // the table is_enabled() is reading the registry for
+uint64 invalidations = 0;           // of that table, of the registry, or of every relation
 
 void on_relcache_invalidation(Datum, Oid relid) {
+    if (relid == InvalidOid || relid == registry_seen || relid == looking_up) invalidations++;
     if (!enabled_cache) return;
     if (relid == InvalidOid || relid == registry_seen) {
-        hash_destroy(enabled_cache);
-        enabled_cache = nullptr;
+        enabled_cache_stale = true;
         return;
     }
-    hash_search(enabled_cache, &relid, HASH_REMOVE, nullptr);
+    auto* e = static_cast<EnabledEntry*>(hash_search(enabled_cache, &relid, HASH_FIND, nullptr));
+    if (e) e->valid = false;
 }
 
 // Only the registry that belongs to the installed extension counts: a table that someone
@@ -94,19 +107,29 @@ bool lookup_enabled(Oid relid) {
 }
 
 bool is_enabled(Oid relid) {
+    if (enabled_cache && enabled_cache_stale) {
+        hash_destroy(enabled_cache);  // not inside a lookup: nothing points into it
+        enabled_cache = nullptr;
+    }
     if (!enabled_cache) {
         HASHCTL ctl;
         memset(&ctl, 0, sizeof ctl);
         ctl.keysize = sizeof(Oid);
         ctl.entrysize = sizeof(EnabledEntry);
         enabled_cache = hash_create("aq fast ingest tables", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+        enabled_cache_stale = false;
     }
+    auto* e = static_cast<EnabledEntry*>(hash_search(enabled_cache, &relid, HASH_FIND, nullptr));
+    if (e && e->valid) return e->enabled;
+    uint64 seen = invalidations;
+    looking_up = relid;
+    bool enabled = lookup_enabled(relid);  // reads catalogs: invalidations may run here
+    looking_up = InvalidOid;
+    if (invalidations != seen) return enabled;
     bool found = false;
-    auto* e = static_cast<EnabledEntry*>(hash_search(enabled_cache, &relid, HASH_FIND, &found));
-    if (found) return e->enabled;
-    bool enabled = lookup_enabled(relid);
     e = static_cast<EnabledEntry*>(hash_search(enabled_cache, &relid, HASH_ENTER, &found));
     e->enabled = enabled;
+    e->valid = true;
     return enabled;
 }
 
@@ -244,6 +267,11 @@ Chunk* chunk_for(Relation rel, Oid role, uint32 bytes) {
 
 // Appends one row (values in the table's column order) to the transaction's chunks.
 void append_row(Relation rel, Datum* given_values, bool* isnull) {
+    // A statement run from another module's pre-commit, after this transaction's rows took
+    // their ring space: they could never be applied.
+    if (txn.reserved)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                        errmsg("cannot add fast-ingest rows to a transaction that is committing")));
     TupleDesc desc = RelationGetDescr(rel);
     int natts = desc->natts;
     Datum* values = given_values;
@@ -444,11 +472,36 @@ Node* create_scan_state(CustomScan*) {
 // ---------------------------------------------------------------- planning
 planner_hook_type prev_planner_hook = nullptr;
 
-// Why the ring cannot take this INSERT, or nullptr if it can.
-const char* unsupported_shape(PlannedStmt* stmt, Relation rel) {
+// Does the table have a rule that fires on INSERT?
+bool has_insert_rule(Relation rel) {
+    if (!rel->rd_rules) return false;
+    for (int i = 0; i < rel->rd_rules->numLocks; i++)
+        if (rel->rd_rules->rules[i]->event == CMD_INSERT) return true;
+    return false;
+}
+
+// Why the ring cannot take this INSERT, or nullptr if it can.  Besides the shapes the ring
+// cannot hold, an INSERT the drain could not apply as the statement meant it is refused here,
+// at statement time, rather than accepted and rejected later:
+//  * produced by a rule (a view's INSTEAD rule, another table's ALSO rule) or through a view:
+//    its privileges are checked as the rule's or view's owner, while the drain applies rows
+//    as the role that wrote them, and a view's CHECK OPTION would never be evaluated;
+//  * into a table with an INSERT rule: the rewriter already ran the rule for this statement,
+//    and the drain's insert would run it again.
+const char* unsupported_shape(Query* parse, PlannedStmt* stmt, Relation rel) {
+    if (parse->querySource != QSRC_ORIGINAL) return "an INSERT produced by a rule";
+    if (OidIsValid(rt_fetch(parse->resultRelation, parse->rtable)->checkAsUser)) return "INSERT through a view";
+    if (has_insert_rule(rel)) return "INSERT into a table with rules";
     if (!IsA(stmt->planTree, ModifyTable)) return "this form of INSERT";
     auto* mt = reinterpret_cast<ModifyTable*>(stmt->planTree);
     if (mt->operation != CMD_INSERT || list_length(mt->resultRelations) != 1) return "this form of INSERT";
+    ListCell* wl;
+    foreach (wl, mt->withCheckOptionLists) {
+        ListCell* wc;
+        foreach (wc, static_cast<List*>(lfirst(wl)))
+            if (static_cast<WithCheckOption*>(lfirst(wc))->kind == WCO_VIEW_CHECK)
+                return "INSERT through a view WITH CHECK OPTION";
+    }
     if (mt->onConflictAction != ONCONFLICT_NONE) return "INSERT ... ON CONFLICT";
     if (mt->returningLists != NIL) return "INSERT ... RETURNING";
     if (stmt->hasModifyingCTE) return "INSERT with a data-modifying WITH";
@@ -481,7 +534,7 @@ PlannedStmt* plan(Query* parse, const char* query_string, int cursor_options, Pa
                                 get_rel_name(relid))));
 
     Relation rel = table_open(relid, NoLock);  // the parser holds the lock
-    const char* why_not = unsupported_shape(stmt, rel);
+    const char* why_not = unsupported_shape(parse, stmt, rel);
     table_close(rel, NoLock);
     if (why_not) {
         if (!hinted) return stmt;  // aq.memoptimize_write: this one stays an ordinary insert
@@ -512,6 +565,42 @@ PlannedStmt* plan(Query* parse, const char* query_string, int cursor_options, Pa
 
 }  // namespace
 
+// ---------------------------------------------------------------- waiting for the drain
+// A session that waits for the drain (a commit for ring space, aq.write_end for its rows) holds
+// every lock its transaction took; the drain may need one of them (the table lock of a LOCK
+// TABLE or an ALTER, the transaction lock of a row the drain's insert must wait for).
+// PostgreSQL's deadlock detector cannot see that cycle (the session waits on a condition
+// variable, not on a lock), so the waiting session looks for it itself, following
+// pg_blocking_pids from the drain over at most max_blockers processes.
+namespace {
+constexpr int max_blockers = 64;
+}
+
+int drain_blocked_by_me(ring::DatabaseSlot* slot) {
+    if (!slot) return 0;
+    uint32 procno = pg_atomic_read_u32(&slot->worker_procno);
+    if (procno == no_proc || procno >= ProcGlobal->allProcCount) return 0;
+    int drain_pid = ProcGlobal->allProcs[procno].pid;
+    if (drain_pid == 0) return 0;
+    int queue[max_blockers];
+    int count = 0;
+    queue[count++] = drain_pid;
+    for (int i = 0; i < count; i++) {
+        ArrayType* blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum(queue[i])));
+        int n = ArrayGetNItems(ARR_NDIM(blockers), ARR_DIMS(blockers));
+        const int32* pids = reinterpret_cast<const int32*>(ARR_DATA_PTR(blockers));
+        for (int k = 0; k < n; k++) {
+            int pid = pids[k];
+            if (pid == MyProcPid) return drain_pid;
+            bool seen = false;
+            for (int j = 0; j < count && !seen; j++) seen = queue[j] == pid;
+            if (!seen && count < max_blockers) queue[count++] = pid;
+        }
+        pfree(blockers);
+    }
+    return 0;
+}
+
 void install_hooks() {
     RegisterCustomScanMethods(&scan_methods);
     prev_planner_hook = planner_hook;
@@ -531,11 +620,14 @@ uint64 session_write_hwm() {
 void pre_commit() {
     if (txn.chunk_count == 0) return;
     // Place every chunk at once (see ring.hpp); wait for space if the drain is behind.
-    TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), settings::wait_timeout_ms);
+    TimestampTz started = GetCurrentTimestamp();
+    TimestampTz deadline = TimestampTzPlusMilliseconds(started, settings::wait_timeout_ms);
+    TimestampTz next_check = TimestampTzPlusMilliseconds(started, Max(DeadlockTimeout, 1));
     bool sleeping = false;
+    DatabaseSlot* slot = nullptr;
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-        DatabaseSlot* slot = slot_for_locked(MyDatabaseId);
+        slot = slot_for_locked(MyDatabaseId);
         if (!slot) {
             LWLockRelease(shared->lock);
             ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -598,7 +690,24 @@ void pre_commit() {
             sleeping = true;
             continue;
         }
-        long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+        // The drain waits for us (drain_blocked_by_me): waiting longer cannot help.  Looked at
+        // once deadlock_timeout has passed and then every deadlock_timeout, as PostgreSQL's
+        // detector looks at a lock wait.
+        TimestampTz now = GetCurrentTimestamp();
+        if (now >= next_check) {
+            if (int drain_pid = drain_blocked_by_me(slot)) {
+                ConditionVariableCancelSleep();
+                ereport(ERROR,
+                        (errcode(ERRCODE_T_R_DEADLOCK_DETECTED), errmsg("deadlock detected"),
+                         errdetail("This commit waits for space in the fast-ingest ring, and the drain of this "
+                                   "database (process %d) waits for a lock this transaction holds.",
+                                   drain_pid),
+                         errhint("Do not take locks the drain needs (LOCK TABLE, ALTER TABLE, rows of its tables) "
+                                 "in a transaction with fast-ingest rows, or raise aq.fast_ingest_buffer.")));
+            }
+            next_check = TimestampTzPlusMilliseconds(now, Max(DeadlockTimeout, 1));
+        }
+        long remaining = TimestampDifferenceMilliseconds(now, deadline);
         if (remaining <= 0) {
             ConditionVariableCancelSleep();
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES), errmsg("fast-ingest ring is full"),
@@ -607,7 +716,8 @@ void pre_commit() {
                             errhint("The drain is behind or stopped (see aq.memoptimize_write_area).  Raise "
                                     "aq.fast_ingest_buffer or aq.fast_ingest_wait_timeout.")));
         }
-        (void)ConditionVariableTimedSleep(&shared->space_freed, Min(remaining, 1000L), PG_WAIT_EXTENSION);
+        long until_check = Max(1L, TimestampDifferenceMilliseconds(now, next_check));
+        (void)ConditionVariableTimedSleep(&shared->space_freed, Min(remaining, until_check), PG_WAIT_EXTENSION);
     }
     if (sleeping) ConditionVariableCancelSleep();
 
@@ -657,11 +767,32 @@ void at_abort() {
     forget_transaction();
 }
 
+// Fast-ingest rows do not take part in two-phase commit: the ring lives in shared memory and
+// is emptied by a restart, which a prepared transaction survives, and the drain could not tell
+// whether COMMIT PREPARED (maybe in another session) will come.  So PREPARE refuses them.
 void pre_prepare() {
     if (txn.chunk_count > 0)
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                         errmsg("cannot PREPARE a transaction that has fast-ingest rows"),
                         errhint("Commit it instead; fast-ingest rows do not take part in two-phase commit.")));
+}
+
+// The transaction is prepared (pre_prepare let it through: it has no rows left, only perhaps
+// the memory of rows a rolled-back savepoint dropped): it is no longer this session's, and its
+// memory (TopTransactionContext) is gone.
+void at_prepare() {
+    forget_transaction();
+}
+
+// Process exit: PostgreSQL has aborted any open transaction already (at_abort ran); this only
+// makes sure nothing of this session stays counted in shared memory.
+void at_exit() {
+    if (txn.reserved && shared) {
+        for (uint32 i = 0; i < txn.chunk_count; i++)
+            pg_atomic_write_u32(&header_at(txn.chunks[i]->ring_position)->state, state_aborted);
+        pg_atomic_fetch_sub_u64(&shared->rows_buffered, txn.rows);
+    }
+    forget_transaction();
 }
 
 void at_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId parent) {

@@ -1,6 +1,8 @@
 // Library entry: PG_MODULE_MAGIC, _PG_init, the parameters, shared-memory hooks and the
-// transaction callbacks (queue wake-ups, commit modes, fast ingest).  Shared memory is requested only when aq is in shared_preload_libraries
-// (PostgreSQL 15: RequestAddinShmemSpace is allowed only in shmem_request_hook).
+// handlers each capability runs at the end of a transaction (through base/xact_end.hpp, the
+// only transaction callback).  Shared memory is requested only when aq is in
+// shared_preload_libraries (PostgreSQL 15: RequestAddinShmemSpace is allowed only in
+// shmem_request_hook).
 extern "C" {
 #include "postgres.h"
 #include "access/xact.h"
@@ -16,6 +18,7 @@ PG_MODULE_MAGIC;
 PGDLLEXPORT void _PG_init(void);
 }
 
+#include "base/xact_end.hpp"
 #include "commit/committer.hpp"
 #include "commit/log_writer.hpp"
 #include "commit/settings.hpp"
@@ -58,53 +61,72 @@ void startup_shmem() {
     });
 }
 
-void on_xact_event(XactEvent event, void*) {
-    // Called by PostgreSQL: nothing may throw past here.  Pre-commit may raise (the
-    // transaction then aborts), through entry_void; the other events only touch atomics,
-    // condition variables and the WAL flush, which do not raise errors.
-    switch (event) {
-        case XACT_EVENT_PRE_COMMIT:
-            aq::ingest::writer::pre_commit();  // may wait for ring space or raise: before the commit mode
-            aq::pg::entry_void([] { aq::commit::committer::pre_commit(); });
-            break;
-        case XACT_EVENT_PRE_PREPARE:
-            aq::ingest::writer::pre_prepare();
-            break;
-        case XACT_EVENT_COMMIT:
-            aq::ingest::writer::at_commit();
-            aq::commit::committer::at_commit();
-            aq::queue::wakeup::at_commit();
-            aq::queue::retries::at_commit();
-            break;
-        case XACT_EVENT_PARALLEL_COMMIT:
-            aq::queue::wakeup::at_commit();
-            break;
-        case XACT_EVENT_PREPARE:
-            aq::queue::wakeup::at_prepare();
-            aq::queue::retries::at_prepare();
-            break;
-        case XACT_EVENT_ABORT:
-            aq::ingest::writer::at_abort();
-            aq::commit::committer::at_abort();
-            aq::queue::wakeup::at_abort();
-            aq::queue::retries::at_abort();
-            break;
-        case XACT_EVENT_PARALLEL_ABORT:
-            aq::queue::wakeup::at_abort();
-            break;
-        default:
-            break;
-    }
-}
+// Transaction ends (base/xact_end.hpp states what each handler may do).  Registration order
+// is call order: the fast-ingest writer's pre-commit may wait for ring space or raise, so it
+// comes before the commit mode is decided; the others only touch plain data, atomics,
+// condition variables and the WAL flush.
+void register_transaction_ends() {
+    using aq::base::xact_end::Handlers;
+    namespace writer = aq::ingest::writer;
+    namespace committer = aq::commit::committer;
+    namespace wakeup = aq::queue::wakeup;
+    namespace retries = aq::queue::retries;
 
-void on_subxact_event(SubXactEvent event, SubTransactionId mine, SubTransactionId parent, void*) {
-    aq::ingest::writer::at_subxact(event, mine, parent);  // savepoint marks of the rows buffered so far
-    if (event == SUBXACT_EVENT_COMMIT_SUB) aq::queue::retries::at_subtransaction_commit();
-    if (event != SUBXACT_EVENT_ABORT_SUB) return;
-    aq::queue::retries::at_subtransaction_abort();
-    // Plain stores, atomics and CV broadcasts: nothing here can fail.
-    aq::queue::forget_positions();
-    aq::queue::wakeup::at_subtransaction_abort();
+    Handlers ingest{};
+    ingest.name = "fast ingest";
+    ingest.pre_commit = writer::pre_commit;
+    ingest.commit = writer::at_commit;
+    ingest.abort = writer::at_abort;
+    ingest.pre_prepare = writer::pre_prepare;  // refuses buffered rows (0A000)
+    ingest.prepare = writer::at_prepare;
+    ingest.sub_start = [](SubTransactionId mine, SubTransactionId parent) {
+        writer::at_subxact(SUBXACT_EVENT_START_SUB, mine, parent);
+    };
+    ingest.sub_commit = [](SubTransactionId mine, SubTransactionId parent) {
+        writer::at_subxact(SUBXACT_EVENT_COMMIT_SUB, mine, parent);
+    };
+    ingest.sub_abort = [](SubTransactionId mine, SubTransactionId parent) {
+        writer::at_subxact(SUBXACT_EVENT_ABORT_SUB, mine, parent);
+    };
+    ingest.exit = writer::at_exit;
+    aq::base::xact_end::add(ingest);
+
+    Handlers commit_modes{};
+    commit_modes.name = "commit modes";
+    commit_modes.pre_commit = committer::pre_commit;
+    commit_modes.commit = committer::at_commit;
+    commit_modes.abort = committer::at_abort;
+    // PREPARE runs no pre-commit, so no mode was decided; forget anything left, as at abort.
+    commit_modes.prepare = committer::at_abort;
+    aq::base::xact_end::add(commit_modes);
+
+    Handlers wakeups{};
+    wakeups.name = "queue wake-ups";
+    wakeups.commit = wakeup::at_commit;
+    wakeups.abort = wakeup::at_abort;
+    wakeups.prepare = wakeup::at_prepare;
+    wakeups.parallel_commit = wakeup::at_commit;
+    wakeups.parallel_abort = wakeup::at_abort;
+    wakeups.sub_abort = [](SubTransactionId, SubTransactionId) { wakeup::at_subtransaction_abort(); };
+    aq::base::xact_end::add(wakeups);
+
+    Handlers attempts{};
+    attempts.name = "dequeue attempts";
+    attempts.commit = [] { retries::at_commit(); };
+    attempts.abort = [] { retries::at_abort(); };
+    attempts.prepare = [] { retries::at_prepare(); };
+    attempts.sub_commit = [](SubTransactionId, SubTransactionId) { retries::at_subtransaction_commit(); };
+    attempts.sub_abort = [](SubTransactionId, SubTransactionId) { retries::at_subtransaction_abort(); };
+    aq::base::xact_end::add(attempts);
+
+    // Dequeue positions belong to their transaction (by local transaction id); a rolled-back
+    // subtransaction may have returned the messages they point past.
+    Handlers positions{};
+    positions.name = "dequeue positions";
+    positions.sub_abort = [](SubTransactionId, SubTransactionId) { aq::queue::forget_positions(); };
+    aq::base::xact_end::add(positions);
+
+    aq::base::xact_end::install();
 }
 
 // COMMIT PREPARED / ROLLBACK PREPARED: mark the transaction so its end wakes every channel.
@@ -140,6 +162,5 @@ void _PG_init(void) {
     aq::ingest::settings::define(process_shared_preload_libraries_in_progress);
     aq::ingest::writer::install_hooks();
     MarkGUCPrefixReserved("aq");
-    RegisterXactCallback(on_xact_event, nullptr);
-    RegisterSubXactCallback(on_subxact_event, nullptr);
+    register_transaction_ends();
 }
