@@ -5,6 +5,7 @@ DATA        = sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql sql/aq--0.2.0--0.3.0.sq
 PGFILEDESC  = "aq - Oracle-style Advanced Queuing for PostgreSQL"
 
 OBJS = \
+	src/base/run_as.o \
 	src/commit/committer.o \
 	src/commit/log_writer.o \
 	src/commit/mode.o \
