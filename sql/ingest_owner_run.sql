@@ -80,6 +80,29 @@ SELECT id, lowered, path FROM b4_t WHERE id = 3;
 SELECT count(*) AS rejected FROM aq.fast_ingest_rejects;
 SELECT count(*) AS lookalike_calls FROM trap.log;
 
+-- The database owner sets default_transaction_read_only on the database: a drain started
+-- afterwards still applies the rows (they could otherwise be neither applied nor kept as
+-- rejects).  The running drain is stopped, and waited for, so that the next one starts anew.
+SET ROLE regress_aq_dbowner;
+ALTER DATABASE regress_aq_b4 SET default_transaction_read_only = on;
+RESET ROLE;
+DO $$
+BEGIN
+  PERFORM pg_terminate_backend(pid) FROM pg_stat_activity
+    WHERE backend_type = 'aq fast ingest drain' AND datname = current_database();
+  WHILE EXISTS (SELECT FROM pg_stat_activity
+                 WHERE backend_type = 'aq fast ingest drain' AND datname = current_database()) LOOP
+    PERFORM pg_sleep(0.01);
+    PERFORM pg_stat_clear_snapshot();
+  END LOOP;
+END $$;
+INSERT /*+ MEMOPTIMIZE_WRITE */ INTO b4_after VALUES (2, 'read-only database default');
+INSERT /*+ MEMOPTIMIZE_WRITE */ INTO b4_t (id, name) VALUES (4, 'READ-ONLY DEFAULT');
+SELECT aq.write_end();
+SELECT * FROM b4_after ORDER BY id;
+SELECT id, lowered FROM b4_t WHERE id = 4;
+SELECT count(*) AS rejected FROM aq.fast_ingest_rejects;
+
 \c contrib_regression
 DROP DATABASE regress_aq_b4 WITH (FORCE);
 DROP ROLE regress_aq_writer;

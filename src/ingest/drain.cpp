@@ -852,6 +852,9 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
     // aq's own commit modes set at the database or role level (NOWAIT) must not apply here:
     // the drain commits as synchronous_commit = on says, and nothing else.
     SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+    // Nor may a database-level default_transaction_read_only (its owner may set it) make the
+    // drain's transactions read-only: its rows could then be neither applied nor kept as rejects.
+    SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
     aq::commit::committer::exempt_this_process();
     pgstat_report_appname("aq fast ingest drain");
 
