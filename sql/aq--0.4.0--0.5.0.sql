@@ -138,6 +138,45 @@ BEGIN
             format('default exception queue of %s', t.queue_table));
 END $$;
 
+-- purge_queue_table deletes from the queue table ONLY too.
+CREATE OR REPLACE FUNCTION aq.purge_queue_table(queue_table text, purge_condition aq.purge_condition DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t aq.queue_tables := aq._queue_table(queue_table);
+    c aq.purge_condition := coalesce(purge_condition, ROW(NULL, NULL, NULL, NULL, NULL)::aq.purge_condition);
+    q aq.queues;
+    state text := upper(c.msg_state);
+    exception_queues integer[];
+    purged bigint;
+BEGIN
+    PERFORM aq._check_owner(t);
+    IF c.queue_name IS NOT NULL THEN
+        q := aq._queue(c.queue_name);
+        IF q.queue_table_id <> t.queue_table_id THEN
+            RAISE EXCEPTION 'queue "%" is not in queue table "%"', c.queue_name, queue_table
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF state NOT IN ('READY', 'WAITING', 'EXPIRED') THEN
+        RAISE EXCEPTION 'invalid msg_state: "%"', c.msg_state USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Valid values are READY, WAITING, EXPIRED.';
+    END IF;
+    SELECT coalesce(array_agg(e.queue_id), '{}') INTO exception_queues FROM aq.queues e
+     WHERE e.queue_table_id = t.queue_table_id AND e.queue_type = 'exception_queue';
+    EXECUTE format(
+        'DELETE FROM ONLY %s m'
+        ' WHERE ($1::integer IS NULL OR m.q_id = $1)'
+        '   AND ($2::text IS NULL OR $2 = CASE WHEN m.q_id = ANY ($6) OR m.expiration <= now() THEN ''EXPIRED'''
+        '                                      WHEN m.delay > now() THEN ''WAITING'' ELSE ''READY'' END)'
+        '   AND ($3::text IS NULL OR m.corrid LIKE $3)'
+        '   AND ($4::timestamptz IS NULL OR m.enq_time < $4)'
+        '   AND ($5::bigint[] IS NULL OR m.msgid = ANY ($5))',
+        aq._queue_relation(t))
+    USING q.queue_id, state, c.correlation, c.enqueued_before, c.msgids, exception_queues;
+    GET DIAGNOSTICS purged = ROW_COUNT;
+    RETURN purged;
+END $$;
+
 -- ---------------------------------------------------------------- objects users built (upgrade repairs)
 
 -- ---------------------------------------------------------------- dequeue attempts

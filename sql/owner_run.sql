@@ -113,6 +113,11 @@ SELECT payload FROM aq.dequeue_array('it_qa', NULL::text, 10, aq.dequeue_options
 UPDATE it_child SET expiration = now() - interval '1 s';
 SELECT try_sql($$SELECT aq.dequeue('aq$_it_qt_e', NULL::text, aq.dequeue_options(wait => '0'))$$);
 SELECT m.tableoid::regclass, q.queue_name, m.user_data FROM it_qt m JOIN aq.queues q ON q.queue_id = m.q_id ORDER BY 1;
+-- nor do the admin functions' deletes: purge and drop_queue
+SELECT aq.purge_queue_table('it_qt') AS purged;
+SELECT aq.stop_queue('it_qa');
+SELECT aq.drop_queue('it_qa');
+SELECT tableoid::regclass, user_data FROM it_qt;
 DROP TABLE it_child;
 
 ------------------------------------------------------------------------------ read only
