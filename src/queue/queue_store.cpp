@@ -822,9 +822,9 @@ int execute_as_owner(const QueueInfo& q, SPIPlanPtr plan, Datum* args) {
 
 // Moves the expired messages of the queue table's normal queues to their exception
 // queues (Oracle's QMON does this in the background; aq does it when an exception queue
-// is read).  A system action: it runs as the queue table's owner, in a restricted
-// security context, and only for a caller who may dequeue (DELETE) from the table.
-// Requires SPI.
+// is consumed from, never in browse or a READ ONLY transaction).  A system action: it runs
+// as the queue table's owner through base::run_as, and only for a caller who may dequeue
+// (DELETE) from the table.  Requires SPI.
 void expire_messages_of(const QueueInfo& q) {
     if (q.default_exception_id == 0 || !OidIsValid(q.owner)) return;
     if (pg_class_aclcheck(q.relid, GetUserId(), ACL_DELETE) != ACLCHECK_OK) return;
