@@ -24,11 +24,16 @@ BEGIN
   INSERT INTO public.lookalike_log VALUES (current_user, 'lower');
   RETURN pg_catalog.lower($1);
 END $$;
+CREATE FUNCTION lookalike.upper(text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.lookalike_log VALUES (current_user, 'upper');
+  RETURN pg_catalog.upper($1);
+END $$;
 RESET ROLE;
 
 -- The owner's code on its queue table resolves names when it runs: an audit trigger that
--- calls now() (and changes two settings), an index expression and a forced RLS policy that
--- call lower().
+-- calls now() (and changes two settings), an index expression that calls upper() and a forced
+-- RLS policy that calls lower().
 SELECT aq.create_queue_table('b3_qt', 'text');
 SELECT aq.create_queue('b3_q', 'b3_qt');
 SELECT aq.start_queue('b3_q');
@@ -46,18 +51,35 @@ BEGIN
   RETURN NEW;
 END $$;
 CREATE TRIGGER b3_audit AFTER UPDATE ON b3_qt FOR EACH ROW EXECUTE FUNCTION b3_audit();
-CREATE FUNCTION b3_norm(text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT lower($1) $$;
+CREATE FUNCTION b3_norm(text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT upper($1) $$;
 CREATE INDEX b3_norm_idx ON b3_qt (b3_norm(corrid));
 CREATE FUNCTION b3_visible(text) RETURNS boolean LANGUAGE sql STABLE AS $$ SELECT lower($1) IS NOT NULL $$;
 ALTER TABLE b3_qt ENABLE ROW LEVEL SECURITY;
 ALTER TABLE b3_qt FORCE ROW LEVEL SECURITY;
 CREATE POLICY b3_visible ON b3_qt USING (b3_visible(corrid));
+-- A superuser bypasses even a forced policy: the policy case has a queue table of its own,
+-- owned by a role that is not a superuser.
+CREATE ROLE regress_aq_qowner NOLOGIN;
+GRANT USAGE ON SCHEMA lookalike TO PUBLIC;
+SELECT aq.create_queue_table('b3r_qt', 'text');
+SELECT aq.create_queue('b3r_q', 'b3r_qt');
+SELECT aq.start_queue('b3r_q');
+SELECT aq.grant_queue_privilege('DEQUEUE', 'b3r_q', 'regress_aq_consumer');
+SELECT aq.enqueue('b3r_q', 'expires'::text, aq.message_properties(correlation => 'X')) > 0 AS enqueued;
+SELECT aq.enqueue('b3r_q', 'delivered'::text, aq.message_properties(correlation => 'Y')) > 0 AS enqueued;
+UPDATE b3r_qt SET expiration = now() - interval '1 s' WHERE user_data = 'expires';
+ALTER TABLE b3r_qt OWNER TO regress_aq_qowner;
+ALTER TABLE b3r_qt ENABLE ROW LEVEL SECURITY;
+ALTER TABLE b3r_qt FORCE ROW LEVEL SECURITY;
+CREATE POLICY b3r_visible ON b3r_qt USING (b3_visible(corrid));
 TRUNCATE lookalike_log;
 
 SET ROLE regress_aq_consumer;
 SET search_path = lookalike, pg_catalog, public;
 SET work_mem = '4MB';
--- The dequeue first moves the expired message to the exception queue, as the owner.
+-- Each dequeue first moves the expired message to the exception queue, as the owner (b3r_q
+-- first: b3_qt's trigger sets search_path, which must not leak, but did in aq 0.4.0).
+SELECT payload FROM aq.dequeue('b3r_q', NULL::text, aq.dequeue_options(wait => '0'));
 SELECT payload FROM aq.dequeue('b3_q', NULL::text, aq.dequeue_options(wait => '0'));
 -- The owner's trigger changed work_mem and search_path: not in the consumer's session.
 SELECT current_setting('work_mem') AS work_mem, current_setting('search_path') AS search_path;
@@ -76,6 +98,7 @@ RESET work_mem;
 -- The owner's code ran (the move fired the trigger) but never a look-alike as the owner.
 SELECT count(*) > 0 AS audit_trigger_ran FROM b3_audit;
 SELECT q.queue_name FROM b3_qt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE m.user_data = 'expires';
+SELECT q.queue_name FROM b3r_qt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE m.user_data = 'expires';
 SELECT what, count(*) FROM lookalike_log WHERE who <> 'regress_aq_consumer' GROUP BY what ORDER BY what;
 
 ------------------------------------------------------------------------------ collations
@@ -144,6 +167,7 @@ COMMIT;
 
 ------------------------------------------------------------------------------ clean up
 SELECT aq.drop_queue_table('b3_qt', force => true);
+SELECT aq.drop_queue_table('b3r_qt', force => true);
 SELECT aq.drop_queue_table('coll_qt', force => true);
 SELECT aq.drop_queue_table('it_qt', force => true);
 SELECT aq.drop_queue_table('ro_qt', force => true);
@@ -151,3 +175,4 @@ DROP FUNCTION b3_audit(), b3_norm(text), b3_visible(text);
 DROP TABLE b3_audit, lookalike_log;
 DROP SCHEMA lookalike CASCADE;
 DROP ROLE regress_aq_consumer;
+DROP ROLE regress_aq_qowner;
