@@ -1,13 +1,29 @@
 -- aq 0.1.0: Oracle Advanced Queuing (DBMS_AQADM / DBMS_AQ) with array enqueue/dequeue.
 \echo Use "CREATE EXTENSION aq" to load this file. \quit
 
--- Everything lives in schema aq, created here so that it belongs to the extension (DROP
--- EXTENSION removes it; a pre-existing schema aq makes CREATE EXTENSION fail rather than
--- adopt objects someone else created).  Every reference below is
--- schema-qualified, and every function runs with search_path = pg_catalog, pg_temp, so
+-- Everything lives in schema aq, the extension's schema (aq.control: schema = aq), which
+-- CREATE EXTENSION creates when it is missing; DROP SCHEMA of any other schema (public
+-- CASCADE, say) leaves aq alone.  A schema aq that someone else made, that others may create
+-- objects in, or that holds anything, makes CREATE EXTENSION fail rather than adopt objects someone else created.  Every reference
+-- below is schema-qualified, and every function runs with search_path = pg_catalog, pg_temp, so
 -- nothing here depends on the caller's search_path.
 
-CREATE SCHEMA aq;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+                    WHERE n.nspname OPERATOR(pg_catalog.=) 'aq' AND r.rolsuper
+                      AND NOT EXISTS (SELECT FROM pg_catalog.aclexplode(n.nspacl) a
+                                       WHERE a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+                                         AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner))
+       OR EXISTS (SELECT FROM pg_catalog.pg_depend d
+                   WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                     AND d.refobjid OPERATOR(pg_catalog.=) 'aq'::pg_catalog.regnamespace
+                     AND d.classid OPERATOR(pg_catalog.<>) 'pg_catalog.pg_extension'::pg_catalog.regclass) THEN
+        RAISE EXCEPTION 'schema "aq" already exists and belongs to someone else or is not empty'
+            USING ERRCODE = 'duplicate_schema',
+                  HINT = 'Drop or rename that schema, then run CREATE EXTENSION aq again.';
+    END IF;
+END $$;
 
 ------------------------------------------------------------------------------ catalog
 

@@ -37,6 +37,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "base/run_as.hpp"
 #include "commit/committer.hpp"
 #include "ingest/drain.hpp"
 #include "ingest/ring.hpp"
@@ -491,6 +492,37 @@ Fit layout_fit(Relation rel, const Column* layout, int natts, const char** why) 
     return fit;
 }
 
+// try_insert as the writing role (base/run_as.hpp): with that role's own settings (ALTER ROLE
+// ... SET, in this database too) and the search_path its session had when it inserted the rows,
+// in a restricted security context.  Every setting returns to the drain's own afterwards, so a
+// writer's trigger that SETs search_path or default_transaction_read_only affects neither the
+// drain's bookkeeping nor any later run, batch or role.
+struct WriterInsert {
+    Relation rel;
+    Row* rows;
+    int count;
+    bool multi;
+    MemoryContext keep;
+    bool retry;
+    ErrorData* failure;
+};
+
+void run_writer_insert(void* arg) {
+    auto* w = static_cast<WriterInsert*>(arg);
+    w->failure = try_insert(w->rel, w->rows, w->count, w->multi, w->keep, w->retry);
+}
+
+ErrorData* insert_as_writer(RecordHeader* first, Relation rel, Row* rows, int count, bool multi, MemoryContext keep,
+                            bool retry) {
+    WriterInsert w{rel, rows, count, multi, keep, retry, nullptr};
+    base::RunAs as;
+    as.role = first->role;
+    as.role_settings = true;
+    as.search_path = search_path_of(first);
+    base::run_as(as, run_writer_insert, &w);
+    return w.failure;
+}
+
 // One run: rows of one table, one role and one layout.
 void apply_run(Row* rows, int count, BatchCounts* counts) {
     RecordHeader* first = rows[0].header;
@@ -513,42 +545,37 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
         return;
     }
 
-    Oid saved_user;
-    int saved_context;
-    GetUserIdAndSecContext(&saved_user, &saved_context);
-    SetUserIdAndSecContext(first->role, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
     // A column whose length or precision changed since: through the INSERT, which coerces.
+    // Row-level security as it applies to the writer (the drain itself bypasses it).
     bool multi = fit == Fit::same && rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&
-                 check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED;
+                 check_enable_rls(RelationGetRelid(rel), first->role, true) != RLS_ENABLED;
     MemoryContext keep = CurrentMemoryContext;
     bool retry = first->attempts <= retry_attempts;
-    ErrorData* failure = try_insert(rel, rows, count, multi, keep, retry);
+    ErrorData* failure = insert_as_writer(first, rel, rows, count, multi, keep, retry);
     if (!failure) {
         counts->applied += count;
     } else {
-        // Redo row by row: the good rows go in, each bad one is kept with its own error.
+        // Redo row by row: the good rows go in, each bad one is kept with its own error (written
+        // as the drain, after the writer's settings are undone).
         FreeErrorData(failure);
         for (int i = 0; i < count; i++) {
-            ErrorData* e = try_insert(rel, &rows[i], 1, multi, keep, retry);
+            ErrorData* e = insert_as_writer(first, rel, &rows[i], 1, multi, keep, retry);
             if (!e) {
                 counts->applied++;
                 continue;
             }
-            SetUserIdAndSecContext(saved_user, saved_context);
             reject_rows(&rows[i], 1, unpack_sql_state(e->sqlerrcode), e->message ? e->message : "error",
                         e->detail, counts);
             FreeErrorData(e);
-            SetUserIdAndSecContext(first->role, saved_context | SECURITY_LOCAL_USERID_CHANGE |
-                                                    SECURITY_RESTRICTED_OPERATION);
         }
     }
-    SetUserIdAndSecContext(saved_user, saved_context);
     relation_close(rel, RowExclusiveLock);
 }
 
 bool same_run(RecordHeader* a, RecordHeader* b) {
     return a->relation == b->relation && a->role == b->role && a->natts == b->natts &&
-           memcmp(layout_of(a), layout_of(b), sizeof(Column) * a->natts) == 0;
+           memcmp(layout_of(a), layout_of(b), sizeof(Column) * a->natts) == 0 &&
+           strncmp(search_path_of(a), search_path_of(b), Min(search_path_room(a), search_path_room(b))) == 0;
 }
 
 void record_progress(const BatchCounts& counts) {
@@ -825,6 +852,9 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
     // aq's own commit modes set at the database or role level (NOWAIT) must not apply here:
     // the drain commits as synchronous_commit = on says, and nothing else.
     SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+    // Nor may a database-level default_transaction_read_only (its owner may set it) make the
+    // drain's transactions read-only: its rows could then be neither applied nor kept as rejects.
+    SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
     aq::commit::committer::exempt_this_process();
     pgstat_report_appname("aq fast ingest drain");
 

@@ -35,6 +35,7 @@ extern "C" {
 }
 
 #include <cstddef>
+#include <cstring>
 
 namespace aq::ingest::ring {
 
@@ -50,7 +51,9 @@ constexpr uint32 record_magic = 0x41514652;  // "AQFR"
 constexpr int seq_shift = 40;
 
 // The header of one record.  After it: the layout the rows were written with (natts Columns,
-// padded to MAXALIGN), then the rows, each a MinimalTuple (t_len first) padded to MAXALIGN.
+// padded to MAXALIGN), then the search_path of the writer's session when it inserted them
+// (NUL-terminated, padded to MAXALIGN; the drain applies the rows with it), then the rows,
+// each a MinimalTuple (t_len first) padded to MAXALIGN.
 struct RecordHeader {
     uint32 magic;
     pg_atomic_uint32 state;
@@ -81,7 +84,16 @@ inline uint32 record_bytes(std::size_t payload) {
 }
 inline char* payload_of(RecordHeader* h) { return reinterpret_cast<char*>(h) + header_bytes; }
 inline Column* layout_of(RecordHeader* h) { return reinterpret_cast<Column*>(payload_of(h)); }
-inline char* rows_of(RecordHeader* h) { return payload_of(h) + layout_bytes(h->natts); }
+inline char* search_path_of(RecordHeader* h) { return payload_of(h) + layout_bytes(h->natts); }
+// The bytes a record's search_path may take (bounded by its payload, for a damaged record).
+inline std::size_t search_path_room(RecordHeader* h) {
+    std::size_t layout = layout_bytes(h->natts);
+    return h->payload_bytes > layout ? h->payload_bytes - layout : 0;
+}
+inline std::size_t search_path_bytes(const char* search_path) { return MAXALIGN(strlen(search_path) + 1); }
+inline char* rows_of(RecordHeader* h) {
+    return search_path_of(h) + MAXALIGN(strnlen(search_path_of(h), search_path_room(h)) + 1);
+}
 
 // A database being drained.
 enum SlotState : uint32 { slot_free = 0, slot_stopped = 1, slot_starting = 2, slot_running = 3 };

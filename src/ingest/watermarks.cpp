@@ -18,6 +18,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "base/run_as.hpp"
 #include "ingest/ring.hpp"
 #include "ingest/watermarks.hpp"
 #include "ingest/writer.hpp"
@@ -102,27 +103,28 @@ Oid registry_owner(Oid registry) {
     return owner;
 }
 
-// Runs as the owner of aq's tables (a superuser, usually) with search_path pinned to
-// pg_catalog: the caller's search_path must not choose the operators of this statement.
+struct RegistryChange {
+    const char* sql;
+    Datum values[2];  // the table, the role that asked
+};
+
+void run_registry_change(void* arg) {
+    auto* c = static_cast<RegistryChange*>(arg);
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
+    Oid types[2] = {OIDOID, OIDOID};
+    int rc = SPI_execute_with_args(c->sql, 2, types, c->values, nullptr, false, 0);
+    if (rc < 0) elog(ERROR, "aq: could not change aq.fast_ingest_tables: %s", SPI_result_code_string(rc));
+    SPI_finish();
+}
+
+// Runs as the owner of aq's tables (a superuser, usually) through base::run_as: the caller's
+// search_path must not choose the operators of this statement, nor can the caller's settings
+// reach it.
 void change_registry(Oid relid, const char* sql) {
     Oid registry = get_relname_relid("fast_ingest_tables", get_namespace_oid("aq", false));
     if (!OidIsValid(registry)) elog(ERROR, "aq: table aq.fast_ingest_tables is missing");
-    Oid saved_user;
-    int saved_context;
-    GetUserIdAndSecContext(&saved_user, &saved_context);
-    SetUserIdAndSecContext(registry_owner(registry),
-                           saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-    int nest_level = NewGUCNestLevel();
-    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-                            0, false);
-    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
-    Oid types[2] = {OIDOID, OIDOID};
-    Datum values[2] = {ObjectIdGetDatum(relid), ObjectIdGetDatum(saved_user)};
-    int rc = SPI_execute_with_args(sql, 2, types, values, nullptr, false, 0);
-    if (rc < 0) elog(ERROR, "aq: could not change aq.fast_ingest_tables: %s", SPI_result_code_string(rc));
-    SPI_finish();
-    AtEOXact_GUC(true, nest_level);
-    SetUserIdAndSecContext(saved_user, saved_context);
+    RegistryChange change{sql, {ObjectIdGetDatum(relid), ObjectIdGetDatum(GetUserId())}};
+    base::run_as(base::RunAs{registry_owner(registry)}, run_registry_change, &change);
     writer::forget_enabled(relid);
 }
 

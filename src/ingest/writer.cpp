@@ -215,8 +215,9 @@ Chunk* new_chunk(Relation rel, Oid role, uint32 first_row_bytes) {
     }
     TupleDesc desc = RelationGetDescr(rel);
     uint32 types_bytes = uint32(layout_bytes(desc->natts));
+    uint32 prefix_bytes = types_bytes + uint32(search_path_bytes(namespace_search_path));
     uint32 capacity = initial_chunk_bytes;
-    while (capacity < types_bytes + first_row_bytes) capacity *= 2;
+    while (capacity < prefix_bytes + first_row_bytes) capacity *= 2;
     auto* c = static_cast<Chunk*>(MemoryContextAllocZero(txn.context, sizeof(Chunk)));
     c->relid = RelationGetRelid(rel);
     c->role = role;
@@ -226,9 +227,11 @@ Chunk* new_chunk(Relation rel, Oid role, uint32 first_row_bytes) {
     auto* layout = reinterpret_cast<Column*>(c->data);
     for (int i = 0; i < desc->natts; i++)
         layout[i] = Column{TupleDescAttr(desc, i)->atttypid, TupleDescAttr(desc, i)->atttypmod};
-    c->used = types_bytes;
+    // The session's search_path at insert time: the drain applies the rows with it (ring.hpp).
+    strcpy(c->data + types_bytes, namespace_search_path);
+    c->used = prefix_bytes;
     txn.chunks[txn.chunk_count++] = c;
-    txn.ring_bytes += record_bytes(types_bytes);
+    txn.ring_bytes += record_bytes(prefix_bytes);
     return c;
 }
 
@@ -251,6 +254,7 @@ Chunk* chunk_for(Relation rel, Oid role, uint32 bytes) {
         Chunk* c = txn.chunks[txn.chunk_count - 1 - k];
         if (c->relid != relid || c->role != role) continue;
         if (!same_layout(c, desc)) break;  // altered within the transaction: a new chunk
+        if (strcmp(c->data + layout_bytes(c->natts), namespace_search_path) != 0) break;  // SET search_path since
         if (c->used + bytes <= c->capacity) return c;
         if (c->used + bytes <= chunk_limit()) {
             uint32 capacity = c->capacity;
@@ -299,7 +303,7 @@ void append_row(Relation rel, Datum* given_values, bool* isnull) {
     Size data_len = heap_compute_data_size(desc, values, isnull);
     Size len = header + data_len;
     Size space = MAXALIGN(len);
-    uint32 types_bytes = uint32(layout_bytes(natts));
+    uint32 types_bytes = uint32(layout_bytes(natts) + search_path_bytes(namespace_search_path));
     if (space + types_bytes > chunk_limit())
         ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                         errmsg("row of %zu bytes is too large for fast ingest into \"%s\"", len, RelationGetRelationName(rel)),

@@ -6,6 +6,8 @@ extern "C" {
 #include "postgres.h"
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/array.h"
@@ -222,16 +224,34 @@ Datum dequeue_impl(FunctionCallInfo fcinfo) {
 
 namespace aq {
 namespace {
-// aq._wake_waiters(queue_id): stop_queue/drop_queue wake the queue's waiting dequeues
-// at commit, so they notice.
+// aq._wake_waiters(queue_id), of the install scripts before 0.5.0 (the 0.5.0 script drops it;
+// the symbol stays for the scripts that create it on the way).
 Datum wake_waiters_impl(FunctionCallInfo fcinfo) {
     queue::wakeup::note_enqueue(PG_GETARG_INT32(0));
     PG_RETURN_VOID();
+}
+
+// aq._queues_changed(): the AFTER UPDATE OR DELETE row trigger of aq.queues.  A queue that is
+// stopped, altered or dropped wakes its waiting dequeues at commit, so they notice.  A trigger
+// function, so nobody can call it to wake (and spin) another role's waiters.
+Datum queues_changed_impl(FunctionCallInfo fcinfo) {
+    if (!CALLED_AS_TRIGGER(fcinfo))
+        throw Error("39P01", "aq._queues_changed() must be called as a trigger");
+    auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
+    TupleDesc desc = trigger->tg_relation->rd_att;
+    int column = SPI_fnumber(desc, "queue_id");
+    if (column <= 0 || TupleDescAttr(desc, column - 1)->atttypid != INT4OID)
+        throw Error("39P01", "aq._queues_changed() fires on aq.queues only");
+    bool isnull;
+    Datum queue_id = heap_getattr(trigger->tg_trigtuple, column, desc, &isnull);
+    if (!isnull) queue::wakeup::note_enqueue(DatumGetInt32(queue_id));
+    return PointerGetDatum(nullptr);
 }
 }  // namespace
 }  // namespace aq
 
 AQ_SQL_FUNCTION(aq_wake_waiters, aq::wake_waiters_impl)
+AQ_SQL_FUNCTION(aq_queues_changed, aq::queues_changed_impl)
 AQ_SQL_FUNCTION(aq_enqueue, aq::enqueue_impl)
 AQ_SQL_FUNCTION(aq_enqueue_array, aq::enqueue_array_impl)
 AQ_SQL_FUNCTION(aq_dequeue, aq::dequeue_impl)

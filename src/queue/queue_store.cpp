@@ -35,6 +35,7 @@ extern "C" {
 #include <cstring>
 #include <string>
 
+#include "base/run_as.hpp"
 #include "pg/guard.hpp"
 #include "queue/bulk_dequeue.hpp"
 #include "queue/bulk_enqueue.hpp"
@@ -393,9 +394,12 @@ struct PlanEntry {
 
 HTAB* plan_cache = nullptr;
 
-// The statements run with the caller's search_path, so every operator and function in
-// them is schema-qualified (OPERATOR(pg_catalog.x)): nothing the caller's schemas define
-// can stand in for them.
+// The statements run with the caller's search_path, so every operator, function and collation
+// in them is schema-qualified (OPERATOR(pg_catalog.x), pg_catalog."C"): nothing the caller's
+// schemas define can stand in for them.  Every read, update and delete of the queue table says
+// ONLY: a table that inherits from it (CREATE TABLE c () INHERITS (qt)) is not part of the
+// queue, and its rows, whose q_id and ctid may equal a queue message's, are never read, moved or
+// deleted through it.
 char* build_sql(const QueueInfo& q, int32 statement) {
     const char* t = q.qualified_table;
     if (statement == enqueue_plain)
@@ -421,19 +425,19 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             t);
     if (statement == next_delay)
         return psprintf(
-            "SELECT pg_catalog.min(delay) FROM %s"
+            "SELECT pg_catalog.min(delay) FROM ONLY %s"
             " WHERE q_id OPERATOR(pg_catalog.=) $1 AND delay OPERATOR(pg_catalog.>) $2",
             t);
     if (statement == expire_messages)
         // A message names its exception queue; if that is not an exception queue of the same
         // queue table, it goes to the queue table's default one (as Oracle's QMON does).
         return psprintf(
-            "UPDATE %s m SET q_id = COALESCE((SELECT e.queue_id FROM aq.queues e"
+            "UPDATE ONLY %s m SET q_id = COALESCE((SELECT e.queue_id FROM aq.queues e"
             "   WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
             "     AND e.queue_table_id OPERATOR(pg_catalog.=) $1"
             "     AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'), $2)"
             " WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-            "   SELECT x.ctid FROM %s x"
+            "   SELECT x.ctid FROM ONLY %s x"
             "    WHERE x.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
             "            WHERE n.queue_table_id OPERATOR(pg_catalog.=) $1"
             "              AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
@@ -444,7 +448,7 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         return psprintf(
             // $1 holds a message once per rolled-back attempt (an attempt counted by a
             // transaction that rolled back too is in it again).
-            "UPDATE %s m SET retry_count = m.retry_count OPERATOR(pg_catalog.+) a.attempts,"
+            "UPDATE ONLY %s m SET retry_count = m.retry_count OPERATOR(pg_catalog.+) a.attempts,"
             "   delay = CASE WHEN q.retry_delay OPERATOR(pg_catalog.>) '0'::pg_catalog.interval"
             "                THEN $3 OPERATOR(pg_catalog.+) q.retry_delay ELSE m.delay END,"
             "   q_id = CASE WHEN m.retry_count OPERATOR(pg_catalog.+) a.attempts OPERATOR(pg_catalog.>) q.max_retries"
@@ -459,7 +463,7 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             " WHERE q.queue_id OPERATOR(pg_catalog.=) m.q_id AND q.queue_type OPERATOR(pg_catalog.=) 'normal_queue'"
             "   AND a.msgid OPERATOR(pg_catalog.=) m.msgid"
             "   AND m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-            "     SELECT x.ctid FROM %s x WHERE x.msgid OPERATOR(pg_catalog.=) ANY ($1) FOR UPDATE SKIP LOCKED))",
+            "     SELECT x.ctid FROM ONLY %s x WHERE x.msgid OPERATOR(pg_catalog.=) ANY ($1) FOR UPDATE SKIP LOCKED))",
             t, t);
 
     int32 shape = statement - dequeue_base;
@@ -472,8 +476,8 @@ char* build_sql(const QueueInfo& q, int32 statement) {
     char* where = psprintf(
         "q_id OPERATOR(pg_catalog.=) $1%s%s%s%s", position, (shape & by_msgid) ? " AND msgid OPERATOR(pg_catalog.=) $6" : "",
         // In the C collation, as the correlation index is built: a LIKE prefix is then an index range.
-        (shape & by_correlation)      ? " AND corrid COLLATE \"C\" OPERATOR(pg_catalog.~~) $7"
-        : (shape & correlation_exact) ? " AND corrid COLLATE \"C\" OPERATOR(pg_catalog.=) $7"
+        (shape & by_correlation)      ? " AND corrid COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.~~) $7"
+        : (shape & correlation_exact) ? " AND corrid COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.=) $7"
                                       : "",
         (shape & exception_queue) ? ""
                                   : " AND (delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
@@ -485,14 +489,14 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         (shape & exception_queue) ? "expired" : "ready");
     if (shape & (mode_browse | mode_locked))
         return psprintf(
-            "SELECT msgid, user_data, %s, enq_time, priority FROM %s"
+            "SELECT msgid, user_data, %s, enq_time, priority FROM ONLY %s"
             " WHERE %s ORDER BY q_id, %s LIMIT $3%s",
             properties, t, where, order, (shape & mode_locked) ? " FOR UPDATE SKIP LOCKED" : "");
     return psprintf(
         "WITH claimed AS MATERIALIZED ("
-        "  SELECT ctid FROM %s WHERE %s ORDER BY q_id, %s LIMIT $3 FOR UPDATE SKIP LOCKED),"
+        "  SELECT ctid FROM ONLY %s WHERE %s ORDER BY q_id, %s LIMIT $3 FOR UPDATE SKIP LOCKED),"
         " removed AS ("
-        "  DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
+        "  DELETE FROM ONLY %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
         "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time)"
         " SELECT msgid, user_data, %s, enq_time, priority FROM removed ORDER BY %s",
         t, where, order, t, properties, order);
@@ -809,31 +813,18 @@ int claim(const ClaimArgs& a) {
     return receiver.rows;
 }
 
-// Runs a prepared statement as the queue table's owner, in a restricted security context:
-// for the system's own changes (QMON's, in Oracle), which the caller's grants do not cover.
+// Runs a prepared statement as the queue table's owner (base/run_as.hpp: search_path pinned,
+// restricted security context, every setting restored): for the system's own changes (QMON's,
+// in Oracle), which the caller's grants do not cover.
 int execute_as_owner(const QueueInfo& q, SPIPlanPtr plan, Datum* args) {
-    Oid caller;
-    int security_context;
-    GetUserIdAndSecContext(&caller, &security_context);
-    SetUserIdAndSecContext(q.owner, security_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-    volatile int rc = 0;
-    PG_TRY();
-    {
-        rc = SPI_execute_plan(plan, args, nullptr, false, 0);
-    }
-    PG_FINALLY();
-    {
-        SetUserIdAndSecContext(caller, security_context);
-    }
-    PG_END_TRY();
-    return rc;
+    return base::execute_plan_as(q.owner, plan, args, nullptr, false, 0);
 }
 
 // Moves the expired messages of the queue table's normal queues to their exception
 // queues (Oracle's QMON does this in the background; aq does it when an exception queue
-// is read).  A system action: it runs as the queue table's owner, in a restricted
-// security context, and only for a caller who may dequeue (DELETE) from the table.
-// Requires SPI.
+// is consumed from, never in browse or a READ ONLY transaction).  A system action: it runs
+// as the queue table's owner through base::run_as, and only for a caller who may dequeue
+// (DELETE) from the table.  Requires SPI.
 void expire_messages_of(const QueueInfo& q) {
     if (q.default_exception_id == 0 || !OidIsValid(q.owner)) return;
     if (pg_class_aclcheck(q.relid, GetUserId(), ACL_DELETE) != ACLCHECK_OK) return;
@@ -849,7 +840,8 @@ void expire_messages_of(const QueueInfo& q) {
 // subtransaction: if it fails (the queue table was altered, say), the attempts are
 // dropped with a WARNING rather than fail this and every later call.  Requires SPI.
 void count_pending_attempts() {
-    if (!retries::any_pending() || IsolationUsesXactSnapshot()) return;
+    // A READ ONLY transaction (a hot standby's too) writes nothing: the attempts stay pending.
+    if (!retries::any_pending() || IsolationUsesXactSnapshot() || XactReadOnly) return;
     MemoryContext caller_context = CurrentMemoryContext;
     ResourceOwner caller_owner = CurrentResourceOwner;
     BeginInternalSubTransaction(nullptr);
@@ -1030,7 +1022,10 @@ int dequeue(const DequeueRequest& r) {
                 problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
                 if (problem.kind != QueueProblem::none) break;
             }
-            if (q.exception_queue || (first_pass && expiry_sweep_due(q))) expire_messages_of(q);
+            // Browse is read-only, and so is everything a READ ONLY transaction or a hot standby
+            // calls: the expiry move is left to the next consuming dequeue (or sweep).
+            if (!browse && !XactReadOnly && (q.exception_queue || (first_pass && expiry_sweep_due(q))))
+                expire_messages_of(q);
             const Position* after = by_position ? find_position(q.queue_id, browse) : nullptr;
             delivered = claim(ClaimArgs{&q, &r, after});
             // Removing: messages may have come back (or arrived with a higher priority) before

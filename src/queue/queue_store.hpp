@@ -16,7 +16,8 @@
 // deletes nothing (a later dequeue by msgid removes the message), BROWSE is a plain
 // SELECT.  The order is the queue table's sort order, (enq_time, msgid) or (priority,
 // enq_time, msgid), each with its index; dequeue by correlation uses the partial index
-// (q_id, corrid COLLATE "C", <order>).
+// (q_id, corrid COLLATE pg_catalog."C", <order>).  Every statement reads the queue table
+// with ONLY: a table inheriting from it is not part of the queue.
 //
 // Navigation NEXT_MESSAGE (Oracle's default) keeps this backend's position per queue
 // for the current transaction: the next scan starts after the last message it
@@ -27,9 +28,11 @@
 // its own position for the session (Oracle's browse cursor).
 //
 // Messages whose expiration has passed are never claimed; the system moves them to
-// their exception queue (an UPDATE of q_id, as the queue table's owner) when an
-// exception queue of the table is read, and at most once a second per backend when a
-// normal queue is.  Attempts of rolled-back dequeues: retries.hpp.
+// their exception queue (an UPDATE of q_id, as the queue table's owner through
+// base/run_as.hpp) when an exception queue of the table is consumed, and at most once a
+// second per backend when a normal queue is.  Browse never writes, nor does any dequeue in a
+// READ ONLY transaction or on a hot standby: there the move waits for the next consuming
+// dequeue.  Attempts of rolled-back dequeues: retries.hpp.
 #pragma once
 
 extern "C" {

@@ -237,7 +237,8 @@ SELECT is(pg_temp.qp_enqueued('aq_qp_admin'), 6, 'admin: its 6 messages are stor
 ------------------------------------------------------------------------------ the exception queue
 
 -- Expired messages move to the exception queue (as the table's owner) only when a role that may
--- dequeue (DELETE) reads it; the others get 42501 and move nothing.
+-- dequeue (DELETE) consumes from it; the others get 42501 and move nothing.  Browse moves nothing
+-- either (hardening 14: browse is read-only, see pg_regress owner_run).
 CREATE FUNCTION pg_temp.qp_exp_queue() RETURNS text LANGUAGE sql AS $$
     SELECT q.queue_name FROM aq_qp_sch.qp_qt m JOIN aq.queues q ON q.queue_id = m.q_id
      WHERE m.msgid = (SELECT id FROM qp_ids WHERE k = 'exp')
@@ -258,9 +259,9 @@ RESET ROLE;
 SELECT is(pg_temp.qp_exp_queue(), 'qp_q', 'the refused dequeues did not move the expired message');
 SET LOCAL ROLE aq_qp_deq;
 SELECT is(pg_temp.qp_try($$SELECT (message_properties).state FROM aq.dequeue('aq$_qp_qt_e', NULL::aq_qp_ot,
-                             aq.dequeue_options(dequeue_mode => 'browse', navigation => 'first_message',
+                             aq.dequeue_options(dequeue_mode => 'locked', navigation => 'first_message',
                                                 correlation => 'qp-exp', wait => '0'))$$),
-          'expired', 'DEQUEUE: browse of the exception queue returns the expired message');
+          'expired', 'DEQUEUE: a locked dequeue of the exception queue returns the expired message');
 RESET ROLE;
 SELECT is(pg_temp.qp_exp_queue(), 'aq$_qp_qt_e', 'the expired message was moved to aq$_qp_qt_e');
 
