@@ -46,6 +46,9 @@ PG_CPPFLAGS  = -I$(srcdir)/src
 # header (a shared-memory layout, say) rebuilds every object that uses it.
 PG_CXXFLAGS  = -std=c++17 -Wno-register -fno-strict-aliasing -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -MMD -MP
 SHLIB_LINK  += -lstdc++
+# bash tools/run checked: AQ_SANITIZE='-fsanitize=address,undefined ...' (empty otherwise)
+PG_CXXFLAGS += $(AQ_SANITIZE)
+SHLIB_LINK  += $(AQ_SANITIZE)
 
 # Debian's server is built with LLVM; skip bitcode so clang is not a build dependency.
 override with_llvm = no
