@@ -20,12 +20,14 @@ OBJS = \
 	src/pg/ingest_functions.o \
 	src/pg/module.o \
 	src/pg/queue_functions.o \
+	src/pg/retry_functions.o \
 	src/queue/bulk_dequeue.o \
 	src/queue/bulk_enqueue.o \
 	src/queue/options.o \
 	src/queue/queue_store.o \
 	src/queue/retries.o \
 	src/queue/scan_floor.o \
+	src/queue/settler.o \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
