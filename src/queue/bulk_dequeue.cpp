@@ -248,6 +248,7 @@ int bulk_dequeue(const BulkDequeue& r) {
     bool met_blocker = false;
     bool counting = retries::counting();
     int hinted = 0;
+    bool registered = false;
     scan_floor::Position candidate{now, PG_INT64_MIN};  // if the scan runs out without meeting a message
     int removed = 0;
     while (removed < r.max_messages) {
@@ -281,6 +282,8 @@ int bulk_dequeue(const BulkDequeue& r) {
         }
 
         // SKIP LOCKED's rule: a message another transaction holds is skipped, not waited for.
+        if (!registered) retries::before_claim();  // before the first claim (retries.hpp)
+        registered = true;
         TM_FailureData failure;
         ItemPointerData row = slot->tts_tid;
         TM_Result result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, false, &failure, false);

@@ -767,6 +767,9 @@ int claim(const ClaimArgs& a) {
     // size.  (By correlation the sort stays allowed: the correlation index is not in that order.)
     // A disabled step that remains (the sort of the returned batch) costs 1e10 to the planner,
     // which would then JIT-compile the statement at every execution: no JIT.
+    // A claim of this statement is recorded as a dequeue attempt even if the statement
+    // fails after it (a cancel, statement_timeout): registered before it runs.
+    if (o.mode != DequeueMode::browse) retries::before_claim();
     int guc_level = NewGUCNestLevel();
     for (const char* method : {"enable_seqscan", "enable_bitmapscan", "enable_sort", "jit"}) {
         if (strcmp(method, "enable_sort") == 0 && (shape & by_correlation)) continue;

@@ -24,11 +24,7 @@ namespace aq::queue::retries {
 
 namespace {
 
-struct Entry {
-    Oid relid;
-    ItemPointerData tid;
-    int level;  // subtransaction nesting level of the claim
-};
+using Entry = settler::Claim;
 
 // Claims beyond this in one transaction are not remembered one by one: their abort asks
 // the settler for a scan of the database instead.
@@ -38,6 +34,41 @@ Entry* entries = nullptr;
 int used = 0;
 int capacity = 0;
 bool overflowed = false;  // claims were not remembered: hand over a scan
+
+// The xids this backend registered as dequeuers in the current transaction (settler.hpp),
+// with their levels; forgotten when they commit, handed over with the claims otherwise.
+struct Registered {
+    TransactionId xid;
+    int level;
+};
+constexpr int max_registered = 256;
+Registered registered[max_registered];
+int registered_count = 0;
+
+// The claiming xid, registered before its first claim.
+TransactionId claiming_xid() {
+    TransactionId xid = GetCurrentTransactionId();
+    for (int i = registered_count - 1; i >= 0; i--)
+        if (registered[i].xid == xid) return xid;
+    if (registered_count < max_registered && settler::register_dequeuer(xid))
+        registered[registered_count++] = Registered{xid, GetCurrentTransactionNestLevel()};
+    return xid;
+}
+
+// Drops the registered xids of levels >= from_level from this backend's list (forget: and
+// from the registry).
+void drop_registered(int from_level, bool forget) {
+    TransactionId xids[max_registered];
+    int n = 0, kept = 0;
+    for (int i = 0; i < registered_count; i++) {
+        if (registered[i].level < from_level)
+            registered[kept++] = registered[i];
+        else
+            xids[n++] = registered[i].xid;
+    }
+    registered_count = kept;
+    if (forget) settler::forget_dequeuers(xids, n);
+}
 
 // Neither running nor committed: aborted, or crashed (after recovery, a transaction
 // without a commit record is neither).
@@ -51,32 +82,28 @@ bool did_not_commit(TransactionId xid) {
 // Hands the claims of levels >= from_level to the settler and waits (bounded) until they
 // are settled.  Called at abort: never raises, never allocates.
 void hand_over(int from_level) {
-    bool live = settler::available();
     uint64 ticket = 0;
-    settler::Claim batch[64];
-    int n = 0, kept = 0;
-    for (int i = 0; i < used; i++) {
-        if (entries[i].level < from_level) {
-            entries[kept++] = entries[i];
-            continue;
-        }
-        if (!live) continue;
-        batch[n].relid = entries[i].relid;
-        batch[n].tid = entries[i].tid;
-        if (++n == lengthof(batch)) {
-            ticket = settler::submit(batch, n, false);
-            n = 0;
-        }
-    }
+    bool any = overflowed;
+    for (int i = 0; i < used && !any; i++) any = entries[i].level >= from_level;
+    if (any && settler::available()) ticket = settler::submit(entries, used, from_level, overflowed);
+    int kept = 0;
+    for (int i = 0; i < used; i++)
+        if (entries[i].level < from_level) entries[kept++] = entries[i];
     used = kept;
-    if (live && (n > 0 || overflowed)) ticket = settler::submit(batch, n, overflowed);
+    drop_registered(from_level, false);  // the settler forgets them once settled
     if (from_level <= 1) overflowed = false;
     if (ticket) settler::wait_settled(ticket, 1000);
 }
 
 }  // namespace
 
+void before_claim() {
+    // A read-only transaction or a standby claims nothing: its statement raises 25006.
+    if (settler::available() && !XactReadOnly && !RecoveryInProgress()) (void)claiming_xid();
+}
+
 void note_claimed(Oid relid, ItemPointer tid) {
+    TransactionId xid = claiming_xid();
     if (used == capacity) {
         if (capacity >= max_entries) {
             overflowed = true;
@@ -87,7 +114,7 @@ void note_claimed(Oid relid, ItemPointer tid) {
                                               : MemoryContextAlloc(TopMemoryContext, sizeof(Entry) * grown));
         capacity = grown;
     }
-    entries[used++] = Entry{relid, *tid, GetCurrentTransactionNestLevel()};
+    entries[used++] = Entry{relid, *tid, xid, GetCurrentTransactionNestLevel()};
 }
 
 void make_claims_durable() {
@@ -103,7 +130,7 @@ bool unsettled_claim(HeapTupleHeader h, ItemPointer self) {
         bool claim = HEAP_XMAX_IS_LOCKED_ONLY(mask)
                          ? HEAP_XMAX_IS_EXCL_LOCKED(mask) && (h->t_infomask2 & HEAP_KEYS_UPDATED)
                          : ItemPointerEquals(&h->t_ctid, self);
-        return claim && did_not_commit(xmax);
+        return claim && did_not_commit(xmax) && settler::is_dequeuer(xmax);
     }
     if (HEAP_LOCKED_UPGRADED(mask)) return false;
     MultiXactMember* members = nullptr;
@@ -112,7 +139,7 @@ bool unsettled_claim(HeapTupleHeader h, ItemPointer self) {
     for (int i = 0; i < n && !found; i++) {
         bool claim = members[i].status == MultiXactStatusForUpdate ||
                      (members[i].status == MultiXactStatusUpdate && ItemPointerEquals(&h->t_ctid, self));
-        found = claim && did_not_commit(members[i].xid);
+        found = claim && did_not_commit(members[i].xid) && settler::is_dequeuer(members[i].xid);
     }
     if (members) pfree(members);
     return found;
@@ -159,15 +186,17 @@ bool claimable(Oid relid, ItemPointer tid) {
 void at_commit() {
     used = 0;
     overflowed = false;
+    drop_registered(0, true);
 }
 
 void at_abort() {
     hand_over(0);
     used = 0;
+    registered_count = 0;
 }
 
 // A prepared transaction's claims are decided by COMMIT/ROLLBACK PREPARED, maybe in another
-// session: a rolled-back one is found by the dequeues that meet its rows.
+// session: they are not counted if it is rolled back.
 void at_prepare() {
     at_commit();
 }
@@ -176,6 +205,8 @@ void at_subtransaction_commit() {
     int level = GetCurrentTransactionNestLevel();
     for (int i = 0; i < used; i++)
         if (entries[i].level >= level) entries[i].level = level - 1;
+    for (int i = 0; i < registered_count; i++)
+        if (registered[i].level >= level) registered[i].level = level - 1;
 }
 
 void at_subtransaction_abort() {

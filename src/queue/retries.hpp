@@ -12,7 +12,10 @@
 //
 //  2. The unsettled attempt.  A live row version whose xmax is a claim — a delete (not
 //     lock-only, t_ctid pointing at itself) or a FOR UPDATE lock, or a MultiXact with such
-//     a member — made by a transaction that is not running and did not commit.  This is
+//     a member — made by a transaction that is not running, did not commit, and was a
+//     dequeuer: registered in shared memory before its first claim, or older than the
+//     server's last start or crash restart (settler.hpp).  A rolled-back hand DELETE or
+//     aq.purge_queue_table is no attempt; after a restart, one made before it counts.  This is
 //     exactly the set of attempts not yet counted: a committed claim removed the message
 //     (or, locked mode, was followed by a commit: no attempt), a running one is still a
 //     delivery.  unsettled_claim() decides it from the tuple header, under a buffer lock.
@@ -51,7 +54,8 @@
 //     after exactly max_retries + 1 deliveries.
 //
 // Without shared_preload_libraries = 'aq' there is no settler: attempts are not counted and
-// rows holding an unsettled attempt stay claimable.
+// rows holding an unsettled attempt stay claimable.  Claims of a prepared transaction that is
+// rolled back later are not counted.
 // Plain data in TopMemoryContext; the transaction callbacks never allocate.
 #pragma once
 
@@ -64,7 +68,9 @@ extern "C" {
 
 namespace aq::queue::retries {
 
-// A remove or locked dequeue claimed this row version of the queue table relid.
+// A remove or locked dequeue is about to claim rows: registers the current (sub)transaction
+// as a dequeuer (settler.hpp), assigning its xid.  Then, for each row claimed, note_claimed.
+void before_claim();
 void note_claimed(Oid relid, ItemPointer tid);
 
 // Flushes the WAL up to this backend's last record: the claims just made are durable

@@ -4,6 +4,7 @@
 extern "C" {
 #include "postgres.h"
 #include "access/heapam.h"
+#include "access/transam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
@@ -19,6 +20,7 @@ extern "C" {
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/procarray.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "tcop/tcopprot.h"
@@ -46,6 +48,7 @@ namespace {
 
 constexpr int max_databases = 64;
 constexpr int max_requests = 8192;
+constexpr int max_dequeuers = 4096;
 constexpr uint32 no_proc = PG_UINT32_MAX;
 constexpr int idle_exit_ms = 3000;
 constexpr int rescan_ms = 1000;
@@ -59,7 +62,13 @@ struct Request {
     Oid database;
     Oid relid;  // InvalidOid: a scan of the database
     ItemPointerData tid;
-    uint32 requester;  // procno to wake, or no_proc
+    TransactionId xid;  // the claiming (sub)transaction, or invalid (a hint)
+    uint32 requester;   // procno to wake, or no_proc
+};
+
+struct Dequeuer {
+    Oid database;
+    TransactionId xid;
 };
 
 struct DatabaseSlot {
@@ -76,9 +85,12 @@ struct DatabaseSlot {
 struct Shared {
     LWLock* lock;
     uint32 launcher_procno;
+    TransactionId horizon;  // invalid until the launcher ran: every claim counts
     int request_count;
+    int dequeuer_count;
     DatabaseSlot slots[max_databases];
     Request requests[max_requests];
+    Dequeuer dequeuers[max_dequeuers];
 };
 
 Shared* shared = nullptr;
@@ -99,7 +111,7 @@ void wake(uint32 procno) {
 }
 
 // Appends a request (under the lock); false when the array is full.
-bool append(Oid database, Oid relid, const ItemPointerData* tid, uint32 requester) {
+bool append(Oid database, Oid relid, const ItemPointerData* tid, TransactionId xid, uint32 requester) {
     if (shared->request_count >= max_requests) return false;
     Request& r = shared->requests[shared->request_count++];
     r.database = database;
@@ -108,8 +120,18 @@ bool append(Oid database, Oid relid, const ItemPointerData* tid, uint32 requeste
         r.tid = *tid;
     else
         ItemPointerSetInvalid(&r.tid);
+    r.xid = xid;
     r.requester = requester;
     return true;
+}
+
+// Under the lock (exclusive).
+void forget_locked(TransactionId xid) {
+    for (int i = 0; i < shared->dequeuer_count; i++)
+        if (TransactionIdEquals(shared->dequeuers[i].xid, xid)) {
+            shared->dequeuers[i] = shared->dequeuers[--shared->dequeuer_count];
+            return;
+        }
 }
 
 // The lock is released by the caller; wakes whoever must act on the slot.
@@ -145,7 +167,32 @@ bool available() {
     return shared != nullptr;
 }
 
-uint64 submit(const Claim* claims, int count, bool scan) {
+bool register_dequeuer(TransactionId xid) {
+    if (!shared) return false;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    bool done = shared->dequeuer_count < max_dequeuers;
+    if (done) shared->dequeuers[shared->dequeuer_count++] = Dequeuer{MyDatabaseId, xid};
+    LWLockRelease(shared->lock);
+    return done;
+}
+
+void forget_dequeuers(const TransactionId* xids, int count) {
+    if (!shared || count == 0) return;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    for (int i = 0; i < count; i++) forget_locked(xids[i]);
+    LWLockRelease(shared->lock);
+}
+
+bool is_dequeuer(TransactionId xid) {
+    if (!shared) return false;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    bool known = !TransactionIdIsValid(shared->horizon) || TransactionIdPrecedes(xid, shared->horizon);
+    for (int i = 0; i < shared->dequeuer_count && !known; i++) known = TransactionIdEquals(shared->dequeuers[i].xid, xid);
+    LWLockRelease(shared->lock);
+    return known;
+}
+
+uint64 submit(const Claim* claims, int count, int from_level, bool scan) {
     if (!shared || !OidIsValid(MyDatabaseId) || !MyProc) return 0;
     uint32 me = uint32(MyProc->pgprocno);
     uint32 to_wake = no_proc;
@@ -154,10 +201,12 @@ uint64 submit(const Claim* claims, int count, bool scan) {
     DatabaseSlot* slot = slot_for(MyDatabaseId, true);
     if (slot) {
         for (int i = 0; i < count && !scan; i++)
-            if (!append(MyDatabaseId, claims[i].relid, &claims[i].tid, me)) scan = true;
+            if (claims[i].level >= from_level &&
+                !append(MyDatabaseId, claims[i].relid, &claims[i].tid, claims[i].xid, me))
+                scan = true;
         if (scan) {
             slot->scan_wanted = true;
-            (void)append(MyDatabaseId, InvalidOid, nullptr, me);
+            (void)append(MyDatabaseId, InvalidOid, nullptr, InvalidTransactionId, me);
         }
         ticket = ++slot->submitted;
         wake_for(slot, &to_wake);
@@ -178,7 +227,7 @@ void hint(Oid relid, ItemPointer tid) {
         known = r.database == MyDatabaseId && r.relid == relid && ItemPointerEquals(const_cast<ItemPointer>(&r.tid), tid);
     }
     if (slot && !known) {
-        if (!append(MyDatabaseId, relid, tid, no_proc)) slot->scan_wanted = true;
+        if (!append(MyDatabaseId, relid, tid, InvalidTransactionId, no_proc)) slot->scan_wanted = true;
         slot->submitted++;
         wake_for(slot, &to_wake);
     }
@@ -448,6 +497,21 @@ bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, i
     return left;
 }
 
+// The registered xids of the database that did not commit (in the current memory context).
+TransactionId* aborted_dequeuers(Oid database, int* count) {
+    LWLockAcquire(shared->lock, LW_SHARED);
+    int n = 0;
+    auto* xids = static_cast<TransactionId*>(palloc(sizeof(TransactionId) * Max(shared->dequeuer_count, 1)));
+    for (int i = 0; i < shared->dequeuer_count; i++)
+        if (shared->dequeuers[i].database == database) xids[n++] = shared->dequeuers[i].xid;
+    LWLockRelease(shared->lock);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!TransactionIdIsInProgress(xids[i]) && !TransactionIdDidCommit(xids[i])) xids[k++] = xids[i];
+    *count = k;
+    return xids;
+}
+
 DatabaseSlot* my_slot = nullptr;
 
 void worker_exit(int, Datum) {
@@ -470,6 +534,10 @@ void launcher_exit(int, Datum) {
 
 // Every database may hold attempts left by a crash: scan each once.
 void request_startup_scans() {
+    TransactionId next = ReadNextTransactionId();
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    shared->horizon = next;
+    LWLockRelease(shared->lock);
     StartTransactionCommand();
     Relation rel = table_open(DatabaseRelationId, AccessShareLock);
     TableScanDesc scan = table_beginscan_catalog(rel, 0, nullptr);
@@ -647,6 +715,9 @@ void aq_settler_main(Datum database_arg) {
         bool left = false;
         for (int i = 0; i < n; i++)
             if (!OidIsValid(taken[i].relid)) scan = true;
+        // Registered xids that had aborted before the scan: a clean scan settled all their claims.
+        int naborted = 0;
+        TransactionId* aborted_before = scan ? aborted_dequeuers(database, &naborted) : nullptr;
         if (scan) {
             Oid* tables = nullptr;
             int ntables = 0;
@@ -669,7 +740,12 @@ void aq_settler_main(Datum database_arg) {
         }
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
         if (slot->settled < upto) slot->settled = upto;
+        if (!left) {
+            for (int i = 0; i < n; i++)
+                if (TransactionIdIsValid(taken[i].xid)) forget_locked(taken[i].xid);
+        }
         LWLockRelease(shared->lock);
+        if (scan && !left) forget_dequeuers(aborted_before, naborted);
         for (int i = 0; i < n; i++) {
             bool seen = false;
             for (int j = 0; j < i && !seen; j++) seen = taken[j].requester == taken[i].requester;
