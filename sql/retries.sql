@@ -185,3 +185,13 @@ SET statement_timeout = '300ms';
 SELECT payload, pg_sleep(5) FROM aq.dequeue('rt_q', NULL::text, aq.dequeue_options(wait => '0'));
 RESET statement_timeout;
 SELECT attempts('m7') AS after_statement_timeout;
+
+------------------------------------------------------------------------------ the filter's privileges
+-- aq._claimable is called by the dequeue statements as the dequeuing role; it reads a row
+-- version's header only for a role that may read the table.
+CREATE ROLE rt_nobody;
+SET ROLE rt_nobody;
+SELECT try_sql($$SELECT aq._claimable('rt_qt'::regclass, '(0,1)')$$) AS without_select;
+RESET ROLE;
+SELECT aq._claimable('rt_qt'::regclass, '(0,1)') AS with_select, aq._claimable('rt_qt'::regclass, '(4294967295,1)') AS no_such_row;
+DROP ROLE rt_nobody;

@@ -54,6 +54,7 @@ constexpr int idle_exit_ms = 3000;
 constexpr int rescan_ms = 1000;
 constexpr int start_interval_ms = 1000;
 constexpr uint32 max_failed_starts = 3;
+constexpr int max_workers = 3;
 const char* const tranche_name = "aq settler";
 
 enum : uint32 { slot_stopped = 0, slot_starting = 1, slot_running = 2 };
@@ -453,6 +454,8 @@ Oid* queue_tables(int* count) {
     return oids;
 }
 
+bool extension_missing = false;  // the last unit found no aq in this database
+
 // One unit of work in its own transaction: returns true if something was left.  An
 // error is logged and counts as left (a scan retries it).
 bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables) {
@@ -465,7 +468,8 @@ bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, i
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
         PushActiveSnapshot(GetTransactionSnapshot());
         pgstat_report_activity(STATE_RUNNING, "aq: settling dequeue attempts");
-        if (OidIsValid(get_extension_oid("aq", true))) {
+        extension_missing = !OidIsValid(get_extension_oid("aq", true));
+        if (!extension_missing) {
             if (tables) {
                 int n = 0;
                 Oid* oids = queue_tables(&n);
@@ -600,6 +604,12 @@ void aq_settler_launcher_main(Datum) {
             ProcessConfigFile(PGC_SIGHUP);
         }
         TimestampTz now = GetCurrentTimestamp();
+        // Few workers at a time: the scan after a start visits every database, and the
+        // background worker slots are shared with everything else.
+        int active = 0;
+        LWLockAcquire(shared->lock, LW_SHARED);
+        for (const auto& slot : shared->slots) active += slot.database != InvalidOid && slot.state != slot_stopped;
+        LWLockRelease(shared->lock);
         for (int i = 0; i < max_databases; i++) {
             // A worker that never ran (fork failed, the database is gone) leaves its slot
             // "starting": count the failure.
@@ -632,7 +642,10 @@ void aq_settler_launcher_main(Datum) {
                     start = slot.failed_starts == 0 || TimestampDifferenceExceeds(slot.last_start, now, int(interval));
                 }
             }
-            if (start) start_worker(i);
+            if (start && active < max_workers) {
+                start_worker(i);
+                active++;
+            }
             LWLockRelease(shared->lock);
         }
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, start_interval_ms, PG_WAIT_EXTENSION);
@@ -753,6 +766,9 @@ void aq_settler_main(Datum database_arg) {
         }
         if (left) rescan_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), rescan_ms);
         idle_since = GetCurrentTimestamp();
+        // A database without aq (the scan after a start visits every database): leave at
+        // once, so that it is not kept busy (CREATE DATABASE from it as a template).
+        if (extension_missing && !left) idle_since = 0;
         MemoryContextSwitchTo(outer);
     }
     proc_exit(0);

@@ -14,7 +14,8 @@
 //    full it sets scan_wanted instead.  A dequeue that skipped an unsettled attempt appends
 //    a request (a hint) without waiting.
 //  * "aq settler launcher" (one, static, restarted by the postmaster) starts an "aq settler"
-//    worker for every database slot with work (submitted > settled) that has none.  At its
+//    worker for every database slot with work (submitted > settled) that has none, at most
+//    three at a time.  At its
 //    start — a server start, and after every crash restart, which reinitialises shared
 //    memory — it sets the horizon to the next xid and marks every database for a scan, so a
 //    crash's unsettled attempts are found without anybody asking.
