@@ -195,3 +195,24 @@ SELECT try_sql($$SELECT aq._claimable('rt_qt'::regclass, '(0,1)')$$) AS without_
 RESET ROLE;
 SELECT aq._claimable('rt_qt'::regclass, '(0,1)') AS with_select, aq._claimable('rt_qt'::regclass, '(4294967295,1)') AS no_such_row;
 DROP ROLE rt_nobody;
+
+------------------------------------------------------------------------------ a settle that fails
+-- hardening D17: the settle's own transaction fails once (the queue table owner's trigger):
+-- the attempt is still recognised, counted on the settler's next round, and only once.
+SELECT aq.create_queue_table('fail_qt', 'text');
+SELECT aq.create_queue('fail_q', 'fail_qt');
+SELECT aq.start_queue('fail_q');
+CREATE SEQUENCE fail_once;
+CREATE FUNCTION fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF pg_catalog.nextval('public.fail_once') = 1 THEN RAISE EXCEPTION 'the first settle fails'; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER fail_once BEFORE UPDATE ON fail_qt FOR EACH ROW EXECUTE FUNCTION fail_once();
+SELECT aq.enqueue('fail_q', 'f1'::text) > 0 AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue('fail_q', NULL::text, aq.dequeue_options(wait => '0'));
+ROLLBACK;
+SELECT wait_for($$SELECT retry_count = 1 FROM fail_qt WHERE user_data = 'f1'$$) AS counted_after_a_failed_settle;
+SELECT last_value AS settle_runs FROM fail_once;
+SELECT payload, (p).attempts FROM aq.dequeue('fail_q', NULL::text, aq.dequeue_options(wait => '0')) AS d(m, payload, p);

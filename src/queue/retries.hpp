@@ -23,10 +23,11 @@
 //  3. Settling.  The settler (settler.hpp), in its own transaction and as the queue table's
 //     owner, first locks the rows FOR UPDATE in a subtransaction, then, in the parent,
 //     UPDATEs them: retry_count + 1, delay = now + retry_delay, and past max_retries q_id =
-//     the exception queue.  The new row version has xmax 0.  The old one gets a MultiXact
-//     {subtransaction: FOR UPDATE, parent: update}.  If the settler commits, the old version
-//     is dead and the attempt was counted once.  If it aborts (error, crash), the old
-//     version is live again and its MultiXact holds an aborted FOR UPDATE member: still an
+//     the exception queue.  The old version gets a MultiXact {subtransaction: FOR UPDATE,
+//     parent: update}; the new one inherits the (committed) lock.  The lock subtransaction
+//     is registered as a dequeuer.  If the settler commits, the old version is dead and
+//     the attempt was counted once.  If it aborts (error, crash), the old version is live
+//     again and its MultiXact holds an aborted FOR UPDATE member of a dequeuer: still an
 //     unsettled attempt, settled again later.  So every attempt is counted exactly once,
 //     whatever happens to the settler.  The lock step uses SKIP LOCKED and matches by ctid,
 //     so two settlers never count one attempt twice (the second finds the row updated and

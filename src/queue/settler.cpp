@@ -348,6 +348,10 @@ uint64 run_as_owner(const QueueTable& t, const char* sql, int nargs, Oid* types,
     return processed;
 }
 
+// The lock xids of the current unit (forgotten once it committed).
+TransactionId settling_xids[64];
+int settling_count = 0;
+
 // Settles the unsettled attempts among tids (all of the table's rows when tids is null) of
 // one queue table, in the current transaction.  Returns true if some were left (locked).
 // Requires SPI and an active snapshot.
@@ -404,6 +408,11 @@ bool settle_table(Oid relid, const ItemPointerData* tids, int ntids) {
     Datum lock_args[1] = {tid_array(found, nfound)};
     BeginInternalSubTransaction(nullptr);
     MemoryContextSwitchTo(outer_context);
+    // The lock's xid must count as a dequeuer's: if this settle aborts, its FOR UPDATE member
+    // is what keeps the attempt recognisable.
+    TransactionId lock_xid = GetCurrentTransactionId();
+    if (!register_dequeuer(lock_xid)) elog(ERROR, "aq: the registry of dequeuing transactions is full");
+    if (settling_count < int(lengthof(settling_xids))) settling_xids[settling_count++] = lock_xid;
     int nlocked = int(run_as_owner(t, lock_sql, 1, lock_types, lock_args, locked, outer_context));
     ReleaseCurrentSubTransaction();
     MemoryContextSwitchTo(outer_context);
@@ -461,6 +470,7 @@ bool extension_missing = false;  // the last unit found no aq in this database
 bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables) {
     MemoryContext outer = CurrentMemoryContext;
     volatile bool left = false;
+    settling_count = 0;
     PG_TRY();
     {
         SetCurrentStatementStartTimestamp();
@@ -485,6 +495,7 @@ bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, i
         SPI_finish();
         PopActiveSnapshot();
         CommitTransactionCommand();
+        forget_dequeuers(settling_xids, settling_count);  // committed: nothing left to recognise
     }
     PG_CATCH();
     {
