@@ -54,6 +54,9 @@
 //     So a message that kills its backend at every delivery reaches its exception queue
 //     after exactly max_retries + 1 deliveries.
 //
+// Bounds: a transaction records up to 256 claiming (sub)transactions, the server 4096 at once
+// (in flight, or aborted and not yet settled); a claim beyond them is not counted.  A
+// transaction's claims beyond 65536 are handed over as a scan of the database.
 // Without shared_preload_libraries = 'aq' there is no settler: attempts are not counted and
 // rows holding an unsettled attempt stay claimable.  Claims of a prepared transaction that is
 // rolled back later are not counted.

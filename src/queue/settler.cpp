@@ -690,6 +690,7 @@ void aq_settler_main(Datum database_arg) {
     MemoryContext round_context = AllocSetContextCreate(TopMemoryContext, "aq settler round", ALLOCSET_DEFAULT_SIZES);
     TimestampTz idle_since = GetCurrentTimestamp();
     TimestampTz rescan_at = 0;
+    int rounds_left = 0;
     for (;;) {
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
@@ -775,7 +776,11 @@ void aq_settler_main(Datum database_arg) {
             for (int j = 0; j < i && !seen; j++) seen = taken[j].requester == taken[i].requester;
             if (!seen) wake(taken[i].requester);
         }
-        if (left) rescan_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), rescan_ms);
+        // Rows left (locked, or a settle that keeps failing): scan again, backing off from a
+        // second to a minute.
+        rounds_left = left ? rounds_left + 1 : 0;
+        if (left)
+            rescan_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), long(rescan_ms) << Min(rounds_left - 1, 6));
         idle_since = GetCurrentTimestamp();
         // A database without aq (the scan after a start visits every database): leave at
         // once, so that it is not kept busy (CREATE DATABASE from it as a template).

@@ -25,7 +25,7 @@
 //    restricted security context), then sets settled = upto and sets the requesters'
 //    latches.  Its commit wakes the dequeues waiting on the queues whose messages came back
 //    (wakeup.hpp).  Rows it could not settle (locked, an error) are found by a scan a
-//    second later.  Once a round settled everything, the registry forgets the claiming xids
+//    second later (backing off to a minute while that keeps happening).  Once a round settled everything, the registry forgets the claiming xids
 //    of its requests; once a scan of the database settled everything, every registered xid
 //    of the database that did not commit.  An idle worker exits after a few seconds (DROP DATABASE is not blocked),
 //    checking under the lock that nothing was submitted meanwhile.
