@@ -551,7 +551,8 @@ void launcher_exit(int, Datum) {
 void request_startup_scans() {
     TransactionId next = ReadNextTransactionId();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    shared->horizon = next;
+    // Once per shared memory: a launcher restarted by the postmaster (no crash) keeps it.
+    if (!TransactionIdIsValid(shared->horizon)) shared->horizon = next;
     LWLockRelease(shared->lock);
     StartTransactionCommand();
     Relation rel = table_open(DatabaseRelationId, AccessShareLock);
