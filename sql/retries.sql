@@ -216,3 +216,15 @@ ROLLBACK;
 SELECT wait_for($$SELECT retry_count = 1 FROM fail_qt WHERE user_data = 'f1'$$) AS counted_after_a_failed_settle;
 SELECT last_value AS settle_runs FROM fail_once;
 SELECT payload, (p).attempts FROM aq.dequeue('fail_q', NULL::text, aq.dequeue_options(wait => '0')) AS d(m, payload, p);
+
+------------------------------------------------------------------------------ a rollback that holds the table
+-- The rolled-back transaction locked the queue table itself: the settler does not wait for it
+-- (the ROLLBACK would sit out its bounded wait); the attempt is counted right after.
+SELECT aq.enqueue('rt_q', 'm8'::text) AS m8_id \gset
+BEGIN;
+SELECT payload FROM aq.dequeue('rt_q', NULL::text, aq.dequeue_options(msgid => :m8_id, wait => '0'));
+LOCK TABLE rt_qt IN ACCESS EXCLUSIVE MODE;
+SELECT clock_timestamp() AS before_rollback \gset
+ROLLBACK;
+SELECT clock_timestamp() - :'before_rollback'::timestamptz < interval '0.9 s' AS rollback_did_not_wait;
+SELECT wait_for($$SELECT retry_count = 1 FROM rt_qt WHERE user_data = 'm8'$$) AS m8_counted;

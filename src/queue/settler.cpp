@@ -19,6 +19,7 @@ extern "C" {
 #include "storage/bufmgr.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/lwlock.h"
 #include "storage/procarray.h"
 #include "storage/proc.h"
@@ -358,7 +359,10 @@ int settling_count = 0;
 bool settle_table(Oid relid, const ItemPointerData* tids, int ntids) {
     QueueTable t;
     if (!read_queue_table(relid, &t)) return false;
-    Relation rel = table_open(relid, AccessShareLock);
+    // Never waits for the table: a transaction that holds it (maybe the one whose abort is
+    // waiting for this settle) would make the waiter sit out its wait.  A scan retries later.
+    if (!ConditionalLockRelationOid(relid, RowExclusiveLock)) return true;
+    Relation rel = table_open(relid, NoLock);
     ItemPointerData* found = nullptr;
     int nfound = 0;
     if (tids) {
@@ -394,7 +398,7 @@ bool settle_table(Oid relid, const ItemPointerData* tids, int ntids) {
         }
         SPI_freetuptable(SPI_tuptable);
     }
-    table_close(rel, AccessShareLock);
+    table_close(rel, NoLock);  // the lock is kept to the end of the transaction
     if (nfound == 0) return false;
 
     // The lock step, in a subtransaction of its own (retries.hpp, 3: what makes a settle

@@ -22,8 +22,9 @@
 //  * A settler worker takes its database's requests (and scan_wanted) under the lock,
 //    notes upto = submitted, settles them (retries.hpp: per queue table, its own
 //    transaction, as the table's owner with search_path = pg_catalog, pg_temp in a
-//    restricted security context), then sets settled = upto and sets the requesters'
-//    latches.  Its commit wakes the dequeues waiting on the queues whose messages came back
+//    restricted security context; never waiting for the table's lock: a table another
+//    transaction holds — maybe the aborting one — is retried by a scan), then sets
+//    settled = upto and sets the requesters' latches.  Its commit wakes the dequeues waiting on the queues whose messages came back
 //    (wakeup.hpp).  Rows it could not settle (locked, an error) are found by a scan a
 //    second later (backing off to a minute while that keeps happening).  Once a round settled everything, the registry forgets the claiming xids
 //    of its requests; once a scan of the database settled everything, every registered xid
