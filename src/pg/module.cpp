@@ -30,6 +30,7 @@ PGDLLEXPORT void _PG_init(void);
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
 #include "queue/scan_floor.hpp"
+#include "queue/settler.hpp"
 #include "queue/wakeup.hpp"
 
 namespace {
@@ -47,6 +48,8 @@ void request_shmem() {
     RequestAddinShmemSpace(aq::commit::log_writer::shmem_size());
     RequestAddinShmemSpace(aq::ingest::ring::shmem_size());
     aq::ingest::ring::request_lwlocks();
+    RequestAddinShmemSpace(aq::queue::settler::shmem_size());
+    aq::queue::settler::request_lwlocks();
 }
 
 void startup_shmem() {
@@ -58,6 +61,7 @@ void startup_shmem() {
         aq::commit::committer::shmem_startup();
         aq::commit::log_writer::shmem_startup();
         aq::ingest::ring::shmem_startup();
+        aq::queue::settler::shmem_startup();
     });
 }
 
@@ -157,6 +161,7 @@ void _PG_init(void) {
         ProcessUtility_hook = process_utility;
         aq::commit::log_writer::register_worker();
         aq::ingest::drain::register_launcher();
+        aq::queue::settler::register_launcher();
     }
     aq::pg::entry_void([] { aq::commit::settings::define(process_shared_preload_libraries_in_progress); });
     aq::ingest::settings::define(process_shared_preload_libraries_in_progress);

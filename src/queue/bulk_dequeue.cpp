@@ -18,6 +18,7 @@ extern "C" {
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "storage/bufmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -34,6 +35,8 @@ extern "C" {
 
 #include "queue/bulk_dequeue.hpp"
 #include "queue/bulk_enqueue.hpp"
+#include "queue/retries.hpp"
+#include "queue/settler.hpp"
 #include "queue/scan_floor.hpp"
 
 namespace aq::queue {
@@ -156,6 +159,20 @@ bool held_by_several(TupleTableSlot* slot) {
     return (tuple->t_data->t_infomask & HEAP_XMAX_IS_MULTI) != 0;
 }
 
+// Whether the visible row version in the slot holds an unsettled dequeue attempt
+// (retries.hpp).  Reads the header under a share lock on its buffer; the common case, no
+// xmax at all, needs no lock (a claim being written concurrently is by a transaction that
+// is still running, which the delete then meets).
+bool holds_unsettled_claim(TupleTableSlot* slot) {
+    auto* buffered = reinterpret_cast<BufferHeapTupleTableSlot*>(slot);
+    HeapTuple tuple = buffered->base.tuple;
+    if (!TransactionIdIsValid(HeapTupleHeaderGetRawXmax(tuple->t_data))) return false;
+    LockBuffer(buffered->buffer, BUFFER_LOCK_SHARE);
+    bool unsettled = retries::unsettled_claim(tuple->t_data, &tuple->t_self);
+    LockBuffer(buffered->buffer, BUFFER_LOCK_UNLOCK);
+    return unsettled;
+}
+
 // Is this message after the navigation position, in the queue's sort order?
 bool after_position(const BulkDequeuePosition& p, bool priority_order, const Datum* v) {
     int32 priority = DatumGetInt32(v[col_priority]);
@@ -234,6 +251,9 @@ int bulk_dequeue(const BulkDequeue& r) {
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk dequeue", ALLOCSET_SMALL_SIZES);
 
     bool met_blocker = false;
+    bool counting = retries::counting();
+    int hinted = 0;
+    bool registered = false;
     scan_floor::Position candidate{now, PG_INT64_MIN};  // if the scan runs out without meeting a message
     int removed = 0;
     while (removed < r.max_messages) {
@@ -261,7 +281,14 @@ int bulk_dequeue(const BulkDequeue& r) {
         if (!isnull[col_delay] && DatumGetTimestampTz(v[col_delay]) > now) continue;
         if (!isnull[col_expiration] && DatumGetTimestampTz(v[col_expiration]) <= now) continue;
 
+        if (counting && holds_unsettled_claim(slot)) {
+            if (hinted++ < 16) settler::hint(r.relid, &slot->tts_tid);
+            continue;
+        }
+
         // SKIP LOCKED's rule: a message another transaction holds is skipped, not waited for.
+        if (!registered) retries::before_claim();  // before the first claim (retries.hpp)
+        registered = true;
         TM_FailureData failure;
         ItemPointerData row = slot->tts_tid;
         TM_Result result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, false, &failure, false);
@@ -273,7 +300,7 @@ int bulk_dequeue(const BulkDequeue& r) {
 
         MemoryContext outer = MemoryContextSwitchTo(message_context);
         BulkDequeuedMessage message{v[col_msgid], v[col_user_data], properties_of(properties_desc, v, isnull),
-                                    DatumGetInt32(v[col_priority]), DatumGetTimestampTz(v[col_enq_time])};
+                                    DatumGetInt32(v[col_priority]), DatumGetTimestampTz(v[col_enq_time]), row};
         MemoryContextSwitchTo(outer);
         r.sink(r.sink_context, message);
         MemoryContextReset(message_context);

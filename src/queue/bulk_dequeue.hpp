@@ -18,6 +18,9 @@
 //     attempts written, or moved to an exception queue) is skipped too: its new version
 //     is for the next dequeue (the statement would follow the update, or in REPEATABLE
 //     READ fail with 40001);
+//   - a message whose row version holds a dequeue attempt not counted yet (its xmax is
+//     the claim of a transaction that did not commit: retries.hpp) is skipped and the
+//     settler hinted: deleting it would overwrite that record;
 //   - each deleted message goes to the sink in index order, so one heap delete (one WAL
 //     record) per message instead of the row lock plus delete of SELECT ... FOR UPDATE
 //     SKIP LOCKED and DELETE, and no executor;
@@ -38,6 +41,7 @@ struct BulkDequeuedMessage {
     Datum properties;  // aq.message_properties, valid during the sink call
     int32 priority;
     TimestampTz enq_time;
+    ItemPointerData tid;  // the deleted row version (the claim, retries.hpp)
 };
 
 using BulkDequeueSink = void (*)(void* context, const BulkDequeuedMessage& message);

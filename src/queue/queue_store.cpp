@@ -236,7 +236,7 @@ bool lookup(const char* queue_name, QueueInfo& info) {
     return true;
 }
 
-bool lookup_by_id(int32 queue_id, QueueInfo& info) {
+[[maybe_unused]] bool lookup_by_id(int32 queue_id, QueueInfo& info) {
     if (!lookup_id_plan) lookup_id_plan = prepare_lookup("q.queue_id OPERATOR(pg_catalog.=) $1", INT4OID);
     return read_lookup(lookup_id_plan, Int32GetDatum(queue_id), info);
 }
@@ -356,7 +356,6 @@ enum Statement : int32 {
     enqueue_with_properties = 1,
     next_delay = 2,       // when the next delayed message becomes visible
     expire_messages = 3,  // moves expired messages to their exception queues
-    count_attempts = 4,   // retries.hpp: the attempts of rolled-back dequeues
     dequeue_base = 256,   // + DequeueShape bits
 };
 
@@ -444,27 +443,6 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "      AND x.expiration OPERATOR(pg_catalog.<=) $3"
             "    LIMIT 10000 FOR UPDATE SKIP LOCKED))",
             t, t);
-    if (statement == count_attempts)
-        return psprintf(
-            // $1 holds a message once per rolled-back attempt (an attempt counted by a
-            // transaction that rolled back too is in it again).
-            "UPDATE ONLY %s m SET retry_count = m.retry_count OPERATOR(pg_catalog.+) a.attempts,"
-            "   delay = CASE WHEN q.retry_delay OPERATOR(pg_catalog.>) '0'::pg_catalog.interval"
-            "                THEN $3 OPERATOR(pg_catalog.+) q.retry_delay ELSE m.delay END,"
-            "   q_id = CASE WHEN m.retry_count OPERATOR(pg_catalog.+) a.attempts OPERATOR(pg_catalog.>) q.max_retries"
-            "               THEN COALESCE((SELECT e.queue_id FROM aq.queues e"
-            "                               WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
-            "                                 AND e.queue_table_id OPERATOR(pg_catalog.=) $4"
-            "                                 AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'),"
-            "                             CASE WHEN $2 OPERATOR(pg_catalog.=) 0 THEN NULL ELSE $2 END, m.q_id)"
-            "               ELSE m.q_id END"
-            "  FROM aq.queues q,"
-            "       (SELECT u AS msgid, pg_catalog.count(*)::integer AS attempts FROM pg_catalog.unnest($1) u GROUP BY u) a"
-            " WHERE q.queue_id OPERATOR(pg_catalog.=) m.q_id AND q.queue_type OPERATOR(pg_catalog.=) 'normal_queue'"
-            "   AND a.msgid OPERATOR(pg_catalog.=) m.msgid"
-            "   AND m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-            "     SELECT x.ctid FROM ONLY %s x WHERE x.msgid OPERATOR(pg_catalog.=) ANY ($1) FOR UPDATE SKIP LOCKED))",
-            t, t);
 
     int32 shape = statement - dequeue_base;
     const char* order = (shape & priority_order) ? "priority, enq_time, msgid" : "enq_time, msgid";
@@ -482,6 +460,10 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         (shape & exception_queue) ? ""
                                   : " AND (delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
                                     " AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)");
+    // A row version that holds an attempt not counted yet is not claimed (retries.hpp).
+    if (!(shape & mode_browse))
+        where = psprintf("%s AND (xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid"
+                         " OR aq._claimable(tableoid, ctid))", where);
     char* properties = psprintf(
         "ROW(priority, delay OPERATOR(pg_catalog.-) enq_time,"
         "    expiration OPERATOR(pg_catalog.-) COALESCE(delay, enq_time), corrid,"
@@ -489,7 +471,7 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         (shape & exception_queue) ? "expired" : "ready");
     if (shape & (mode_browse | mode_locked))
         return psprintf(
-            "SELECT msgid, user_data, %s, enq_time, priority FROM ONLY %s"
+            "SELECT msgid, user_data, %s, enq_time, priority, ctid FROM ONLY %s"
             " WHERE %s ORDER BY q_id, %s LIMIT $3%s",
             properties, t, where, order, (shape & mode_locked) ? " FOR UPDATE SKIP LOCKED" : "");
     return psprintf(
@@ -497,8 +479,8 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         "  SELECT ctid FROM ONLY %s WHERE %s ORDER BY q_id, %s LIMIT $3 FOR UPDATE SKIP LOCKED),"
         " removed AS ("
         "  DELETE FROM ONLY %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
-        "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time)"
-        " SELECT msgid, user_data, %s, enq_time, priority FROM removed ORDER BY %s",
+        "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time, ctid)"
+        " SELECT msgid, user_data, %s, enq_time, priority, ctid FROM removed ORDER BY %s",
         t, where, order, t, properties, order);
 }
 
@@ -542,12 +524,6 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         argtypes[1] = INT4OID;
         argtypes[2] = TIMESTAMPTZOID;
         nargs = 3;
-    } else if (statement == count_attempts) {
-        argtypes[0] = INT8ARRAYOID;
-        argtypes[1] = INT4OID;
-        argtypes[2] = TIMESTAMPTZOID;
-        argtypes[3] = INT4OID;
-        nargs = 4;
     } else {
         Oid dequeue_types[8] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID, INT4OID};
         memcpy(argtypes, dequeue_types, sizeof argtypes);
@@ -627,7 +603,7 @@ struct ClaimArgs {
 struct SinkReceiver {
     DestReceiver pub;  // first member: PostgreSQL sees a DestReceiver*
     const DequeueRequest* request;
-    int32 claiming_queue;  // remove and locked modes: the queue whose messages are claimed (retries.hpp)
+    Oid claiming_relid;  // remove and locked modes: the queue table whose rows are claimed (retries.hpp)
     int rows;
     int32 last_priority;
     TimestampTz last_enq_time;
@@ -641,7 +617,7 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     r->request->sink(r->request->sink_context, row);
     r->rows++;
     r->last_msgid = DatumGetInt64(slot->tts_values[0]);
-    if (r->claiming_queue) retries::note_claimed(r->claiming_queue, r->last_msgid, r->request->options->msgid.has_value());
+    if (OidIsValid(r->claiming_relid)) retries::note_claimed(r->claiming_relid, reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[5])));
     r->last_enq_time = DatumGetTimestampTz(slot->tts_values[3]);
     r->last_priority = DatumGetInt32(slot->tts_values[4]);
     return true;
@@ -650,8 +626,9 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
 // table's user_data column may have been altered since the queue table was registered.
 void receiver_startup(DestReceiver* self, int, TupleDesc desc) {
     auto* r = reinterpret_cast<SinkReceiver*>(self);
-    Oid payload = desc->natts == 5 ? TupleDescAttr(desc, 1)->atttypid : InvalidOid;
+    Oid payload = desc->natts == 6 ? TupleDescAttr(desc, 1)->atttypid : InvalidOid;
     if (payload != r->request->payload_type || TupleDescAttr(desc, 0)->atttypid != INT8OID ||
+        TupleDescAttr(desc, 5)->atttypid != TIDOID ||
         TupleDescAttr(desc, 3)->atttypid != TIMESTAMPTZOID || TupleDescAttr(desc, 4)->atttypid != INT4OID)
         ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                         errmsg("the queue table of queue \"%s\" no longer matches its payload type %s",
@@ -666,7 +643,7 @@ void receiver_destroy(DestReceiver*) {}
 // The bulk path's rows, to the request's sink (as receive_row does for the statement's).
 struct BulkSinkState {
     const DequeueRequest* request;
-    int32 queue_id;
+    Oid relid;
     int32 last_priority;
     TimestampTz last_enq_time;
     int64 last_msgid;
@@ -678,7 +655,7 @@ void bulk_sink(void* context, const BulkDequeuedMessage& m) {
     s->last_msgid = DatumGetInt64(m.msgid);
     s->last_enq_time = m.enq_time;
     s->last_priority = m.priority;
-    retries::note_claimed(s->queue_id, s->last_msgid, false);
+    retries::note_claimed(s->relid, const_cast<ItemPointer>(&m.tid));
 }
 
 // Rows written into a queue table without aq.enqueue (by hand, COPY, logical replication,
@@ -714,7 +691,7 @@ int claim_in_bulk(const ClaimArgs& a) {
     if (o.mode != DequeueMode::remove || o.msgid || o.correlation || a.queue->exception_queue) return -1;
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
-    BulkSinkState state{a.request, a.queue->queue_id, 0, 0, 0};
+    BulkSinkState state{a.request, a.queue->relid, 0, 0, 0};
     BulkDequeue request{a.queue->relid,
                         a.queue->payload_type,
                         a.queue->queue_id,
@@ -779,7 +756,7 @@ int claim(const ClaimArgs& a) {
     receiver.pub.rDestroy = receiver_destroy;
     receiver.pub.mydest = DestNone;
     receiver.request = a.request;
-    receiver.claiming_queue = o.mode == DequeueMode::browse ? 0 : a.queue->queue_id;
+    receiver.claiming_relid = o.mode == DequeueMode::browse ? InvalidOid : a.queue->relid;
 
     SPIExecuteOptions options;
     memset(&options, 0, sizeof options);
@@ -794,6 +771,9 @@ int claim(const ClaimArgs& a) {
     // size.  (By correlation the sort stays allowed: the correlation index is not in that order.)
     // A disabled step that remains (the sort of the returned batch) costs 1e10 to the planner,
     // which would then JIT-compile the statement at every execution: no JIT.
+    // A claim of this statement is recorded as a dequeue attempt even if the statement
+    // fails after it (a cancel, statement_timeout): registered before it runs.
+    if (o.mode != DequeueMode::browse) retries::before_claim();
     int guc_level = NewGUCNestLevel();
     for (const char* method : {"enable_seqscan", "enable_bitmapscan", "enable_sort", "jit"}) {
         if (strcmp(method, "enable_sort") == 0 && (shape & by_correlation)) continue;
@@ -834,49 +814,6 @@ void expire_messages_of(const QueueInfo& q) {
     int rc = execute_as_owner(q, plan, args);
     if (rc != SPI_OK_UPDATE) elog(ERROR, "aq: moving expired messages failed: %s", SPI_result_code_string(rc));
     if (SPI_processed > 0) wakeup::note_enqueue(q.queue_id);
-}
-
-// Counts the attempts of this backend's rolled-back dequeues (retries.hpp).  In a
-// subtransaction: if it fails (the queue table was altered, say), the attempts are
-// dropped with a WARNING rather than fail this and every later call.  Requires SPI.
-void count_pending_attempts() {
-    // A READ ONLY transaction (a hot standby's too) writes nothing: the attempts stay pending.
-    if (!retries::any_pending() || IsolationUsesXactSnapshot() || XactReadOnly) return;
-    MemoryContext caller_context = CurrentMemoryContext;
-    ResourceOwner caller_owner = CurrentResourceOwner;
-    BeginInternalSubTransaction(nullptr);
-    MemoryContextSwitchTo(caller_context);
-    PG_TRY();
-    {
-        Datum* ids;
-        int count;
-        for (int32 queue_id; (queue_id = retries::take_pending(&ids, &count)) != 0;) {
-            QueueInfo q;
-            if (!lookup_by_id(queue_id, q) || !OidIsValid(q.relid) || !OidIsValid(q.owner)) continue;  // dropped since
-            SPIPlanPtr plan = statement_plan(q, count_attempts, InvalidOid);
-            ArrayType* msgids = construct_array(ids, count, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-            Datum args[4] = {PointerGetDatum(msgids), Int32GetDatum(q.default_exception_id),
-                             TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(q.queue_table_id)};
-            int rc = execute_as_owner(q, plan, args);
-            if (rc != SPI_OK_UPDATE) elog(ERROR, "aq: counting dequeue attempts failed: %s", SPI_result_code_string(rc));
-        }
-        ReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(caller_context);
-        CurrentResourceOwner = caller_owner;
-    }
-    PG_CATCH();
-    {
-        MemoryContextSwitchTo(caller_context);
-        ErrorData* error = CopyErrorData();
-        FlushErrorState();
-        RollbackAndReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(caller_context);
-        CurrentResourceOwner = caller_owner;
-        retries::discard_pending();
-        ereport(WARNING, (errmsg("aq: the attempts of rolled-back dequeues were not counted: %s", error->message)));
-        FreeErrorData(error);
-    }
-    PG_END_TRY();
 }
 
 // Normal queues move their table's expired messages too, so that they do not pile up at the
@@ -949,7 +886,6 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
     pg::call([&] {
         int count = ArrayGetNItems(ARR_NDIM(r.payloads), ARR_DIMS(r.payloads));
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
-        count_pending_attempts();
         QueueInfo q;
         problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, true);
         if (problem.kind != QueueProblem::none || count == 0) {
@@ -998,7 +934,6 @@ int dequeue(const DequeueRequest& r) {
     Problem problem;
     pg::call([&] {
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
-        count_pending_attempts();
         QueueInfo q;
         problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
         if (problem.kind != QueueProblem::none) {
@@ -1056,6 +991,8 @@ int dequeue(const DequeueRequest& r) {
         MemoryContextSwitchTo(outer_context);
         MemoryContextDelete(pass_context);
         SPI_finish();
+        // The claims (the rows' xmax) reach the disk before the messages reach the client.
+        if (delivered > 0 && !browse) retries::make_claims_durable();
     });
     if (problem.kind != QueueProblem::none) throw_problem(problem, r.queue_name, "payload_type");
     if (cannot_wait)

@@ -1,109 +1,202 @@
-// See retries.hpp for the protocol.
+// See retries.hpp for the protocol.  Called inside pg::call (the dequeue paths) or from the
+// transaction callbacks: plain data only.
 extern "C" {
 #include "postgres.h"
+#include "access/multixact.h"
+#include "access/relation.h"
+#include "access/transam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "storage/bufmgr.h"
+#include "storage/procarray.h"
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 }
 
 #include "queue/retries.hpp"
+#include "queue/settler.hpp"
 
 namespace aq::queue::retries {
 
 namespace {
 
-enum class State : int16 { claimed, pending };
+using Entry = settler::Claim;
 
-struct Entry {
-    int32 queue_id;
-    State state;
-    int16 level;  // subtransaction nesting level of a claim
-    int64 msgid;
-};
-
-// More claims than this in one backend are not tracked (16 MB).
-constexpr int max_entries = 1 << 20;
+// Claims beyond this in one transaction are not remembered one by one: their abort asks
+// the settler for a scan of the database instead.
+constexpr int max_entries = 1 << 16;
 
 Entry* entries = nullptr;
 int used = 0;
 int capacity = 0;
-int pending = 0;
+bool overflowed = false;  // claims were not remembered: hand over a scan
 
-// Drops the entries for which drop() holds, keeping the others in order.
-template <typename Drop>
-void compact(Drop drop) {
-    int kept = 0;
-    for (int i = 0; i < used; i++)
-        if (!drop(entries[i])) entries[kept++] = entries[i];
-    used = kept;
+// The xids this backend registered as dequeuers in the current transaction (settler.hpp),
+// with their levels; forgotten when they commit, handed over with the claims otherwise.
+struct Registered {
+    TransactionId xid;
+    int level;
+};
+constexpr int max_registered = 256;
+Registered registered[max_registered];
+int registered_count = 0;
+
+// The claiming xid, registered before its first claim.
+TransactionId claiming_xid() {
+    TransactionId xid = GetCurrentTransactionId();
+    for (int i = registered_count - 1; i >= 0; i--)
+        if (registered[i].xid == xid) return xid;
+    if (registered_count < max_registered && settler::register_dequeuer(xid))
+        registered[registered_count++] = Registered{xid, GetCurrentTransactionNestLevel()};
+    return xid;
 }
 
-void to_pending(int from_level) {
+// Drops the registered xids of levels >= from_level from this backend's list (forget: and
+// from the registry).
+void drop_registered(int from_level, bool forget) {
+    TransactionId xids[max_registered];
+    int n = 0, kept = 0;
+    for (int i = 0; i < registered_count; i++) {
+        if (registered[i].level < from_level)
+            registered[kept++] = registered[i];
+        else
+            xids[n++] = registered[i].xid;
+    }
+    registered_count = kept;
+    if (forget) settler::forget_dequeuers(xids, n);
+}
+
+// Neither running nor committed: aborted, or crashed (after recovery, a transaction
+// without a commit record is neither).
+bool did_not_commit(TransactionId xid) {
+    if (!TransactionIdIsNormal(xid)) return false;
+    if (TransactionIdIsCurrentTransactionId(xid)) return false;
+    if (TransactionIdIsInProgress(xid)) return false;
+    return !TransactionIdDidCommit(xid);
+}
+
+// Hands the claims of levels >= from_level to the settler and waits (bounded) until they
+// are settled.  Called at abort: never raises, never allocates.
+void hand_over(int from_level) {
+    uint64 ticket = 0;
+    bool any = overflowed;
+    for (int i = 0; i < used && !any; i++) any = entries[i].level >= from_level;
+    if (any && settler::available()) ticket = settler::submit(entries, used, from_level, overflowed);
+    int kept = 0;
     for (int i = 0; i < used; i++)
-        if (entries[i].state == State::claimed && entries[i].level >= from_level) {
-            entries[i].state = State::pending;
-            pending++;
-        }
+        if (entries[i].level < from_level) entries[kept++] = entries[i];
+    used = kept;
+    drop_registered(from_level, false);  // the settler forgets them once settled
+    if (from_level <= 1) overflowed = false;
+    if (ticket) settler::wait_settled(ticket, 1000);
 }
 
 }  // namespace
 
-void note_claimed(int32 queue_id, int64 msgid, bool by_msgid) {
-    if (by_msgid)
-        for (int i = 0; i < used; i++)
-            if (entries[i].state == State::claimed && entries[i].msgid == msgid && entries[i].queue_id == queue_id) return;
+void before_claim() {
+    // A read-only transaction or a standby claims nothing: its statement raises 25006.
+    if (settler::available() && !XactReadOnly && !RecoveryInProgress()) (void)claiming_xid();
+}
+
+void note_claimed(Oid relid, ItemPointer tid) {
+    TransactionId xid = claiming_xid();
     if (used == capacity) {
-        if (capacity >= max_entries) return;
+        if (capacity >= max_entries) {
+            overflowed = true;
+            return;
+        }
         int grown = capacity ? capacity * 2 : 256;
         entries = static_cast<Entry*>(entries ? repalloc(entries, sizeof(Entry) * grown)
                                               : MemoryContextAlloc(TopMemoryContext, sizeof(Entry) * grown));
         capacity = grown;
     }
-    entries[used++] = Entry{queue_id, State::claimed, static_cast<int16>(GetCurrentTransactionNestLevel()), msgid};
+    entries[used++] = Entry{relid, *tid, xid, GetCurrentTransactionNestLevel()};
 }
 
-bool any_pending() {
-    return pending > 0;
+void make_claims_durable() {
+    if (!XLogRecPtrIsInvalid(XactLastRecEnd)) XLogFlush(XactLastRecEnd);
 }
 
-int32 take_pending(Datum** msgids, int* count) {
-    int32 queue_id = 0;
-    int n = 0;
-    for (int i = 0; i < used; i++)
-        if (entries[i].state == State::pending && (queue_id == 0 || entries[i].queue_id == queue_id)) {
-            queue_id = entries[i].queue_id;
-            n++;
+bool unsettled_claim(HeapTupleHeader h, ItemPointer self) {
+    uint16 mask = h->t_infomask;
+    if (mask & HEAP_XMAX_COMMITTED) return false;  // a committed delete or update: not live
+    TransactionId xmax = HeapTupleHeaderGetRawXmax(h);
+    if (!TransactionIdIsNormal(xmax)) return false;
+    if (!(mask & HEAP_XMAX_IS_MULTI)) {
+        bool claim = HEAP_XMAX_IS_LOCKED_ONLY(mask)
+                         ? HEAP_XMAX_IS_EXCL_LOCKED(mask) && (h->t_infomask2 & HEAP_KEYS_UPDATED)
+                         : ItemPointerEquals(&h->t_ctid, self);
+        return claim && did_not_commit(xmax) && settler::is_dequeuer(xmax);
+    }
+    if (HEAP_LOCKED_UPGRADED(mask)) return false;
+    MultiXactMember* members = nullptr;
+    int n = GetMultiXactIdMembers(static_cast<MultiXactId>(xmax), &members, false, HEAP_XMAX_IS_LOCKED_ONLY(mask));
+    bool found = false;
+    for (int i = 0; i < n && !found; i++) {
+        bool claim = members[i].status == MultiXactStatusForUpdate ||
+                     (members[i].status == MultiXactStatusUpdate && ItemPointerEquals(&h->t_ctid, self));
+        found = claim && did_not_commit(members[i].xid) && settler::is_dequeuer(members[i].xid);
+    }
+    if (members) pfree(members);
+    return found;
+}
+
+bool row_holds_unsettled_claim(Relation rel, ItemPointer tid) {
+    BlockNumber block = ItemPointerGetBlockNumber(tid);
+    OffsetNumber offset = ItemPointerGetOffsetNumber(tid);
+    if (block >= RelationGetNumberOfBlocks(rel)) return false;
+    Buffer buffer = ReadBuffer(rel, block);
+    LockBuffer(buffer, BUFFER_LOCK_SHARE);
+    Page page = BufferGetPage(buffer);
+    bool found = false;
+    if (offset >= FirstOffsetNumber && offset <= PageGetMaxOffsetNumber(page)) {
+        ItemId item = PageGetItemId(page, offset);
+        if (ItemIdIsNormal(item)) {
+            ItemPointerData self = *tid;
+            found = unsettled_claim(reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item)), &self);
         }
-    if (queue_id == 0) return 0;
-    Datum* ids = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-    int16 level = static_cast<int16>(GetCurrentTransactionNestLevel());
-    int k = 0;
-    for (int i = 0; i < used; i++)
-        if (entries[i].state == State::pending && entries[i].queue_id == queue_id) {
-            ids[k++] = Int64GetDatum(entries[i].msgid);
-            entries[i].state = State::claimed;
-            entries[i].level = level;
-            pending--;
-        }
-    *msgids = ids;
-    *count = n;
-    return queue_id;
+    }
+    UnlockReleaseBuffer(buffer);
+    return found;
 }
 
-void discard_pending() {
-    compact([](const Entry& e) { return e.state == State::pending; });
-    pending = 0;
+bool counting() {
+    return settler::available();
+}
+
+bool claimable(Oid relid, ItemPointer tid) {
+    if (!counting()) return true;
+    Relation rel = relation_open(relid, AccessShareLock);  // held already by the statement
+    bool unsettled = false;
+    if (rel->rd_rel->relkind == RELKIND_RELATION) {
+        if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied for table %s", RelationGetRelationName(rel))));
+        unsettled = row_holds_unsettled_claim(rel, tid);
+    }
+    relation_close(rel, AccessShareLock);
+    if (unsettled) settler::hint(relid, tid);
+    return !unsettled;
 }
 
 void at_commit() {
-    compact([](const Entry& e) { return e.state == State::claimed; });
+    used = 0;
+    overflowed = false;
+    drop_registered(0, true);
 }
 
 void at_abort() {
-    to_pending(0);
+    hand_over(0);
+    used = 0;
+    registered_count = 0;
 }
 
 // A prepared transaction's claims are decided by COMMIT/ROLLBACK PREPARED, maybe in another
-// session: not counted.
+// session: they are not counted if it is rolled back.
 void at_prepare() {
     at_commit();
 }
@@ -111,12 +204,13 @@ void at_prepare() {
 void at_subtransaction_commit() {
     int level = GetCurrentTransactionNestLevel();
     for (int i = 0; i < used; i++)
-        if (entries[i].state == State::claimed && entries[i].level >= level)
-            entries[i].level = static_cast<int16>(level - 1);
+        if (entries[i].level >= level) entries[i].level = level - 1;
+    for (int i = 0; i < registered_count; i++)
+        if (registered[i].level >= level) registered[i].level = level - 1;
 }
 
 void at_subtransaction_abort() {
-    to_pending(GetCurrentTransactionNestLevel());
+    hand_over(GetCurrentTransactionNestLevel());
 }
 
 }  // namespace aq::queue::retries

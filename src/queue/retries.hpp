@@ -1,44 +1,101 @@
 // Dequeue attempts (Oracle's RETRY_COUNT / max_retries / retry_delay).
 //
 // Protocol.  Oracle counts an attempt when a transaction that dequeued a message (remove or
-// locked mode) rolls back.  In PostgreSQL the rollback also undoes anything the transaction
-// wrote, so the count is kept in this backend and written by a later transaction:
-//   - every message a remove or locked dequeue returns is noted as CLAIMED, with the
-//     subtransaction nesting level that claimed it;
-//   - a subtransaction that commits hands its claims to its parent; one that aborts turns
-//     them PENDING; the top transaction's commit forgets its claims, its abort turns them
-//     PENDING;
-//   - the next aq dequeue or enqueue of this backend (in READ COMMITTED) applies the
-//     pending attempts first, in its own transaction, as the queue table's owner: one
-//     UPDATE per queue adds 1 to retry_count, delays the message by the queue's retry_delay,
-//     and moves it to its exception queue once retry_count exceeds max_retries.  The
-//     applied entries become CLAIMED by that transaction, so if it rolls back they are
-//     PENDING again (and its own dequeues are counted too).
-// A message another transaction has locked meanwhile is skipped (it is being dequeued
-// again).  Attempts noted by a session that ends before its next aq call are not counted.
+// locked mode) ends without committing.  aq keeps the record of that attempt in the heap
+// itself, so that it depends neither on the aborted transaction nor on its session:
+//
+//  1. The claim.  A remove dequeue deletes the message's row, a locked dequeue locks it FOR
+//     UPDATE: either way the row version's xmax is the claiming (sub)transaction, and the
+//     heap WAL-logs it.  Before a dequeue that claimed messages returns them, it flushes the
+//     WAL up to its last record, so the claim survives a crash of the backend or of the
+//     server even when the client has already seen the message.
+//
+//  2. The unsettled attempt.  A live row version whose xmax is a claim — a delete (not
+//     lock-only, t_ctid pointing at itself) or a FOR UPDATE lock, or a MultiXact with such
+//     a member — made by a transaction that is not running, did not commit, and was a
+//     dequeuer: registered in shared memory before its first claim, or older than the
+//     server's last start or crash restart (settler.hpp).  A rolled-back hand DELETE or
+//     aq.purge_queue_table is no attempt; after a restart, one made before it counts.  This is
+//     exactly the set of attempts not yet counted: a committed claim removed the message
+//     (or, locked mode, was followed by a commit: no attempt), a running one is still a
+//     delivery.  unsettled_claim() decides it from the tuple header, under a buffer lock.
+//
+//  3. Settling.  The settler (settler.hpp), in its own transaction and as the queue table's
+//     owner, first locks the rows FOR UPDATE in a subtransaction, then, in the parent,
+//     UPDATEs them: retry_count + 1, delay = now + retry_delay, and past max_retries q_id =
+//     the exception queue.  The old version gets a MultiXact {subtransaction: FOR UPDATE,
+//     parent: update}; the new one inherits the (committed) lock.  The lock subtransaction
+//     is registered as a dequeuer.  If the settler commits, the old version is dead and
+//     the attempt was counted once.  If it aborts (error, crash), the old version is live
+//     again and its MultiXact holds an aborted FOR UPDATE member of a dequeuer: still an
+//     unsettled attempt, settled again later.  So every attempt is counted exactly once,
+//     whatever happens to the settler.  The lock step uses SKIP LOCKED and matches by ctid,
+//     so two settlers never count one attempt twice (the second finds the row updated and
+//     the ctid no longer matching, or locked).  Messages of exception queues are rewritten
+//     unchanged (their attempts are not counted) so they can be dequeued again.
+//
+//  4. No dequeue claims a row version that holds an unsettled attempt (that would overwrite
+//     the record): the bulk dequeue checks the header before its delete, the statement path
+//     filters on (xmax = 0 OR aq._claimable(tableoid, ctid)); both then hint the settler.
+//     Bound: a transaction that claims a message and aborts entirely between another
+//     dequeue's check of that row and that dequeue's own delete or lock of it (a few
+//     instructions apart, no I/O, at most a wait for the buffer lock) loses that one
+//     attempt; the other dequeue then holds the message.
+//
+//  5. Who settles when.  This backend remembers its claims (relation, TID, subtransaction
+//     level).  When a transaction or subtransaction aborts — ROLLBACK, an error, ROLLBACK
+//     TO SAVEPOINT, and the FATAL exit path (client gone, pg_terminate_backend,
+//     idle_in_transaction_session_timeout), which all run the abort — its claims are handed
+//     to the settler of the database through shared memory and the backend waits (at most
+//     one second, WaitLatch) until they are settled: when ROLLBACK returns, every session
+//     sees the attempt and the retry_delay holds.  After a crash restart (kill -9 of a
+//     backend, a postmaster crash, an immediate shutdown) the settler scans every queue
+//     table of every database once; a dequeue that skips an unsettled attempt hints it.
+//     So a message that kills its backend at every delivery reaches its exception queue
+//     after exactly max_retries + 1 deliveries.
+//
+// Bounds: a transaction records up to 256 claiming (sub)transactions, the server 4096 at once
+// (in flight, or aborted and not yet settled); a claim beyond them is not counted.  A
+// transaction's claims beyond 65536 are handed over as a scan of the database.
+// Without shared_preload_libraries = 'aq' there is no settler: attempts are not counted and
+// rows holding an unsettled attempt stay claimable.  Claims of a prepared transaction that is
+// rolled back later are not counted.
 // Plain data in TopMemoryContext; the transaction callbacks never allocate.
 #pragma once
 
 extern "C" {
 #include "postgres.h"
+#include "access/htup_details.h"
+#include "storage/itemptr.h"
+#include "utils/relcache.h"
 }
 
 namespace aq::queue::retries {
 
-// A remove or locked dequeue returned this message (called from the executor's receiver).
-// by_msgid: a dequeue by message id, which may remove a message this transaction locked
-// before: the same attempt, noted once.
-void note_claimed(int32 queue_id, int64 msgid, bool by_msgid);
+// A remove or locked dequeue is about to claim rows: registers the current (sub)transaction
+// as a dequeuer (settler.hpp), assigning its xid.  Then, for each row claimed, note_claimed.
+void before_claim();
+void note_claimed(Oid relid, ItemPointer tid);
 
-bool any_pending();
+// Flushes the WAL up to this backend's last record: the claims just made are durable
+// before their messages reach the client.
+void make_claims_durable();
 
-// The pending attempts of one queue: their message ids (palloc'd int8 Datums in the current
-// memory context), now CLAIMED by the current subtransaction.  Returns the queue id, or 0
-// when nothing is pending.
-int32 take_pending(Datum** msgids, int* count);
+// Whether a row version holds an unsettled attempt (see the protocol).  The caller holds
+// at least a share lock on the tuple's buffer.
+bool unsettled_claim(HeapTupleHeader header, ItemPointer self);
 
-// Forgets every pending attempt (they could not be counted).
-void discard_pending();
+// The same for the row version at tid of rel (a heap table the caller has opened):
+// reads the buffer.  False if there is no such row version.
+bool row_holds_unsettled_claim(Relation rel, ItemPointer tid);
+
+// Whether unsettled attempts are kept from dequeues (the settler exists).
+bool counting();
+
+// aq._claimable(tableoid, ctid), the statement path's filter: false if the row version
+// holds an unsettled attempt (the settler is then hinted).  The caller needs SELECT on the
+// table (42501 otherwise).
+bool claimable(Oid relid, ItemPointer tid);
 
 // Transaction callbacks (module.cpp).
 void at_commit();

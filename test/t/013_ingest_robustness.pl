@@ -296,8 +296,9 @@ SELECT count(*) FROM t4;
 }
 
 # ------------------------------------------------------------------ 5. DROP DATABASE with rows pending
-# A second server with a single free background-worker slot (max_worker_processes = 4:
-# the launcher, aq's log writer and the logical replication launcher are static), so that
+# A second server with a single free background-worker slot (max_worker_processes = 5:
+# the launcher, aq's log writer, aq's settler launcher and the logical replication launcher
+# are static), so that
 # rows can be pending in db5 with no drain worker connected to it: the slot is taken by the
 # worker of another database whose rows the drain delay holds.  (A worker connected to db5
 # would be terminated by DROP ... WITH (FORCE), and on SIGTERM it drains everything before
@@ -308,7 +309,7 @@ SELECT count(*) FROM t4;
 	$n2->append_conf('postgresql.conf', qq(
 shared_preload_libraries = 'aq'
 autovacuum = off
-max_worker_processes = 4
+max_worker_processes = 5
 max_parallel_workers_per_gather = 0
 ));
 	$n2->start;

@@ -1,0 +1,90 @@
+// The settler: background workers that count the attempts of dequeues whose transactions
+// ended without committing (the record and the counting rule: retries.hpp).
+//
+// Protocol
+//  * Shared memory (only when aq is preloaded): one LWLock, a table of database slots
+//    {database, state, worker, submitted, settled, scan_wanted}, an array of requests
+//    {database, relation, TID, claiming xid, requester}, the registry of dequeuing
+//    transactions {database, xid} and the horizon (below).  Everything is read and written
+//    under the lock.
+//  * A backend whose (sub)transaction aborts appends its claims as requests, takes the
+//    ticket ++submitted of its database, wakes the database's settler (or the launcher when
+//    there is none) and waits until settled >= ticket, at most a second (WaitLatch with a
+//    timeout, polling every 10 ms: interrupts are held during an abort).  When the array is
+//    full it sets scan_wanted instead.  A dequeue that skipped an unsettled attempt appends
+//    a request (a hint) without waiting.
+//  * "aq settler launcher" (one, static, restarted by the postmaster) starts an "aq settler"
+//    worker for every database slot with work (submitted > settled) that has none, at most
+//    three at a time.  At its
+//    start — a server start, and after every crash restart, which reinitialises shared
+//    memory — it sets the horizon to the next xid and marks every database for a scan, so a
+//    crash's unsettled attempts are found without anybody asking.
+//  * A settler worker takes its database's requests (and scan_wanted) under the lock,
+//    notes upto = submitted, settles them (retries.hpp: per queue table, its own
+//    transaction, as the table's owner with search_path = pg_catalog, pg_temp in a
+//    restricted security context; never waiting for the table's lock: a table another
+//    transaction holds — maybe the aborting one — is retried by a scan), then sets
+//    settled = upto and sets the requesters' latches.  Its commit wakes the dequeues waiting on the queues whose messages came back
+//    (wakeup.hpp).  Rows it could not settle (locked, an error) are found by a scan a
+//    second later (backing off to a minute while that keeps happening).  Once a round settled everything, the registry forgets the claiming xids
+//    of its requests; once a scan of the database settled everything, every registered xid
+//    of the database that did not commit.  An idle worker exits after a few seconds (DROP DATABASE is not blocked),
+//    checking under the lock that nothing was submitted meanwhile.
+//  * A slot whose worker fails to start three times in a row (the database was dropped)
+//    has its work dropped and is freed.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "storage/itemptr.h"
+}
+
+#include <cstddef>
+
+namespace aq::queue::settler {
+
+// A claim this backend made: the row version and the (sub)transaction that claimed it.
+struct Claim {
+    Oid relid;
+    ItemPointerData tid;
+    TransactionId xid;
+    int level;  // subtransaction nesting level
+};
+
+std::size_t shmem_size();
+void request_lwlocks();  // from shmem_request_hook
+void shmem_startup();
+void register_launcher();  // from _PG_init, when preloaded
+
+// Shared memory exists (aq is preloaded).
+bool available();
+
+// Dequeuing transactions.  A claim counts as an attempt only if the claiming xid is a
+// registered dequeuer, or precedes the horizon (assigned before the server's last start or
+// crash restart, when the registry was lost): a rolled-back DELETE of a message by hand or by
+// aq.purge_queue_table is no attempt.  register_dequeuer() is called by the claiming
+// (sub)transaction before its first claim (false: the registry is full, the claim will not
+// be counted); forget_dequeuers() when they committed.  The settler forgets the others once
+// their claims are settled.
+bool register_dequeuer(TransactionId xid);
+void forget_dequeuers(const TransactionId* xids, int count);
+bool is_dequeuer(TransactionId xid);
+
+// Hands the claims of levels >= from_level to the settler of the current database, in one
+// step (scan: settle every queue table of the database as well).  Returns the ticket to wait
+// for, 0 if none.  Never raises.
+uint64 submit(const Claim* claims, int count, int from_level, bool scan);
+
+// A dequeue skipped an unsettled attempt at (relid, tid): have it settled, no wait.
+void hint(Oid relid, ItemPointer tid);
+
+// Waits at most timeout_ms until the ticket is settled.  Never raises; works with
+// interrupts held (abort).
+bool wait_settled(uint64 ticket, long timeout_ms);
+
+}  // namespace aq::queue::settler
+
+extern "C" {
+PGDLLEXPORT void aq_settler_launcher_main(Datum);
+PGDLLEXPORT void aq_settler_main(Datum);
+}

@@ -1,0 +1,180 @@
+# Copyright: aq project.  PostgreSQL 15 TAP test (PostgreSQL::Test::Cluster).
+#
+# hardening D17: a dequeue whose transaction ends without committing is an attempt, counted
+# exactly once, however the session ends: the client disconnecting, pg_terminate_backend,
+# idle_in_transaction_session_timeout, kill -9 of the backend, a postmaster crash (every
+# process killed at once) and an immediate shutdown.  In each case the message's
+# retry_count becomes 1 (visible to every session), the retry_delay holds it back, and a
+# message that kills its backend at every delivery reaches the exception queue after
+# exactly max_retries + 1 deliveries.  (aq 0.4.0 counted an attempt only at the session's
+# next aq call: every case here showed retry_count = 0, and the poison message was
+# delivered for ever.)
+use strict;
+use warnings;
+
+use IPC::Run;
+use Time::HiRes qw(time usleep);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('dequeue_attempts');
+$node->init;
+$node->append_conf('postgresql.conf', qq(
+shared_preload_libraries = 'aq'
+restart_after_crash = on
+log_min_messages = warning
+));
+$node->start;
+$node->safe_psql('postgres', q{
+CREATE EXTENSION aq;
+SELECT aq.create_queue_table('att_qt', 'text');
+SELECT aq.create_queue('att_q', 'att_qt', max_retries => 5, retry_delay => '0');
+SELECT aq.start_queue('att_q');
+SELECT aq.create_queue('delay_q', 'att_qt', max_retries => 5, retry_delay => '1 hour');
+SELECT aq.start_queue('delay_q');
+SELECT aq.create_queue_table('poison_qt', 'text');
+SELECT aq.create_queue('poison_q', 'poison_qt', max_retries => 3, retry_delay => '0');
+SELECT aq.start_queue('poison_q');
+});
+
+sub alive { my ($pid) = @_; return kill(0, $pid) && `ps -o stat= -p $pid` !~ /Z/; }
+
+# A consumer that dequeues one message of $queue and then sits idle in its transaction
+# (psql waits for more input).  Returns (handle, backend pid, the payload).
+sub hold_message
+{
+	my ($queue, @before) = @_;
+	my ($out, $err) = ('', '');
+	my $in = join("\n", @before, 'SELECT pg_backend_pid();', 'BEGIN;',
+		"SELECT 'got:' || payload FROM aq.dequeue('$queue', NULL::text, aq.dequeue_options(wait => '20 s'));", '');
+	my $h = IPC::Run::start([ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres') ],
+		'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
+	$h->pump until $out =~ /^got:(.*)$/m || $err =~ /ERROR|FATAL/;
+	my ($payload) = $out =~ /^got:(.*)$/m;
+	my ($pid) = $out =~ /^(\d+)$/m;
+	die "no message: $err" unless defined $payload;
+	return ($h, $pid, $payload);
+}
+
+sub attempts_of
+{
+	my ($payload) = @_;
+	return $node->safe_psql('postgres', "SELECT retry_count FROM att_qt WHERE user_data = '$payload'");
+}
+
+# After the session ended: the attempt shows up (without anybody dequeuing again), once.
+sub check_counted
+{
+	my ($payload, $case) = @_;
+	ok($node->poll_query_until('postgres',
+		"SELECT retry_count = 1 FROM att_qt WHERE user_data = '$payload'"),
+		"$case: the attempt is counted");
+	is(attempts_of($payload), '1', "$case: exactly once");
+}
+
+# Every process of the server killed at once (the postmaster stopped first, so that it
+# forks nobody meanwhile), then started again: a postmaster crash.
+sub crash_server
+{
+	open(my $fh, '<', $node->data_dir . '/postmaster.pid') or die "no postmaster.pid: $!";
+	chomp(my $pm = <$fh>);
+	close $fh;
+	kill 'STOP', $pm;
+	my @children = split ' ', `pgrep -P $pm`;
+	kill 'KILL', @children;
+	$node->kill9;
+	my $deadline = time + 30;
+	usleep(10_000) while ((grep { alive($_) } @children) || kill(0, $pm)) && time < $deadline;
+	$node->start;
+}
+
+# ---------------------------------------------------------------- the session's ends
+my @cases = (
+	[ 'client disconnect', [], sub { my ($h) = @_; $h->finish; } ],
+	[ 'pg_terminate_backend', [], sub {
+		my ($h, $pid) = @_;
+		$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+		$h->finish; } ],
+	[ 'idle_in_transaction_session_timeout', [ "SET idle_in_transaction_session_timeout = '300ms';" ], sub {
+		my ($h, $pid) = @_;
+		$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid");
+		$h->finish; } ],
+	[ 'kill -9 of the backend', [], sub {
+		my ($h, $pid) = @_;
+		kill 'KILL', $pid;
+		$h->kill_kill;
+		$node->poll_query_until('postgres', 'SELECT true') or die 'no restart after the crash'; } ],
+	[ 'postmaster crash', [], sub { my ($h) = @_; crash_server(); $h->kill_kill; } ],
+	[ 'immediate shutdown', [], sub { my ($h) = @_; $node->stop('immediate'); $h->kill_kill; $node->start; } ],
+);
+for my $case (@cases)
+{
+	my ($name, $before, $end) = @$case;
+	$node->safe_psql('postgres', "SELECT aq.enqueue('att_q', '$name'::text)");
+	my ($h, $pid, $payload) = hold_message('att_q', @$before);
+	is($payload, $name, "$name: the consumer holds the message");
+	$end->($h, $pid);
+	check_counted($name, $name);
+	# The message is back and is delivered again (attempts = 1); commit that delivery.
+	is($node->safe_psql('postgres',
+		"SELECT (message_properties).attempts FROM aq.dequeue('att_q', NULL::text, aq.dequeue_options(wait => '10 s'))"),
+		'1', "$name: delivered again, with attempts = 1");
+}
+
+# ---------------------------------------------------------------- retry_delay holds after a crash
+$node->safe_psql('postgres', "SELECT aq.enqueue('delay_q', 'delayed'::text)");
+{
+	my ($h, $pid) = hold_message('delay_q');
+	kill 'KILL', $pid;
+	$h->kill_kill;
+	$node->poll_query_until('postgres', 'SELECT true') or die 'no restart after the crash';
+	ok($node->poll_query_until('postgres', "SELECT retry_count = 1 FROM att_qt WHERE user_data = 'delayed'"),
+		'kill -9 with retry_delay: the attempt is counted');
+	is($node->safe_psql('postgres', "SELECT delay > now() + interval '50 minutes' FROM att_qt WHERE user_data = 'delayed'"),
+		't', 'kill -9 with retry_delay: the message is held back by its retry_delay');
+	my ($stdout, $stderr);
+	$node->psql('postgres', "SELECT payload FROM aq.dequeue('delay_q', NULL::text, aq.dequeue_options(wait => '0'))",
+		stdout => \$stdout, stderr => \$stderr);
+	like($stderr, qr/no message available/, 'kill -9 with retry_delay: nobody gets it meanwhile');
+}
+
+# ---------------------------------------------------------------- the poison message
+# It kills its consumer's backend at every delivery: after max_retries (3) + 1 deliveries it
+# is in the exception queue and is not delivered again.
+$node->safe_psql('postgres', "SELECT aq.enqueue('poison_q', 'poison'::text)");
+my $deliveries = 0;
+for my $round (1 .. 8)
+{
+	my $left = $node->safe_psql('postgres',
+		"SELECT count(*) FROM poison_qt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE q.queue_name = 'poison_q'");
+	last if $left eq '0';
+	# The previous crash's attempt must be counted before the next delivery can see it.
+	my ($out, $err) = ('', '');
+	my $in = "SELECT pg_backend_pid();\nBEGIN;\n"
+	  . "SELECT 'got:' || payload FROM aq.dequeue('poison_q', NULL::text, aq.dequeue_options(wait => '5 s'));\n";
+	my $h = IPC::Run::start([ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres') ],
+		'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(60));
+	$h->pump until $out =~ /^got:/m || $err =~ /ERROR|FATAL/;
+	my ($pid) = $out =~ /^(\d+)$/m;
+	if ($out =~ /^got:/m)
+	{
+		$deliveries++;
+		kill 'KILL', $pid;
+	}
+	$h->kill_kill;
+	$node->poll_query_until('postgres', 'SELECT true') or die 'no restart after the crash';
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM poison_qt WHERE xmax <> '0' AND NOT aq._claimable(tableoid, ctid)");
+}
+is($deliveries, 4, 'the poison message was delivered exactly max_retries + 1 = 4 times');
+is($node->safe_psql('postgres',
+	"SELECT q.queue_name || ' ' || m.retry_count FROM poison_qt m JOIN aq.queues q ON q.queue_id = m.q_id"),
+	'aq$_poison_qt_e 4', 'it is in the exception queue with retry_count 4');
+
+$node->stop;
+my $log = slurp_file($node->logfile);
+my $kills = () = $log =~ /terminated by signal 9/g;
+cmp_ok($kills, '>=', 1, 'the server log shows the intentional kill -9s');
+unlike($log, qr/PANIC|TRAP:|terminated by signal (?!9)/, 'and no other crash');
+done_testing();
