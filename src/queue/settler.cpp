@@ -37,6 +37,7 @@ extern "C" {
 
 #include <cstdio>
 
+#include "base/run_as.hpp"
 #include "commit/committer.hpp"
 #include "pg/worker_spec.hpp"
 #include "queue/retries.hpp"
@@ -309,44 +310,46 @@ bool read_queue_table(Oid relid, QueueTable* t) {
     return true;
 }
 
-// Runs one statement with tids as $1 as the queue table's owner (see retries.hpp);
-// returns SPI_processed, the locked TIDs copied into out (if given, in out_context) and
-// the returned q_ids noted for wake-ups.
-uint64 run_as_owner(const QueueTable& t, const char* sql, int nargs, Oid* types, Datum* args,
-                    ItemPointerData* out, MemoryContext out_context) {
-    Oid caller;
-    int security_context;
-    GetUserIdAndSecContext(&caller, &security_context);
-    int nest_level = NewGUCNestLevel();
-    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-                            false);
-    SetUserIdAndSecContext(t.owner, security_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-    volatile uint64 processed = 0;
-    PG_TRY();
-    {
-        int rc = SPI_execute_with_args(sql, nargs, types, args, nullptr, false, 0);
-        if (rc < 0) elog(ERROR, "aq: settling dequeue attempts failed: %s", SPI_result_code_string(rc));
-        processed = SPI_processed;
-        bool isnull;
-        for (uint64 i = 0; i < SPI_processed; i++) {
-            Datum v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-            if (isnull) continue;
-            if (out) {
-                MemoryContext previous = MemoryContextSwitchTo(out_context);
-                out[i] = *reinterpret_cast<ItemPointer>(DatumGetPointer(v));
-                MemoryContextSwitchTo(previous);
-            } else {
-                wakeup::note_enqueue(DatumGetInt32(v));
-            }
+// Runs one statement with tids as $1 as the queue table's owner (see retries.hpp), through
+// base::run_as (search_path pinned, restricted, every setting undone); returns SPI_processed,
+// the locked TIDs copied into out (if given, in out_context) and the returned q_ids noted for
+// wake-ups.
+struct OwnerStatement {
+    const char* sql;
+    int nargs;
+    Oid* types;
+    Datum* args;
+    ItemPointerData* out;
+    MemoryContext out_context;
+    uint64 processed;
+};
+
+void run_owner_statement(void* arg) {
+    auto* st = static_cast<OwnerStatement*>(arg);
+    int rc = SPI_execute_with_args(st->sql, st->nargs, st->types, st->args, nullptr, false, 0);
+    if (rc < 0) elog(ERROR, "aq: settling dequeue attempts failed: %s", SPI_result_code_string(rc));
+    st->processed = SPI_processed;
+    bool isnull;
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        Datum v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+        if (isnull) continue;
+        if (st->out) {
+            MemoryContext previous = MemoryContextSwitchTo(st->out_context);
+            st->out[i] = *reinterpret_cast<ItemPointer>(DatumGetPointer(v));
+            MemoryContextSwitchTo(previous);
+        } else {
+            wakeup::note_enqueue(DatumGetInt32(v));
         }
     }
-    PG_FINALLY();
-    {
-        SetUserIdAndSecContext(caller, security_context);
-    }
-    PG_END_TRY();
-    AtEOXact_GUC(true, nest_level);
-    return processed;
+}
+
+uint64 run_as_owner(const QueueTable& t, const char* sql, int nargs, Oid* types, Datum* args,
+                    ItemPointerData* out, MemoryContext out_context) {
+    OwnerStatement st{sql, nargs, types, args, out, out_context, 0};
+    base::RunAs as;
+    as.role = t.owner;
+    base::run_as(as, run_owner_statement, &st);
+    return st.processed;
 }
 
 // The lock xids of the current unit (forgotten once it committed).
