@@ -53,10 +53,13 @@ constexpr uint64 batch_rows = 100000;
 constexpr uint64 batch_bytes = 64 * 1024 * 1024;
 constexpr int batch_records = 16384;
 constexpr int multi_insert_rows = 1000;  // as COPY's MAX_BUFFERED_TUPLES
-// Attempts of a record: up to retry_attempts, a transient error (deadlock, serialization
-// failure, lock timeout, cancel, out of resources) retries the batch later; then it counts
-// as the row's own error.  After give_up_attempts (the worker died on it each time) its rows
-// are rejected without being tried again.
+// Attempts of a record.  An error that is not the row's fault (out of disk or memory, an I/O
+// error, a deadlock, a serialization failure, a lock timeout, an administrator's shutdown)
+// retries the batch later, for as long as it lasts, and never counts as an attempt: such rows
+// stay in the ring.  An internal error (XX000) or a cancel (57014) retries the batch up to
+// retry_attempts times, then counts as the row's own.  After give_up_attempts (the worker died on it each time) its rows are rejected
+// without being tried again.  "Rejected" holds only once the reject is stored: a reject that
+// cannot be stored fails the batch, whose rows then stay in the ring.
 constexpr int retry_attempts = 3;
 constexpr int give_up_attempts = 5;
 constexpr long retry_backoff_ms = 1000;
@@ -149,6 +152,22 @@ bool has_work(bool* in_flight) {
 }
 
 // ---------------------------------------------------------------- rejects
+// An error that says nothing about the row (see retry_attempts): the batch is retried later.
+bool not_the_rows_fault(int sqlerrcode) {
+    int category = ERRCODE_TO_CATEGORY(sqlerrcode);
+    return category == ERRCODE_TRANSACTION_ROLLBACK || category == ERRCODE_INSUFFICIENT_RESOURCES ||
+           category == ERRCODE_SYSTEM_ERROR ||
+           (category == ERRCODE_OPERATOR_INTERVENTION && sqlerrcode != ERRCODE_QUERY_CANCELED) ||
+           sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE || sqlerrcode == ERRCODE_OBJECT_IN_USE ||
+           sqlerrcode == ERRCODE_DATA_CORRUPTED || sqlerrcode == ERRCODE_INDEX_CORRUPTED;
+}
+
+// Retried a few times before it counts as the row's own (see retry_attempts): an internal
+// error, and a cancel (an administrator's, or the row's own trigger cancelling its statement).
+bool retry_for_a_while(int sqlerrcode) {
+    return sqlerrcode == ERRCODE_INTERNAL_ERROR || sqlerrcode == ERRCODE_QUERY_CANCELED;
+}
+
 // A row as text, "(v1,v2,...)" like a record, from the types the writer recorded.
 char* row_text(const Column* layout, int natts, MinimalTuple tuple) {
     for (int i = 0; i < natts; i++)
@@ -211,13 +230,14 @@ SPIPlanPtr prepare_bookkeeping(const char* sql, int nargs, Oid* types) {
     return plan;
 }
 
-// Runs a bookkeeping statement (rejects, progress) in a subtransaction: if aq's own table was
-// altered or broken, the drain logs it and goes on instead of failing every batch forever.
-bool run_bookkeeping(SPIPlanPtr plan, Datum* values, const char* nulls, const char* what) {
+// Runs a bookkeeping statement (rejects, progress) in a subtransaction.  A reject that cannot
+// be stored, or any bookkeeping error that is not the statement's fault (a full disk), fails the
+// batch: its rows stay in the ring.  Otherwise (aq.fast_ingest_progress altered or broken) the
+// drain logs it and goes on instead of failing every batch forever.
+void run_bookkeeping(SPIPlanPtr plan, Datum* values, const char* nulls, const char* what, bool must_succeed) {
     int nest_level = pin_search_path();
     MemoryContext outer = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
-    volatile bool ok = true;
     BeginInternalSubTransaction(nullptr);
     MemoryContextSwitchTo(outer);
     PG_TRY();
@@ -232,15 +252,18 @@ bool run_bookkeeping(SPIPlanPtr plan, Datum* values, const char* nulls, const ch
         ErrorData* e = CopyErrorData();
         FlushErrorState();
         RollbackAndReleaseCurrentSubTransaction();
+        CurrentResourceOwner = owner;
+        if (must_succeed || not_the_rows_fault(e->sqlerrcode)) {
+            if (!e->context) e->context = psprintf("recording fast-ingest %s", what);
+            ReThrowError(e);
+        }
         ereport(WARNING, (errmsg("aq: could not record fast-ingest %s: %s", what, e->message)));
         FreeErrorData(e);
-        ok = false;
     }
     PG_END_TRY();
     MemoryContextSwitchTo(outer);
     CurrentResourceOwner = owner;
     AtEOXact_GUC(true, nest_level);
-    return ok;
 }
 
 Oid aq_table(const char* name) {
@@ -282,8 +305,7 @@ void keep_reject(RecordHeader* h, uint64 seq, MinimalTuple tuple, const char* sq
     values[5] = CStringGetTextDatum(sqlstate);
     values[6] = CStringGetTextDatum(message);
     if (detail) values[7] = CStringGetTextDatum(detail); else nulls[7] = 'n';
-    if (!run_bookkeeping(reject_plan, values, nulls, "a rejected row"))
-        ereport(LOG, (errmsg("aq: fast-ingest row %llu rejected: %s", (unsigned long long)seq, message)));
+    run_bookkeeping(reject_plan, values, nulls, "a rejected row", true);
 }
 
 void reject_rows(Row* rows, int count, const char* sqlstate, const char* message, const char* detail, BatchCounts* counts) {
@@ -433,16 +455,9 @@ void insert_rows(Relation rel, Row* rows, int count, bool multi) {
         insert_statement(rel, rows, count);
 }
 
-// An error that says nothing about the row: the batch is retried later instead.
-bool transient(int sqlerrcode) {
-    int category = ERRCODE_TO_CATEGORY(sqlerrcode);
-    return category == ERRCODE_TRANSACTION_ROLLBACK || category == ERRCODE_INSUFFICIENT_RESOURCES ||
-           category == ERRCODE_OPERATOR_INTERVENTION || category == ERRCODE_SYSTEM_ERROR ||
-           sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE;
-}
-
 // Runs insert_rows in a subtransaction; on failure returns the error (copied into `keep`).
-// A transient error is raised again (the whole batch is retried) while `retry` allows.
+// An error that is not the row's fault is raised again (the whole batch is retried later); an
+// internal error too while `retry` allows.
 ErrorData* try_insert(Relation rel, Row* rows, int count, bool multi, MemoryContext keep, bool retry) {
     MemoryContext outer = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
@@ -462,7 +477,8 @@ ErrorData* try_insert(Relation rel, Row* rows, int count, bool multi, MemoryCont
         RollbackAndReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(outer);
         CurrentResourceOwner = owner;
-        if (retry && transient(failure->sqlerrcode)) ReThrowError(failure);
+        if (not_the_rows_fault(failure->sqlerrcode) || (retry && retry_for_a_while(failure->sqlerrcode)))
+            ReThrowError(failure);
     }
     PG_END_TRY();
     MemoryContextSwitchTo(outer);
@@ -565,7 +581,7 @@ void record_progress(const BatchCounts& counts) {
     }
     Datum values[4] = {Int32GetDatum(int32(shared->epoch)), Int64GetDatum(int64(counts.hwm)),
                        Int64GetDatum(int64(counts.applied)), Int64GetDatum(int64(counts.rejected))};
-    (void)run_bookkeeping(progress_plan, values, nullptr, "progress");
+    run_bookkeeping(progress_plan, values, nullptr, "progress", false);
 }
 
 // Applies the taken records in one transaction, then publishes them.
@@ -589,7 +605,6 @@ void apply_batch(Taken* taken, int n) {
         for (; j < n && same_run(taken[i].header, taken[j].header); j++) {
             RecordHeader* h = taken[j].header;
             counts.hwm = Max(counts.hwm, h->first_seq + h->row_count - 1);
-            h->attempts++;
             pg_crc32c crc;
             INIT_CRC32C(crc);
             COMP_CRC32C(crc, payload_of(h), h->payload_bytes);
@@ -856,6 +871,8 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
             // An error outside a row's subtransaction (a transient one raised again, a lock
             // timeout opening the table, the commit itself): abort, wait, retry the batch;
             // the attempts counted on its records bound the retries.
+            // Counted before the attempt: a worker that dies in it has it counted.
+            for (int k = 0; k < n; k++) taken[k].header->attempts++;
             volatile bool failed = false;
             PG_TRY();
             {
@@ -864,10 +881,14 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
             PG_CATCH();
             {
                 HOLD_INTERRUPTS();
+                int code = geterrcode();
                 EmitErrorReport();
                 AbortCurrentTransaction();
                 FlushErrorState();
                 RESUME_INTERRUPTS();
+                // Not the rows' fault (a full disk, say): not an attempt, however long it lasts.
+                if (not_the_rows_fault(code))
+                    for (int k = 0; k < n; k++) taken[k].header->attempts--;
                 failed = true;
             }
             PG_END_TRY();
@@ -875,6 +896,19 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
             MemoryContextReset(batch_context);
             if (failed) {
                 pgstat_report_activity(STATE_IDLE, nullptr);
+                // At shutdown a drain that keeps failing does not hold the server up for ever:
+                // its rows are lost with the ring, and no watermark claims them.
+                if (stopping) {
+                    TimestampTz now = GetCurrentTimestamp();
+                    if (!shutdown_deadline) shutdown_deadline = TimestampTzPlusMilliseconds(now, shutdown_wait_ms);
+                    if (now >= shutdown_deadline) {
+                        ereport(LOG, (errmsg("aq: fast-ingest drain of database %u stops with rows it could not apply",
+                                             MyDatabaseId),
+                                      errdetail("Rows above sequence id %llu are lost with the ring.",
+                                                (unsigned long long)pg_atomic_read_u64(&my_slot->apply_hwm))));
+                        break;
+                    }
+                }
                 (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, retry_backoff_ms, PG_WAIT_EXTENSION);
                 continue;
             }
