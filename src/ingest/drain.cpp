@@ -37,6 +37,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "base/multi_insert.hpp"
 #include "commit/committer.hpp"
 #include "ingest/drain.hpp"
 #include "ingest/ring.hpp"
@@ -48,11 +49,11 @@ namespace aq::ingest::drain {
 namespace {
 
 using namespace aq::ingest::ring;
+namespace multi_insert = aq::base::multi_insert;
 
 constexpr uint64 batch_rows = 100000;
 constexpr uint64 batch_bytes = 64 * 1024 * 1024;
 constexpr int batch_records = 16384;
-constexpr int multi_insert_rows = 1000;  // as COPY's MAX_BUFFERED_TUPLES
 // Attempts of a record.  An error that is not the row's fault (out of disk or memory, an I/O
 // error, a deadlock, a serialization failure, a lock timeout, an administrator's shutdown)
 // retries the batch later, for as long as it lasts, and never counts as an attempt: such rows
@@ -327,9 +328,8 @@ bool deform_row(TupleDesc desc, MinimalTuple tuple, Datum* values, bool* isnull)
     return true;
 }
 
-// The multi-insert path, as COPY FROM uses it: for tables without triggers, rules or RLS.
+// The multi-insert path (base/multi_insert.hpp), for tables it does not refuse.
 void insert_multi(Relation rel, Row* rows, int count) {
-    TupleDesc desc = RelationGetDescr(rel);
     RangeTblEntry* rte = makeNode(RangeTblEntry);
     rte->rtekind = RTE_RELATION;
     rte->relid = RelationGetRelid(rel);
@@ -341,62 +341,14 @@ void insert_multi(Relation rel, Row* rows, int count) {
     if (pg_class_aclcheck(rte->relid, role, ACL_INSERT) != ACLCHECK_OK &&
         pg_attribute_aclcheck_all(rte->relid, role, ACL_INSERT, ACLMASK_ANY) != ACLCHECK_OK)
         aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(rte->relkind), RelationGetRelationName(rel));
-
-    EState* estate = CreateExecutorState();
-    ExecInitRangeTable(estate, list_make1(rte));
-    ResultRelInfo* result_rel = makeNode(ResultRelInfo);
-    InitResultRelInfo(result_rel, rel, 1, nullptr, 0);
-    ExecOpenIndices(result_rel, false);
-    bool generated = desc->constr && desc->constr->has_generated_stored;
-    bool constraints = desc->constr != nullptr;
-    bool partition = rel->rd_rel->relispartition;
-    // Domain constraints are checked by the writer's statement; one added since must hold too.
-    bool* domain = static_cast<bool*>(palloc0(sizeof(bool) * Max(desc->natts, 1)));
-    void** domain_cache = static_cast<void**>(palloc0(sizeof(void*) * Max(desc->natts, 1)));
-    bool any_domain = false;
-    for (int i = 0; i < desc->natts; i++) {
-        Form_pg_attribute att = TupleDescAttr(desc, i);
-        domain[i] = !att->attisdropped && get_typtype(att->atttypid) == TYPTYPE_DOMAIN;
-        any_domain |= domain[i];
+    TupleDesc desc = RelationGetDescr(rel);
+    multi_insert::MultiInsert* m = multi_insert::begin(rel, rte, count);
+    for (int r = 0; r < count; r++) {
+        TupleTableSlot* slot = multi_insert::next_slot(m);
+        deform_row(desc, rows[r].tuple, slot->tts_values, slot->tts_isnull);
+        multi_insert::add(m, slot, rows[r].tuple->t_len);
     }
-    int slot_count = Min(count, multi_insert_rows);
-    auto** slots = static_cast<TupleTableSlot**>(palloc(sizeof(TupleTableSlot*) * slot_count));
-    for (int i = 0; i < slot_count; i++) slots[i] = table_slot_create(rel, nullptr);
-    BulkInsertState bulk = GetBulkInsertState();
-    CommandId command = GetCurrentCommandId(true);
-
-    for (int start = 0; start < count; start += slot_count) {
-        CHECK_FOR_INTERRUPTS();
-        int n = Min(slot_count, count - start);
-        for (int j = 0; j < n; j++) {
-            TupleTableSlot* slot = slots[j];
-            ExecClearTuple(slot);
-            deform_row(desc, rows[start + j].tuple, slot->tts_values, slot->tts_isnull);
-            ExecStoreVirtualTuple(slot);
-            if (any_domain)
-                for (int i = 0; i < desc->natts; i++)
-                    if (domain[i])
-                        domain_check(slot->tts_values[i], slot->tts_isnull[i], TupleDescAttr(desc, i)->atttypid,
-                                     &domain_cache[i], CurrentMemoryContext);
-            if (generated) ExecComputeStoredGenerated(result_rel, estate, slot, CMD_INSERT);
-            if (constraints) ExecConstraints(result_rel, slot, estate);
-            // A partition's bound is a constraint too (ExecConstraints does not check it).
-            if (partition) ExecPartitionCheck(result_rel, slot, estate, true);
-        }
-        table_multi_insert(rel, slots, n, command, 0, bulk);
-        for (int j = 0; j < n; j++) {
-            if (result_rel->ri_NumIndices > 0) {
-                List* recheck = ExecInsertIndexTuples(result_rel, slots[j], estate, false, false, nullptr, NIL);
-                list_free(recheck);
-            }
-            ResetPerTupleExprContext(estate);
-        }
-    }
-    FreeBulkInsertState(bulk);
-    table_finish_bulk_insert(rel, 0);
-    for (int i = 0; i < slot_count; i++) ExecDropSingleTupleTableSlot(slots[i]);
-    ExecCloseIndices(result_rel);
-    FreeExecutorState(estate);
+    multi_insert::finish(m);
 }
 
 // A prepared INSERT per row: triggers (foreign keys among them), rules and RLS apply exactly as
@@ -534,8 +486,7 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
     GetUserIdAndSecContext(&saved_user, &saved_context);
     SetUserIdAndSecContext(first->role, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
     // A column whose length or precision changed since: through the INSERT, which coerces.
-    bool multi = fit == Fit::same && rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&
-                 check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED;
+    bool multi = fit == Fit::same && multi_insert::refusal(rel) == nullptr;
     MemoryContext keep = CurrentMemoryContext;
     bool retry = first->attempts <= retry_attempts;
     ErrorData* failure = try_insert(rel, rows, count, multi, keep, retry);
