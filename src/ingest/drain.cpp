@@ -518,8 +518,8 @@ bool same_run(RecordHeader* a, RecordHeader* b) {
            memcmp(layout_of(a), layout_of(b), sizeof(Column) * a->natts) == 0;
 }
 
-void record_progress(const BatchCounts& counts) {
-    if (!OidIsValid(aq_table("fast_ingest_progress"))) return;
+// One epoch's progress row.
+void record_epoch_progress(uint32 epoch, uint64 hwm, uint64 applied, uint64 rejected) {
     if (!progress_plan) {
         Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
         progress_plan = prepare_bookkeeping(
@@ -530,9 +530,24 @@ void record_progress(const BatchCounts& counts) {
             "batches = p.batches OPERATOR(pg_catalog.+) 1, updated_at = excluded.updated_at",
             4, types);
     }
-    Datum values[4] = {Int32GetDatum(int32(shared->epoch)), Int64GetDatum(int64(counts.hwm)),
-                       Int64GetDatum(int64(counts.applied)), Int64GetDatum(int64(counts.rejected))};
+    Datum values[4] = {Int32GetDatum(int32(epoch)), Int64GetDatum(int64(hwm)), Int64GetDatum(int64(applied)),
+                       Int64GetDatum(int64(rejected))};
     run_bookkeeping(progress_plan, values, nullptr, "progress", false);
+}
+
+// Progress per epoch of the batch's ids: the epoch of its highest id gets the counts; an earlier
+// epoch that ended inside the batch (its ids ran out) gets its final watermark.
+void record_progress(Taken* taken, int n, const BatchCounts& counts) {
+    if (!OidIsValid(aq_table("fast_ingest_progress"))) return;
+    uint32 epoch = epoch_of(counts.hwm);
+    uint64 older_hwm = 0;
+    for (int k = 0; k < n; k++) {
+        RecordHeader* h = taken[k].header;
+        uint64 last = h->first_seq + h->row_count - 1;
+        if (h->row_count > 0 && epoch_of(last) < epoch) older_hwm = Max(older_hwm, last);
+    }
+    if (older_hwm != 0) record_epoch_progress(epoch_of(older_hwm), older_hwm, 0, 0);
+    record_epoch_progress(epoch, counts.hwm, counts.applied, counts.rejected);
 }
 
 // Applies the taken records in one transaction, then publishes them.
@@ -593,7 +608,7 @@ void apply_batch(Taken* taken, int n) {
         if (row_count > run_start) apply_run(&rows[run_start], row_count - run_start, &counts);
         i = j;
     }
-    record_progress(counts);
+    record_progress(taken, n, counts);
     SPI_finish();
     PopActiveSnapshot();
     CommitTransactionCommand();  // synchronous: the watermark never runs ahead of durability
@@ -721,6 +736,7 @@ void aq_fast_ingest_launcher_main(Datum) {
     before_shmem_exit(launcher_exit, 0);
     BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
     pg_atomic_write_u32(&shared->launcher_procno, uint32(MyProc->pgprocno));
+    (void)ensure_epoch();  // recovery has ended: this run's first epoch (writers retry if it failed)
     while (!ShutdownRequestPending) {
         ResetLatch(MyLatch);
         // With a connection it takes part in ProcSignal barriers (DROP DATABASE waits for them).

@@ -2,6 +2,7 @@
 extern "C" {
 #include "postgres.h"
 #include "miscadmin.h"
+#include "access/xlog.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -10,7 +11,6 @@ extern "C" {
 }
 
 #include <cstdio>
-#include <ctime>
 
 #include "ingest/ring.hpp"
 #include "ingest/settings.hpp"
@@ -23,35 +23,76 @@ namespace {
 
 constexpr const char* tranche_name = "aq fast ingest";
 constexpr const char* epoch_file = "pg_aq_epoch";
-constexpr uint32 max_epoch = (1u << 23) - 1;  // (epoch << 40) stays a positive bigint
 
 uint64 data_bytes() {
     return (uint64(settings::buffer_kb) * 1024) & ~uint64(63);
 }
 
-// The next epoch: one more than the last one written to $PGDATA/pg_aq_epoch, made durable
-// before any id of it is handed out.  If the file cannot be written, the clock stands in.
-uint32 next_epoch() {
+// The counter recorded in $PGDATA/pg_aq_epoch (0 if none: a new cluster).
+uint32 recorded_counter() {
     unsigned long last = 0;
     if (FILE* f = AllocateFile(epoch_file, "r")) {
         if (fscanf(f, "%lu", &last) != 1) last = 0;
         FreeFile(f);
     }
-    uint32 epoch = uint32(last % max_epoch) + 1;
+    return uint32(last & epoch_counter_mask);
+}
+
+// Writes the counter durably (temporary file, fsync, durable rename); false if it could not.
+bool record_counter(uint32 counter) {
     char tmp[64];
     snprintf(tmp, sizeof tmp, "%s.tmp", epoch_file);
     FILE* f = AllocateFile(tmp, "w");
-    bool ok = f != nullptr && fprintf(f, "%u\n", epoch) > 0 && fflush(f) == 0 && pg_fsync(fileno(f)) == 0;
+    bool ok = f != nullptr && fprintf(f, "%u\n", counter) > 0 && fflush(f) == 0 && pg_fsync(fileno(f)) == 0;
     if (f) ok = FreeFile(f) == 0 && ok;
     if (ok) ok = durable_rename(tmp, epoch_file, LOG) == 0;
-    if (!ok) {
-        ereport(LOG, (errmsg("aq: could not record the fast-ingest epoch in \"%s\"; using the clock", epoch_file)));
-        epoch = uint32(time(nullptr) % max_epoch) + 1;
-    }
-    return epoch;
+    return ok;
 }
 
 }  // namespace
+
+uint32 make_epoch(uint32 timeline, uint32 counter) {
+    return ((timeline & epoch_timeline_mask) << epoch_counter_bits) | (counter & epoch_counter_mask);
+}
+
+uint32 next_counter(uint32 counter) {
+    uint32 next = (counter + 1) & epoch_counter_mask;
+    return next == 0 ? 1 : next;
+}
+
+bool ids_fit(uint32 epoch, uint64 next_seq, uint64 rows) {
+    if (epoch == 0) return false;
+    uint64 last = seq_base(epoch) + seq_per_epoch;  // the epoch's highest id
+    return next_seq <= last && rows <= last - next_seq + 1;
+}
+
+bool new_epoch_locked() {
+    if (RecoveryInProgress()) return false;
+    uint32 counter = next_counter(recorded_counter());
+    if (!record_counter(counter)) {
+        ereport(LOG, (errcode_for_file_access(),
+                      errmsg("aq: could not record the fast-ingest epoch in \"%s\": %m", epoch_file)));
+        return false;
+    }
+    shared->epoch = make_epoch(GetWALInsertionTimeLine(), counter);
+    shared->next_seq = seq_base(shared->epoch) + 1;
+    return true;
+}
+
+bool ids_available_locked(uint64 rows) {
+    if (ids_fit(shared->epoch, shared->next_seq, rows)) return true;
+    return new_epoch_locked() && ids_fit(shared->epoch, shared->next_seq, rows);
+}
+
+bool ensure_epoch() {
+    if (!shared) return false;
+    if (shared->epoch != 0) return true;
+    if (RecoveryInProgress()) return false;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    bool ok = shared->epoch != 0 || new_epoch_locked();
+    LWLockRelease(shared->lock);
+    return ok;
+}
 
 std::size_t shmem_size() {
     return MAXALIGN(sizeof(Shared)) + 64 + data_bytes();
@@ -69,8 +110,8 @@ void shmem_startup() {
         shared->lock = &(GetNamedLWLockTranche(tranche_name))->lock;
         shared->size = data_bytes();
         shared->head = shared->tail = 0;
-        shared->epoch = next_epoch();
-        shared->next_seq = seq_base(shared->epoch) + 1;
+        shared->epoch = 0;  // chosen once recovery has ended (see the protocol)
+        shared->next_seq = 0;
         pg_atomic_init_u64(&shared->rows_buffered, 0);
         pg_atomic_init_u32(&shared->writers, 0);
         pg_atomic_init_u32(&shared->launcher_procno, no_proc);

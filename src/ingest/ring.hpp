@@ -19,11 +19,25 @@
 //    applies the COMMITTED records of its own database in ring order, stops at the first
 //    RESERVED one of its database, marks applied ones DONE, then advances the tail over every
 //    DONE / ABORTED / PAD record (lock exclusive) and broadcasts `space_freed` and `applied`.
-//  * Watermarks.  Sequence id = (epoch << 40) + n.  The epoch is read from and written back to
-//    $PGDATA/pg_aq_epoch at every shared-memory initialisation (server start, crash restart),
-//    so ids never repeat and tell which incarnation of the ring held them.  Each database's
-//    slot keeps its apply watermark: every row of that database with an id at or below it has
-//    been applied or rejected.
+//  * Epochs and ids.  Sequence id = (epoch << 40) + n, 1 <= n < 2^40.  An epoch is the
+//    timeline (its low 6 bits) and a counter (17 bits, 1..131071) kept in $PGDATA/pg_aq_epoch.
+//    No epoch exists until recovery has ended: a server in recovery (a standby, a crash
+//    restart replaying WAL) never chooses one.  The first to need one afterwards (the
+//    launcher when it starts, or a writer, under `lock` exclusively) takes the next counter,
+//    writes it durably (fsync, durable rename) before any id of it is handed out, and
+//    combines it with the timeline it writes WAL on.  So ids never repeat on one server
+//    (the counter grows at every start and crash restart), nor between a primary and a copy
+//    made with pg_basebackup, or a standby, once one of them is promoted or restored through
+//    archive recovery: each then writes on a timeline of its own, and the copied counter it
+//    continues from is only shared history.  (Two servers started from one copy on the same
+//    timeline without recovery are a split brain that PostgreSQL's own timeline history
+//    cannot tell apart either.)  An epoch whose ids run out (2^40 - 1) is followed by a new
+//    one, taken the same way; if pg_aq_epoch cannot be written, no id is handed out (the
+//    commit fails) rather than one that might repeat.
+//  * Watermarks.  Each database's slot keeps its apply watermark: every row of that database
+//    committed since the ring was set up (its ids are of this server run's epochs) with an
+//    id at or below it has been applied or rejected.  Ids of an earlier run are answered by
+//    aq.fast_ingest_progress, which each drain transaction updates per epoch.
 #pragma once
 
 extern "C" {
@@ -48,6 +62,10 @@ enum RecordState : uint32 {
 
 constexpr uint32 record_magic = 0x41514652;  // "AQFR"
 constexpr int seq_shift = 40;
+constexpr uint64 seq_per_epoch = (uint64(1) << seq_shift) - 1;  // n = 1 .. 2^40 - 1
+constexpr int epoch_counter_bits = 17;
+constexpr uint32 epoch_counter_mask = (1u << epoch_counter_bits) - 1;
+constexpr uint32 epoch_timeline_mask = (1u << (23 - epoch_counter_bits)) - 1;  // epoch < 2^23: ids stay positive
 
 // The header of one record.  After it: the layout the rows were written with (natts Columns,
 // padded to MAXALIGN), then the rows, each a MinimalTuple (t_len first) padded to MAXALIGN.
@@ -105,7 +123,7 @@ struct Shared {
     uint64 head;                 // under lock (exclusive to change); read with barriers
     uint64 tail;
     uint64 next_seq;             // under lock
-    uint32 epoch;
+    uint32 epoch;                // under lock; 0 until chosen (see the protocol)
     pg_atomic_uint64 rows_buffered;  // committed or reserved rows not yet DONE
     pg_atomic_uint32 writers;        // sessions with rows in their transaction or in the ring
     pg_atomic_uint32 launcher_procno;
@@ -152,5 +170,17 @@ void wake_drain(DatabaseSlot* slot);
 
 uint64 seq_base(uint32 epoch);
 uint32 epoch_of(uint64 seq);
+
+// Epochs (see the protocol).  Pure arithmetic:
+uint32 make_epoch(uint32 timeline, uint32 counter);
+uint32 next_counter(uint32 counter);
+bool ids_fit(uint32 epoch, uint64 next_seq, uint64 rows);  // `rows` more ids from next_seq stay in the epoch
+// With `lock` held exclusively: makes sure `rows` more ids can be handed out from next_seq,
+// taking a new epoch if needed; false if none can be taken (in recovery, or pg_aq_epoch could
+// not be written: logged).
+bool ids_available_locked(uint64 rows);
+bool new_epoch_locked();
+// Takes the lock if no epoch is chosen yet; false if none can be.
+bool ensure_epoch();
 
 }  // namespace aq::ingest::ring

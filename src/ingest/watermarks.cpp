@@ -123,6 +123,7 @@ void check_owner(Oid relid) {
 
 uint64 apply_hwm() {
     require_preloaded();
+    (void)ensure_epoch();
     DatabaseSlot* slot = find_slot(MyDatabaseId);
     return slot ? pg_atomic_read_u64(&slot->apply_hwm) : seq_base(shared->epoch);
 }
@@ -158,10 +159,11 @@ AreaStats area_stats() {
     require_preloaded();
     AreaStats s;
     memset(&s, 0, sizeof s);
+    (void)ensure_epoch();
     LWLockAcquire(shared->lock, LW_SHARED);
     s.total_bytes = shared->size;
     s.used_bytes = shared->head - shared->tail;
-    s.write_hwm = shared->next_seq - 1;
+    s.write_hwm = shared->epoch != 0 ? shared->next_seq - 1 : 0;
     // The first committed record from the tail is (nearly) the oldest: stop there, so that
     // polling the view never holds the lock for a walk of the whole ring.
     for (uint64 pos = shared->tail; pos < shared->head;) {

@@ -535,6 +535,11 @@ void pre_commit() {
     bool sleeping = false;
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        if (!ids_available_locked(txn.rows)) {
+            LWLockRelease(shared->lock);
+            ereport(ERROR, (errcode(ERRCODE_IO_ERROR), errmsg("could not take a new fast-ingest epoch"),
+                            errdetail("Its counter could not be recorded in $PGDATA/pg_aq_epoch (see the server log).")));
+        }
         DatabaseSlot* slot = slot_for_locked(MyDatabaseId);
         if (!slot) {
             LWLockRelease(shared->lock);
