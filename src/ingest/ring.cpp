@@ -157,6 +157,16 @@ uint32 epoch_of(uint64 seq) {
     return uint32(seq >> seq_shift);
 }
 
+bool has_records_locked(Oid database) {
+    for (uint64 pos = shared->tail; pos < shared->head;) {
+        RecordHeader* h = header_at(pos);
+        pos += h->total_bytes;
+        uint32 state = pg_atomic_read_u32(&h->state);
+        if (h->database == database && (state == state_reserved || state == state_committed)) return true;
+    }
+    return false;
+}
+
 DatabaseSlot* slot_for_locked(Oid database) {
     DatabaseSlot* free_slot = nullptr;
     for (auto& s : shared->slots) {
@@ -166,7 +176,7 @@ DatabaseSlot* slot_for_locked(Oid database) {
     if (!free_slot) {
         for (auto& s : shared->slots) {
             if (pg_atomic_read_u32(&s.state) != slot_stopped ||
-                pg_atomic_read_u64(&s.committed_hwm) > pg_atomic_read_u64(&s.apply_hwm))
+                pg_atomic_read_u64(&s.committed_hwm) > pg_atomic_read_u64(&s.apply_hwm) || has_records_locked(s.database))
                 continue;
             pg_atomic_fetch_add_u64(&shared->retired_applied_rows, pg_atomic_exchange_u64(&s.applied_rows, 0));
             pg_atomic_fetch_add_u64(&shared->retired_rejected_rows, pg_atomic_exchange_u64(&s.rejected_rows, 0));

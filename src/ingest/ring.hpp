@@ -154,10 +154,13 @@ inline RecordHeader* header_at(uint64 position) {
 }
 
 // The slot of a database, taking a free one if needed (lock must be held exclusively).  When
-// none is free, a slot of a database with nothing pending and no drain is reused (its apply
-// watermark then restarts from the epoch's base, still a true statement).  Returns nullptr
-// when every slot is busy.
+// none is free, a slot of a database with no drain and no record in the ring that is reserved
+// (its transaction still committing: it will publish through that slot) or committed is reused
+// (its apply watermark then restarts from the epoch's base, still a true statement).  Returns
+// nullptr when every slot is busy.
 DatabaseSlot* slot_for_locked(Oid database);
+// A record of the database is reserved or committed (lock held; walks the ring).
+bool has_records_locked(Oid database);
 DatabaseSlot* find_slot(Oid database);  // no lock; nullptr if the database has none
 
 // Advances the tail over finished records; returns true if it moved.  Takes the lock.
