@@ -33,6 +33,7 @@ extern "C" {
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
@@ -64,6 +65,15 @@ constexpr int batch_records = 16384;
 constexpr int retry_attempts = 3;
 constexpr int give_up_attempts = 5;
 constexpr long retry_backoff_ms = 1000;
+// The time one run of rows (one table, one role) may take in a batch: its statement is
+// cancelled then, its records are deferred (not an attempt) and the batch goes on with the
+// other tables.  Each deferral doubles the next budget (5 s .. 320 s) and waits a little longer
+// before the next try (1 s .. 30 s), so a slow table still gets its rows in, without holding
+// the others up for more than its budget at a time.
+constexpr long run_budget_ms = 5000;
+constexpr int run_budget_doublings = 6;
+constexpr long defer_backoff_ms = 1000;
+constexpr long defer_backoff_max_ms = 30000;
 constexpr int idle_exit_ms = 3000;
 constexpr int shutdown_wait_ms = 10000;
 constexpr int start_interval_ms = 1000;
@@ -91,16 +101,26 @@ struct BatchCounts {
 };
 
 DatabaseSlot* my_slot = nullptr;
+uint64 batch_number = 0;        // the batch being applied (RecordHeader::batch): pid and counter
+uint64 batch_counter = 0;
+TimestampTz run_deadline = 0;   // the running run's time budget ends then (0: no run)
 SPIPlanPtr progress_plan = nullptr;
 SPIPlanPtr reject_plan = nullptr;
 
 // Collects the next records of this database (see the protocol).  Sets *in_flight if it
-// stopped at a record whose transaction has not finished, *wait_ms if the drain delay holds one.
-int collect(Taken* taken, bool all_now, bool* in_flight, long* wait_ms, uint64* rows_taken) {
+// stopped at a record whose transaction has not finished, *wait_ms if the drain delay (or a
+// deferral) holds one.  Returns 0 with *linger set when the records found are fewer than
+// linger_below_rows and `may_linger`.  Otherwise each taken record has its attempt counted and
+// its batch set in the ring, and is copied (header and rows) into `copies`: the batch works on
+// the copies, so that no process holds a pointer into the ring while the batch runs and the
+// ring's records may be slid (see ring.hpp); write_back() finds them again by id.
+int collect(Taken* taken, bool all_now, bool may_linger, bool* linger, MemoryContext copies, bool* in_flight,
+            long* wait_ms, uint64* rows_taken) {
     int n = 0;
     uint64 rows = 0, bytes = 0;
     TimestampTz now = GetCurrentTimestamp();
     *in_flight = false;
+    *linger = false;
     *wait_ms = 1000;
     LWLockAcquire(shared->lock, LW_SHARED);
     uint64 head = shared->head;
@@ -116,6 +136,11 @@ int collect(Taken* taken, bool all_now, bool* in_flight, long* wait_ms, uint64* 
             break;
         }
         if (state != state_committed) continue;
+        // Deferred (its table ran over its time budget): the rows behind it go on.
+        if (!all_now && h->not_before > now) {
+            *wait_ms = Max(1L, Min(*wait_ms, TimestampDifferenceMilliseconds(now, h->not_before) + 1));
+            continue;
+        }
         if (!all_now && settings::drain_delay_ms > 0) {
             TimestampTz due = TimestampTzPlusMilliseconds(h->committed_at, settings::drain_delay_ms);
             if (due > now) {
@@ -131,9 +156,50 @@ int collect(Taken* taken, bool all_now, bool* in_flight, long* wait_ms, uint64* 
         rows += h->row_count;
         bytes += h->payload_bytes;
     }
+    if (n > 0 && may_linger && rows < linger_below_rows) {
+        LWLockRelease(shared->lock);
+        *linger = true;
+        return 0;
+    }
+    for (int k = 0; k < n; k++) {
+        RecordHeader* h = taken[k].header;
+        h->attempts++;  // in the ring: a worker that dies in this batch has it counted
+        h->batch = batch_number;
+        auto* copy = static_cast<RecordHeader*>(MemoryContextAlloc(copies, h->total_bytes));
+        memcpy(copy, h, h->total_bytes);
+        copy->deferred = false;
+        taken[k].header = copy;
+    }
     LWLockRelease(shared->lock);
     *rows_taken = rows;
     return n;
+}
+
+// Writes the batch's outcome back to its records in the ring (found by id: they may have been
+// slid): attempts and deferrals; if the batch committed, every record not deferred is DONE.
+void write_back(Taken* taken, int n, bool committed) {
+    int k = 0;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    for (uint64 pos = shared->tail; pos < shared->head && k < n;) {
+        RecordHeader* h = header_at(pos);
+        pos += h->total_bytes;
+        if (h->database != MyDatabaseId || h->batch != batch_number ||
+            pg_atomic_read_u32(&h->state) != state_committed)
+            continue;
+        while (k < n && taken[k].header->first_seq != h->first_seq) k++;
+        if (k == n) break;
+        RecordHeader* copy = taken[k++].header;
+        h->attempts = copy->attempts;
+        h->deferrals = copy->deferrals;
+        h->not_before = copy->not_before;
+        h->batch = 0;
+        if (committed && !copy->deferred) {
+            pg_atomic_fetch_sub_u64(&shared->rows_buffered, h->row_count);
+            pg_atomic_fetch_sub_u64(&my_slot->live_bytes, h->total_bytes);
+            pg_atomic_write_u32(&h->state, state_done);
+        }
+    }
+    LWLockRelease(shared->lock);
 }
 
 bool has_work(bool* in_flight) {
@@ -407,6 +473,11 @@ void insert_rows(Relation rel, Row* rows, int count, bool multi) {
         insert_statement(rel, rows, count);
 }
 
+// The run's time budget is over (its statement was cancelled by the budget's timer).
+bool over_budget(int sqlerrcode) {
+    return sqlerrcode == ERRCODE_QUERY_CANCELED && run_deadline != 0 && GetCurrentTimestamp() >= run_deadline;
+}
+
 // Runs insert_rows in a subtransaction; on failure returns the error (copied into `keep`).
 // An error that is not the row's fault is raised again (the whole batch is retried later); an
 // internal error too while `retry` allows.
@@ -429,7 +500,8 @@ ErrorData* try_insert(Relation rel, Row* rows, int count, bool multi, MemoryCont
         RollbackAndReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(outer);
         CurrentResourceOwner = owner;
-        if (not_the_rows_fault(failure->sqlerrcode) || (retry && retry_for_a_while(failure->sqlerrcode)))
+        if (not_the_rows_fault(failure->sqlerrcode) || (retry && retry_for_a_while(failure->sqlerrcode)) ||
+            over_budget(failure->sqlerrcode))
             ReThrowError(failure);
     }
     PG_END_TRY();
@@ -460,7 +532,7 @@ Fit layout_fit(Relation rel, const Column* layout, int natts, const char** why) 
 }
 
 // One run: rows of one table, one role and one layout.
-void apply_run(Row* rows, int count, BatchCounts* counts) {
+void apply_run_rows(Row* rows, int count, BatchCounts* counts) {
     RecordHeader* first = rows[0].header;
     Relation rel = try_relation_open(first->relation, RowExclusiveLock);
     if (!rel) {
@@ -513,6 +585,63 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
     relation_close(rel, RowExclusiveLock);
 }
 
+// One run within its time budget (see run_budget_ms): in a subtransaction of its own, so that
+// a run over its budget leaves nothing behind (not even rows it applied or rejected one by one)
+// and its records are deferred whole.
+void apply_run(Row* rows, int count, BatchCounts* counts) {
+    RecordHeader* first = rows[0].header;
+    long budget = run_budget_ms << Min(int(first->deferrals), run_budget_doublings);
+    TimestampTz start = GetCurrentTimestamp();
+    run_deadline = TimestampTzPlusMilliseconds(start, budget);
+    BatchCounts before = *counts;
+    MemoryContext outer = CurrentMemoryContext;
+    ResourceOwner owner = CurrentResourceOwner;
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(outer);
+    enable_timeout_at(STATEMENT_TIMEOUT, run_deadline);
+    PG_TRY();
+    {
+        apply_run_rows(rows, count, counts);
+        // A budget that ran out just as the run ended: its cancel must not hit what follows.
+        disable_timeout(STATEMENT_TIMEOUT, true);
+        if (get_timeout_indicator(STATEMENT_TIMEOUT, true)) QueryCancelPending = false;
+        ReleaseCurrentSubTransaction();
+    }
+    PG_CATCH();
+    {
+        disable_timeout(STATEMENT_TIMEOUT, false);
+        MemoryContextSwitchTo(outer);
+        ErrorData* e = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer);
+        CurrentResourceOwner = owner;
+        if (!over_budget(e->sqlerrcode)) {
+            run_deadline = 0;
+            ReThrowError(e);
+        }
+        *counts = before;
+        TimestampTz now = GetCurrentTimestamp();
+        for (int i = 0; i < count; i++) {
+            RecordHeader* h = rows[i].header;
+            if (h->deferred) continue;
+            h->deferred = true;  // before not_before: never parked while this batch holds it
+            pg_write_barrier();
+            if (h->deferrals < INT16_MAX) h->deferrals++;
+            long backoff = Min(defer_backoff_max_ms, defer_backoff_ms << Min(int(h->deferrals) - 1, 5));
+            h->not_before = TimestampTzPlusMilliseconds(now, backoff);
+            h->attempts--;  // not the rows' fault
+        }
+        ereport(LOG, (errmsg("aq: fast-ingest rows %llu.. (%d rows) deferred: table %u took more than %ld ms",
+                             (unsigned long long)first->first_seq, count, first->relation, budget)));
+        FreeErrorData(e);
+    }
+    PG_END_TRY();
+    MemoryContextSwitchTo(outer);
+    CurrentResourceOwner = owner;
+    run_deadline = 0;
+}
+
 bool same_run(RecordHeader* a, RecordHeader* b) {
     return a->relation == b->relation && a->role == b->role && a->natts == b->natts &&
            memcmp(layout_of(a), layout_of(b), sizeof(Column) * a->natts) == 0;
@@ -535,23 +664,35 @@ void record_epoch_progress(uint32 epoch, uint64 hwm, uint64 applied, uint64 reje
     run_bookkeeping(progress_plan, values, nullptr, "progress", false);
 }
 
-// Progress per epoch of the batch's ids: the epoch of its highest id gets the counts; an earlier
-// epoch that ended inside the batch (its ids ran out) gets its final watermark.
-void record_progress(Taken* taken, int n, const BatchCounts& counts) {
-    if (!OidIsValid(aq_table("fast_ingest_progress"))) return;
-    uint32 epoch = epoch_of(counts.hwm);
+// Progress of this batch, recorded in its transaction: the watermark it establishes once it
+// commits (its records DONE, the deferred ones still pending), under the epoch of that id; an
+// earlier epoch whose ids ran out inside the batch gets its final watermark.
+uint64 record_progress(Taken* taken, int n, const BatchCounts& counts) {
+    uint64 deferred_lowest = 0;
+    for (int k = 0; k < n; k++) {
+        RecordHeader* h = taken[k].header;
+        if (h->deferred && h->row_count > 0 && (deferred_lowest == 0 || h->first_seq < deferred_lowest))
+            deferred_lowest = h->first_seq;
+    }
+    LWLockAcquire(shared->lock, LW_SHARED);
+    uint64 hwm = watermark_locked(MyDatabaseId, batch_number, deferred_lowest);
+    LWLockRelease(shared->lock);
+    if (!OidIsValid(aq_table("fast_ingest_progress")) || hwm == 0) return hwm;
+    uint32 epoch = epoch_of(hwm);
     uint64 older_hwm = 0;
     for (int k = 0; k < n; k++) {
         RecordHeader* h = taken[k].header;
         uint64 last = h->first_seq + h->row_count - 1;
-        if (h->row_count > 0 && epoch_of(last) < epoch) older_hwm = Max(older_hwm, last);
+        if (h->row_count > 0 && !h->deferred && epoch_of(last) < epoch) older_hwm = Max(older_hwm, last);
     }
     if (older_hwm != 0) record_epoch_progress(epoch_of(older_hwm), older_hwm, 0, 0);
-    record_epoch_progress(epoch, counts.hwm, counts.applied, counts.rejected);
+    record_epoch_progress(epoch, hwm, counts.applied, counts.rejected);
+    return hwm;
 }
 
-// Applies the taken records in one transaction, then publishes them.
-void apply_batch(Taken* taken, int n) {
+// Applies the taken records in one transaction, then publishes them; returns how many records
+// it deferred.
+int apply_batch(Taken* taken, int n) {
     BatchCounts counts = {0, 0, 0};
     SetCurrentStatementStartTimestamp();
     StartTransactionCommand();
@@ -608,16 +749,15 @@ void apply_batch(Taken* taken, int n) {
         if (row_count > run_start) apply_run(&rows[run_start], row_count - run_start, &counts);
         i = j;
     }
-    record_progress(taken, n, counts);
+    uint64 hwm = record_progress(taken, n, counts);
     SPI_finish();
     PopActiveSnapshot();
     CommitTransactionCommand();  // synchronous: the watermark never runs ahead of durability
     // Nothing that can fail between the commit and DONE: a batch is never applied twice.
-    for (int k = 0; k < n; k++) {
-        pg_atomic_fetch_sub_u64(&shared->rows_buffered, taken[k].header->row_count);
-        pg_atomic_write_u32(&taken[k].header->state, state_done);
-    }
-    pg_atomic_write_u64(&my_slot->apply_hwm, Max(pg_atomic_read_u64(&my_slot->apply_hwm), counts.hwm));
+    int deferred = 0;
+    for (int k = 0; k < n; k++) deferred += taken[k].header->deferred ? 1 : 0;
+    write_back(taken, n, true);
+    pg_atomic_write_u64(&my_slot->apply_hwm, Max(pg_atomic_read_u64(&my_slot->apply_hwm), hwm));
     pg_atomic_fetch_add_u64(&my_slot->applied_rows, counts.applied);
     pg_atomic_fetch_add_u64(&my_slot->rejected_rows, counts.rejected);
     pg_atomic_fetch_add_u64(&my_slot->batches, 1);
@@ -625,6 +765,7 @@ void apply_batch(Taken* taken, int n) {
     ConditionVariableBroadcast(&shared->applied);
     pgstat_report_stat(false);
     pgstat_report_activity(STATE_IDLE, nullptr);
+    return deferred;
 }
 
 // An idle worker leaves only if no record of its database is in the ring (checked under the
@@ -669,6 +810,7 @@ void discard_database(DatabaseSlot* slot) {
         pos += h->total_bytes;
         if (h->database != slot->database || pg_atomic_read_u32(&h->state) != state_committed) continue;
         rows += h->row_count;
+        pg_atomic_fetch_sub_u64(&slot->live_bytes, h->total_bytes);
         pg_atomic_write_u32(&h->state, state_done);
     }
     LWLockRelease(shared->lock);
@@ -826,8 +968,10 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
         bool in_flight = false;
         long wait_ms = 1000;
         uint64 rows = 0;
-        int n = collect(taken, stopping, &in_flight, &wait_ms, &rows);
-        if (n > 0 && rows < linger_below_rows && !stopping && !lingered) {
+        bool linger = false;
+        batch_number = (uint64(uint32(MyProcPid)) << 32) | (++batch_counter & 0xFFFFFFFF);
+        int n = collect(taken, stopping, !stopping && !lingered, &linger, batch_context, &in_flight, &wait_ms, &rows);
+        if (linger) {
             pg_usleep(linger_us);
             lingered = true;
             continue;
@@ -839,11 +983,11 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
             // timeout opening the table, the commit itself): abort, wait, retry the batch;
             // the attempts counted on its records bound the retries.
             // Counted before the attempt: a worker that dies in it has it counted.
-            for (int k = 0; k < n; k++) taken[k].header->attempts++;
             volatile bool failed = false;
+            volatile int deferred = 0;
             PG_TRY();
             {
-                apply_batch(taken, n);
+                deferred = apply_batch(taken, n);
             }
             PG_CATCH();
             {
@@ -854,14 +998,16 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
                 FlushErrorState();
                 RESUME_INTERRUPTS();
                 // Not the rows' fault (a full disk, say): not an attempt, however long it lasts.
-                if (not_the_rows_fault(code))
-                    for (int k = 0; k < n; k++) taken[k].header->attempts--;
+                for (int k = 0; k < n; k++)
+                    if (not_the_rows_fault(code) && !taken[k].header->deferred) taken[k].header->attempts--;
+                write_back(taken, n, false);
+                run_deadline = 0;
                 failed = true;
             }
             PG_END_TRY();
             MemoryContextSwitchTo(outer);
             MemoryContextReset(batch_context);
-            if (failed) {
+            if (failed || deferred > 0) {
                 pgstat_report_activity(STATE_IDLE, nullptr);
                 // At shutdown a drain that keeps failing does not hold the server up for ever:
                 // its rows are lost with the ring, and no watermark claims them.
@@ -876,7 +1022,9 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
                         break;
                     }
                 }
-                (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, retry_backoff_ms, PG_WAIT_EXTENSION);
+                if (failed)
+                    (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, retry_backoff_ms, PG_WAIT_EXTENSION);
+                idle_since = GetCurrentTimestamp();
                 continue;
             }
             idle_since = GetCurrentTimestamp();

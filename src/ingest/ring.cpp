@@ -131,6 +131,7 @@ void shmem_startup() {
             pg_atomic_init_u64(&s.rejected_rows, 0);
             pg_atomic_init_u64(&s.batches, 0);
             pg_atomic_init_u64(&s.last_start_ms, 0);
+            pg_atomic_init_u64(&s.live_bytes, 0);
         }
         char* base = reinterpret_cast<char*>(shared) + MAXALIGN(sizeof(Shared));
         shared->data = reinterpret_cast<char*>(TYPEALIGN(64, base));
@@ -191,6 +192,7 @@ DatabaseSlot* slot_for_locked(Oid database) {
         pg_atomic_write_u64(&free_slot->apply_hwm, seq_base(shared->epoch));
         pg_atomic_write_u64(&free_slot->committed_hwm, seq_base(shared->epoch));
         pg_atomic_write_u32(&free_slot->failed_starts, 0);
+        pg_atomic_write_u64(&free_slot->live_bytes, 0);  // it has no record in the ring
         pg_atomic_write_u32(&free_slot->state, slot_stopped);
     }
     return free_slot;
@@ -203,15 +205,68 @@ DatabaseSlot* find_slot(Oid database) {
     return nullptr;
 }
 
+bool over_share_locked(DatabaseSlot* slot, uint64 bytes) {
+    return pg_atomic_read_u64(&slot->live_bytes) + bytes > database_share();
+}
+
+uint64 watermark_locked(Oid database, uint64 finishing_batch, uint64 also_pending) {
+    uint64 lowest = 0;
+    for (uint64 pos = shared->tail; pos < shared->head;) {
+        RecordHeader* h = header_at(pos);
+        pos += h->total_bytes;
+        if (h->database != database || h->row_count == 0) continue;
+        uint32 state = pg_atomic_read_u32(&h->state);
+        if (state != state_reserved && state != state_committed) continue;
+        if (state == state_committed && finishing_batch != 0 && h->batch == finishing_batch) continue;
+        if (lowest == 0 || h->first_seq < lowest) lowest = h->first_seq;
+    }
+    if (also_pending != 0 && (lowest == 0 || also_pending < lowest)) lowest = also_pending;
+    if (lowest != 0) return lowest - 1;
+    return shared->epoch != 0 ? shared->next_seq - 1 : 0;
+}
+
+namespace {
+
+bool finished(uint32 state) {
+    return state == state_done || state == state_aborted || state == state_pad;
+}
+
+// A COMMITTED record: no process holds a pointer to it (see the protocol), it may be slid.
+bool slidable(RecordHeader* h) {
+    return pg_atomic_read_u32(&h->state) == state_committed;
+}
+
+}  // namespace
+
 bool advance_tail() {
     bool moved = false;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     uint64 tail = shared->tail;
-    while (tail < shared->head) {
+    uint64 head = shared->head;
+    while (tail < head) {
         RecordHeader* h = header_at(tail);
-        uint32 state = pg_atomic_read_u32(&h->state);
-        if (state != state_done && state != state_aborted && state != state_pad) break;
-        tail += h->total_bytes;
+        if (finished(pg_atomic_read_u32(&h->state))) {
+            tail += h->total_bytes;
+            moved = true;
+            continue;
+        }
+        if (!slidable(h)) break;
+        // Committed records at the tail: slide them forward over the finished records behind them
+        // (within one lap of the array: records never wrap), freeing that space.
+        uint64 block = 0;
+        while (tail + block < head && slidable(header_at(tail + block)) &&
+               (tail + block) % shared->size + header_at(tail + block)->total_bytes < shared->size)
+            block += header_at(tail + block)->total_bytes;
+        uint64 gap = 0;
+        while (block > 0 && tail + block + gap < head && (tail + block + gap) % shared->size != 0) {
+            RecordHeader* r = header_at(tail + block + gap);
+            if (!finished(pg_atomic_read_u32(&r->state))) break;
+            gap += r->total_bytes;
+        }
+        if (gap == 0) break;
+        char* from = shared->data + tail % shared->size;
+        memmove(from + gap, from, block);
+        tail += gap;
         moved = true;
     }
     shared->tail = tail;

@@ -19,6 +19,21 @@
 //    applies the COMMITTED records of its own database in ring order, stops at the first
 //    RESERVED one of its database, marks applied ones DONE, then advances the tail over every
 //    DONE / ABORTED / PAD record (lock exclusive) and broadcasts `space_freed` and `applied`.
+//  * Databases are independent.  Each slot counts the ring bytes of its database's RESERVED and
+//    COMMITTED records (live_bytes: added by writers when they reserve, removed when a record
+//    becomes ABORTED or DONE).  No database may hold more than database_share (three quarters)
+//    of the ring, so one transaction can take at most that much: a stalled drain fills its own
+//    share, and its writers get the full-ring error, never the other databases'.  A record its
+//    drain defers (its table ran over the batch's time budget) waits a little before its next
+//    try, while the rows behind it go on.  A drain copies the records it takes (under the lock)
+//    and works on the copies, finding the records again by id when it is done; writers touch
+//    only their RESERVED records.  So no process holds a pointer to a COMMITTED record, and
+//    advance_tail slides COMMITTED records at the tail forward over the finished records
+//    behind them (memmove under the lock, within one lap of the array): a slow table's rows
+//    never pin the tail that the other databases' space is freed behind.  Rows are then no
+//    longer applied in id order (deferred ones come later): a database's apply watermark is
+//    one less than the lowest id of its records still RESERVED or COMMITTED (or the last id
+//    handed out, if it has none).
 //  * Epochs and ids.  Sequence id = (epoch << 40) + n, 1 <= n < 2^40.  An epoch is the
 //    timeline (its low 6 bits) and a counter (17 bits, 1..131071) kept in $PGDATA/pg_aq_epoch.
 //    No epoch exists until recovery has ended: a server in recovery (a standby, a crash
@@ -84,6 +99,11 @@ struct RecordHeader {
     int16 attempts;       // drain attempts; a record that keeps failing is rejected, not retried forever
     int32 writer_pid;
     TimestampTz committed_at;
+    // The drain's own (only the database's drain worker reads or writes them once COMMITTED):
+    TimestampTz not_before;  // deferred (its table was over the batch's time budget) until then
+    int16 deferrals;         // times deferred: each doubles the next attempt's time budget
+    bool deferred;           // (in the drain's copy) deferred by the batch being applied
+    uint64 batch;            // the drain batch that took it (0: none)
 };
 
 // A column as the writer saw it; the drain compares it with the table as it is then.
@@ -115,6 +135,7 @@ struct DatabaseSlot {
     pg_atomic_uint64 rejected_rows;
     pg_atomic_uint64 batches;
     pg_atomic_uint64 last_start_ms;  // when the launcher last started a worker (ms since epoch start)
+    pg_atomic_uint64 live_bytes;     // ring bytes of this database's RESERVED and COMMITTED records
 };
 
 struct Shared {
@@ -162,6 +183,16 @@ DatabaseSlot* slot_for_locked(Oid database);
 // A record of the database is reserved or committed (lock held; walks the ring).
 bool has_records_locked(Oid database);
 DatabaseSlot* find_slot(Oid database);  // no lock; nullptr if the database has none
+
+// The share of the ring one database may hold while others use it (see the protocol).
+inline uint64 database_share() { return shared->size / 4 * 3; }
+// Would `bytes` more of this slot's database exceed its share?  (Lock held.)
+bool over_share_locked(DatabaseSlot* slot, uint64 bytes);
+// The apply watermark of `database` as the ring shows it (lock held, shared is enough): one
+// less than the lowest id of its RESERVED or COMMITTED records, leaving out the COMMITTED ones
+// of batch `finishing_batch` (about to become DONE) and counting `also_pending` (an id, or 0),
+// or the last id handed out if it has none.
+uint64 watermark_locked(Oid database, uint64 finishing_batch, uint64 also_pending);
 
 // Advances the tail over finished records; returns true if it moved.  Takes the lock.
 bool advance_tail();
