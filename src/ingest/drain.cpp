@@ -625,8 +625,7 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
         for (int i = 0; i < count; i++) {
             RecordHeader* h = rows[i].header;
             if (h->deferred) continue;
-            h->deferred = true;  // before not_before: never parked while this batch holds it
-            pg_write_barrier();
+            h->deferred = true;  // the batch's copy: write_back() carries it to the ring
             if (h->deferrals < INT16_MAX) h->deferrals++;
             long backoff = Min(defer_backoff_max_ms, defer_backoff_ms << Min(int(h->deferrals) - 1, 5));
             h->not_before = TimestampTzPlusMilliseconds(now, backoff);

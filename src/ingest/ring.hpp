@@ -18,7 +18,8 @@
 //    tail from moving under them; writers only ever write in [head, tail + size).  A worker
 //    applies the COMMITTED records of its own database in ring order, stops at the first
 //    RESERVED one of its database, marks applied ones DONE, then advances the tail over every
-//    DONE / ABORTED / PAD record (lock exclusive) and broadcasts `space_freed` and `applied`.
+//    DONE / ABORTED / PAD record, sliding COMMITTED ones out of the way (below; lock
+//    exclusive), and broadcasts `space_freed` and `applied`.
 //  * Databases are independent.  Each slot counts the ring bytes of its database's RESERVED and
 //    COMMITTED records (live_bytes: added by writers when they reserve, removed when a record
 //    becomes ABORTED or DONE).  No database may hold more than database_share (three quarters)
