@@ -85,6 +85,9 @@ test/unit/commit_mode_test: test/unit/commit_mode_test.cpp src/commit/mode.cpp s
 test/unit/hint_test: test/unit/hint_test.cpp src/ingest/hint.cpp src/ingest/hint.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/hint_test.cpp src/ingest/hint.cpp
 
+test/unit/seqid_test: test/unit/seqid_test.cpp src/ingest/seqid.hpp
+	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/seqid_test.cpp
+
 # aq-bench's pure parts: the exactly-once checker, the report, the command line.
 test/unit/checker_test: test/unit/checker_test.cpp tools/aq-bench/checker.cpp tools/aq-bench/checker.hpp
 	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -o $@ test/unit/checker_test.cpp tools/aq-bench/checker.cpp -pthread
@@ -94,15 +97,16 @@ test/unit/aq_bench_cli_test: test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.
 	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -I$(shell $(PG_CONFIG) --includedir) -o $@ \
 		test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.cpp -lboost_program_options
 
-unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/checker_test \
-		test/unit/report_test test/unit/aq_bench_cli_test
+unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test \
+		test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test
 	./test/unit/options_test
 	./test/unit/commit_mode_test
 	./test/unit/hint_test
+	./test/unit/seqid_test
 	./test/unit/checker_test
 	./test/unit/report_test
 	./test/unit/aq_bench_cli_test
 
 .PHONY: unitcheck
-EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
 	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out

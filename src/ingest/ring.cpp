@@ -52,18 +52,15 @@ bool record_counter(uint32 counter) {
 }  // namespace
 
 uint32 make_epoch(uint32 timeline, uint32 counter) {
-    return ((timeline & epoch_timeline_mask) << epoch_counter_bits) | (counter & epoch_counter_mask);
+    return seqid::make_epoch(timeline, counter);
 }
 
 uint32 next_counter(uint32 counter) {
-    uint32 next = (counter + 1) & epoch_counter_mask;
-    return next == 0 ? 1 : next;
+    return seqid::next_counter(counter);
 }
 
 bool ids_fit(uint32 epoch, uint64 next_seq, uint64 rows) {
-    if (epoch == 0) return false;
-    uint64 last = seq_base(epoch) + seq_per_epoch;  // the epoch's highest id
-    return next_seq <= last && rows <= last - next_seq + 1;
+    return seqid::ids_fit(epoch, next_seq, rows);
 }
 
 bool new_epoch_locked() {
@@ -151,11 +148,11 @@ void require_preloaded() {
 }
 
 uint64 seq_base(uint32 epoch) {
-    return uint64(epoch) << seq_shift;
+    return seqid::base(epoch);
 }
 
 uint32 epoch_of(uint64 seq) {
-    return uint32(seq >> seq_shift);
+    return seqid::epoch_of(seq);
 }
 
 bool has_records_locked(Oid database) {

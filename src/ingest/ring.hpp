@@ -66,6 +66,8 @@ extern "C" {
 
 #include <cstddef>
 
+#include "ingest/seqid.hpp"
+
 namespace aq::ingest::ring {
 
 enum RecordState : uint32 {
@@ -77,11 +79,8 @@ enum RecordState : uint32 {
 };
 
 constexpr uint32 record_magic = 0x41514652;  // "AQFR"
-constexpr int seq_shift = 40;
-constexpr uint64 seq_per_epoch = (uint64(1) << seq_shift) - 1;  // n = 1 .. 2^40 - 1
-constexpr int epoch_counter_bits = 17;
-constexpr uint32 epoch_counter_mask = (1u << epoch_counter_bits) - 1;
-constexpr uint32 epoch_timeline_mask = (1u << (23 - epoch_counter_bits)) - 1;  // epoch < 2^23: ids stay positive
+constexpr int seq_shift = seqid::shift;
+constexpr uint32 epoch_counter_mask = seqid::counter_mask;
 
 // The header of one record.  After it: the layout the rows were written with (natts Columns,
 // padded to MAXALIGN), then the rows, each a MinimalTuple (t_len first) padded to MAXALIGN.
