@@ -5,6 +5,7 @@ DATA        = sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql sql/aq--0.2.0--0.3.0.sq
 PGFILEDESC  = "aq - Oracle-style Advanced Queuing for PostgreSQL"
 
 OBJS = \
+	src/base/multi_insert.o \
 	src/base/run_as.o \
 	src/base/xact_end.o \
 	src/commit/committer.o \
@@ -33,7 +34,7 @@ OBJS = \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
-REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue dequeue_paths retries commit_modes ingest ingest_xact owner_run ingest_owner_run extension_schema
+REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes ingest ingest_xact owner_run ingest_owner_run extension_schema
 # Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out
@@ -91,6 +92,9 @@ test/unit/commit_mode_test: test/unit/commit_mode_test.cpp src/commit/mode.cpp s
 test/unit/hint_test: test/unit/hint_test.cpp src/ingest/hint.cpp src/ingest/hint.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/hint_test.cpp src/ingest/hint.cpp
 
+test/unit/seqid_test: test/unit/seqid_test.cpp src/ingest/seqid.hpp
+	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/seqid_test.cpp
+
 # aq-bench's pure parts: the exactly-once checker, the report, the command line.
 test/unit/checker_test: test/unit/checker_test.cpp tools/aq-bench/checker.cpp tools/aq-bench/checker.hpp
 	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -o $@ test/unit/checker_test.cpp tools/aq-bench/checker.cpp -pthread
@@ -100,15 +104,16 @@ test/unit/aq_bench_cli_test: test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.
 	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -I$(shell $(PG_CONFIG) --includedir) -o $@ \
 		test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.cpp -lboost_program_options
 
-unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/checker_test \
-		test/unit/report_test test/unit/aq_bench_cli_test
+unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test \
+		test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test
 	./test/unit/options_test
 	./test/unit/commit_mode_test
 	./test/unit/hint_test
+	./test/unit/seqid_test
 	./test/unit/checker_test
 	./test/unit/report_test
 	./test/unit/aq_bench_cli_test
 
 .PHONY: unitcheck
-EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
 	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out

@@ -85,13 +85,13 @@ SELECT count(*) AS visible_after_drain FROM test_fast_ingest WHERE id = 7000;
 SELECT rows_buffered, used_bytes, total_bytes = used_bytes + free_bytes AS sizes_add_up, writers, drain_workers
 FROM aq.memoptimize_write_area;
 
--- A full ring: the commit waits for space (aq.fast_ingest_wait_timeout), then fails clearly
--- and rolls back; committed rows are kept and applied once the drain runs again.
+-- A full ring (here: the database's share of it, three quarters): the commit waits for space
+-- (aq.fast_ingest_wait_timeout), then fails clearly and rolls back; committed rows are kept and
+-- applied once the drain runs again.
 SELECT dblink_exec('locker', 'BEGIN');
 SELECT dblink_exec('locker', 'LOCK TABLE aq.fast_ingest_progress IN EXCLUSIVE MODE');
 INSERT /*+ MEMOPTIMIZE_WRITE */ INTO test_fast_ingest SELECT g, 'fill' FROM generate_series(100001, 180000) g;
 INSERT /*+ MEMOPTIMIZE_WRITE */ INTO test_fast_ingest SELECT g, 'fill' FROM generate_series(180001, 260000) g;
-INSERT /*+ MEMOPTIMIZE_WRITE */ INTO test_fast_ingest SELECT g, 'fill' FROM generate_series(260001, 340000) g;
 SET aq.fast_ingest_wait_timeout = '200ms';
 \set VERBOSITY sqlstate
 INSERT /*+ MEMOPTIMIZE_WRITE */ INTO test_fast_ingest SELECT g, 'no room' FROM generate_series(340001, 420000) g;

@@ -33,10 +33,12 @@ extern "C" {
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
 
+#include "base/multi_insert.hpp"
 #include "base/run_as.hpp"
 #include "commit/committer.hpp"
 #include "ingest/drain.hpp"
@@ -49,18 +51,30 @@ namespace aq::ingest::drain {
 namespace {
 
 using namespace aq::ingest::ring;
+namespace multi_insert = aq::base::multi_insert;
 
 constexpr uint64 batch_rows = 100000;
 constexpr uint64 batch_bytes = 64 * 1024 * 1024;
 constexpr int batch_records = 16384;
-constexpr int multi_insert_rows = 1000;  // as COPY's MAX_BUFFERED_TUPLES
-// Attempts of a record: up to retry_attempts, a transient error (deadlock, serialization
-// failure, lock timeout, cancel, out of resources) retries the batch later; then it counts
-// as the row's own error.  After give_up_attempts (the worker died on it each time) its rows
-// are rejected without being tried again.
+// Attempts of a record.  An error that is not the row's fault (out of disk or memory, an I/O
+// error, a deadlock, a serialization failure, a lock timeout, an administrator's shutdown)
+// retries the batch later, for as long as it lasts, and never counts as an attempt: such rows
+// stay in the ring.  An internal error (XX000) or a cancel (57014) retries the batch up to
+// retry_attempts times, then counts as the row's own.  After give_up_attempts (the worker died on it each time) its rows are rejected
+// without being tried again.  "Rejected" holds only once the reject is stored: a reject that
+// cannot be stored fails the batch, whose rows then stay in the ring.
 constexpr int retry_attempts = 3;
 constexpr int give_up_attempts = 5;
 constexpr long retry_backoff_ms = 1000;
+// The time one run of rows (one table, one role) may take in a batch: its statement is
+// cancelled then, its records are deferred (not an attempt) and the batch goes on with the
+// other tables.  Each deferral doubles the next budget (5 s .. 320 s) and waits a little longer
+// before the next try (1 s .. 30 s), so a slow table still gets its rows in, without holding
+// the others up for more than its budget at a time.
+constexpr long run_budget_ms = 5000;
+constexpr int run_budget_doublings = 6;
+constexpr long defer_backoff_ms = 1000;
+constexpr long defer_backoff_max_ms = 30000;
 constexpr int idle_exit_ms = 3000;
 constexpr int shutdown_wait_ms = 10000;
 constexpr int start_interval_ms = 1000;
@@ -88,16 +102,26 @@ struct BatchCounts {
 };
 
 DatabaseSlot* my_slot = nullptr;
+uint64 batch_number = 0;        // the batch being applied (RecordHeader::batch): pid and counter
+uint64 batch_counter = 0;
+TimestampTz run_deadline = 0;   // the running run's time budget ends then (0: no run)
 SPIPlanPtr progress_plan = nullptr;
 SPIPlanPtr reject_plan = nullptr;
 
 // Collects the next records of this database (see the protocol).  Sets *in_flight if it
-// stopped at a record whose transaction has not finished, *wait_ms if the drain delay holds one.
-int collect(Taken* taken, bool all_now, bool* in_flight, long* wait_ms, uint64* rows_taken) {
+// stopped at a record whose transaction has not finished, *wait_ms if the drain delay (or a
+// deferral) holds one.  Returns 0 with *linger set when the records found are fewer than
+// linger_below_rows and `may_linger`.  Otherwise each taken record has its attempt counted and
+// its batch set in the ring, and is copied (header and rows) into `copies`: the batch works on
+// the copies, so that no process holds a pointer into the ring while the batch runs and the
+// ring's records may be slid (see ring.hpp); write_back() finds them again by id.
+int collect(Taken* taken, bool all_now, bool may_linger, bool* linger, MemoryContext copies, bool* in_flight,
+            long* wait_ms, uint64* rows_taken) {
     int n = 0;
     uint64 rows = 0, bytes = 0;
     TimestampTz now = GetCurrentTimestamp();
     *in_flight = false;
+    *linger = false;
     *wait_ms = 1000;
     LWLockAcquire(shared->lock, LW_SHARED);
     uint64 head = shared->head;
@@ -113,6 +137,11 @@ int collect(Taken* taken, bool all_now, bool* in_flight, long* wait_ms, uint64* 
             break;
         }
         if (state != state_committed) continue;
+        // Deferred (its table ran over its time budget): the rows behind it go on.
+        if (!all_now && h->not_before > now) {
+            *wait_ms = Max(1L, Min(*wait_ms, TimestampDifferenceMilliseconds(now, h->not_before) + 1));
+            continue;
+        }
         if (!all_now && settings::drain_delay_ms > 0) {
             TimestampTz due = TimestampTzPlusMilliseconds(h->committed_at, settings::drain_delay_ms);
             if (due > now) {
@@ -128,9 +157,50 @@ int collect(Taken* taken, bool all_now, bool* in_flight, long* wait_ms, uint64* 
         rows += h->row_count;
         bytes += h->payload_bytes;
     }
+    if (n > 0 && may_linger && rows < linger_below_rows) {
+        LWLockRelease(shared->lock);
+        *linger = true;
+        return 0;
+    }
+    for (int k = 0; k < n; k++) {
+        RecordHeader* h = taken[k].header;
+        h->attempts++;  // in the ring: a worker that dies in this batch has it counted
+        h->batch = batch_number;
+        auto* copy = static_cast<RecordHeader*>(MemoryContextAlloc(copies, h->total_bytes));
+        memcpy(copy, h, h->total_bytes);
+        copy->deferred = false;
+        taken[k].header = copy;
+    }
     LWLockRelease(shared->lock);
     *rows_taken = rows;
     return n;
+}
+
+// Writes the batch's outcome back to its records in the ring (found by id: they may have been
+// slid): attempts and deferrals; if the batch committed, every record not deferred is DONE.
+void write_back(Taken* taken, int n, bool committed) {
+    int k = 0;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    for (uint64 pos = shared->tail; pos < shared->head && k < n;) {
+        RecordHeader* h = header_at(pos);
+        pos += h->total_bytes;
+        if (h->database != MyDatabaseId || h->batch != batch_number ||
+            pg_atomic_read_u32(&h->state) != state_committed)
+            continue;
+        while (k < n && taken[k].header->first_seq != h->first_seq) k++;
+        if (k == n) break;
+        RecordHeader* copy = taken[k++].header;
+        h->attempts = copy->attempts;
+        h->deferrals = copy->deferrals;
+        h->not_before = copy->not_before;
+        h->batch = 0;
+        if (committed && !copy->deferred) {
+            pg_atomic_fetch_sub_u64(&shared->rows_buffered, h->row_count);
+            pg_atomic_fetch_sub_u64(&my_slot->live_bytes, h->total_bytes);
+            pg_atomic_write_u32(&h->state, state_done);
+        }
+    }
+    LWLockRelease(shared->lock);
 }
 
 bool has_work(bool* in_flight) {
@@ -150,6 +220,22 @@ bool has_work(bool* in_flight) {
 }
 
 // ---------------------------------------------------------------- rejects
+// An error that says nothing about the row (see retry_attempts): the batch is retried later.
+bool not_the_rows_fault(int sqlerrcode) {
+    int category = ERRCODE_TO_CATEGORY(sqlerrcode);
+    return category == ERRCODE_TRANSACTION_ROLLBACK || category == ERRCODE_INSUFFICIENT_RESOURCES ||
+           category == ERRCODE_SYSTEM_ERROR ||
+           (category == ERRCODE_OPERATOR_INTERVENTION && sqlerrcode != ERRCODE_QUERY_CANCELED) ||
+           sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE || sqlerrcode == ERRCODE_OBJECT_IN_USE ||
+           sqlerrcode == ERRCODE_DATA_CORRUPTED || sqlerrcode == ERRCODE_INDEX_CORRUPTED;
+}
+
+// Retried a few times before it counts as the row's own (see retry_attempts): an internal
+// error, and a cancel (an administrator's, or the row's own trigger cancelling its statement).
+bool retry_for_a_while(int sqlerrcode) {
+    return sqlerrcode == ERRCODE_INTERNAL_ERROR || sqlerrcode == ERRCODE_QUERY_CANCELED;
+}
+
 // A row as text, "(v1,v2,...)" like a record, from the types the writer recorded.
 char* row_text(const Column* layout, int natts, MinimalTuple tuple) {
     for (int i = 0; i < natts; i++)
@@ -212,13 +298,14 @@ SPIPlanPtr prepare_bookkeeping(const char* sql, int nargs, Oid* types) {
     return plan;
 }
 
-// Runs a bookkeeping statement (rejects, progress) in a subtransaction: if aq's own table was
-// altered or broken, the drain logs it and goes on instead of failing every batch forever.
-bool run_bookkeeping(SPIPlanPtr plan, Datum* values, const char* nulls, const char* what) {
+// Runs a bookkeeping statement (rejects, progress) in a subtransaction.  A reject that cannot
+// be stored, or any bookkeeping error that is not the statement's fault (a full disk), fails the
+// batch: its rows stay in the ring.  Otherwise (aq.fast_ingest_progress altered or broken) the
+// drain logs it and goes on instead of failing every batch forever.
+void run_bookkeeping(SPIPlanPtr plan, Datum* values, const char* nulls, const char* what, bool must_succeed) {
     int nest_level = pin_search_path();
     MemoryContext outer = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
-    volatile bool ok = true;
     BeginInternalSubTransaction(nullptr);
     MemoryContextSwitchTo(outer);
     PG_TRY();
@@ -233,15 +320,18 @@ bool run_bookkeeping(SPIPlanPtr plan, Datum* values, const char* nulls, const ch
         ErrorData* e = CopyErrorData();
         FlushErrorState();
         RollbackAndReleaseCurrentSubTransaction();
+        CurrentResourceOwner = owner;
+        if (must_succeed || not_the_rows_fault(e->sqlerrcode)) {
+            if (!e->context) e->context = psprintf("recording fast-ingest %s", what);
+            ReThrowError(e);
+        }
         ereport(WARNING, (errmsg("aq: could not record fast-ingest %s: %s", what, e->message)));
         FreeErrorData(e);
-        ok = false;
     }
     PG_END_TRY();
     MemoryContextSwitchTo(outer);
     CurrentResourceOwner = owner;
     AtEOXact_GUC(true, nest_level);
-    return ok;
 }
 
 Oid aq_table(const char* name) {
@@ -283,8 +373,7 @@ void keep_reject(RecordHeader* h, uint64 seq, MinimalTuple tuple, const char* sq
     values[5] = CStringGetTextDatum(sqlstate);
     values[6] = CStringGetTextDatum(message);
     if (detail) values[7] = CStringGetTextDatum(detail); else nulls[7] = 'n';
-    if (!run_bookkeeping(reject_plan, values, nulls, "a rejected row"))
-        ereport(LOG, (errmsg("aq: fast-ingest row %llu rejected: %s", (unsigned long long)seq, message)));
+    run_bookkeeping(reject_plan, values, nulls, "a rejected row", true);
 }
 
 void reject_rows(Row* rows, int count, const char* sqlstate, const char* message, const char* detail, BatchCounts* counts) {
@@ -306,9 +395,8 @@ bool deform_row(TupleDesc desc, MinimalTuple tuple, Datum* values, bool* isnull)
     return true;
 }
 
-// The multi-insert path, as COPY FROM uses it: for tables without triggers, rules or RLS.
+// The multi-insert path (base/multi_insert.hpp), for tables it does not refuse.
 void insert_multi(Relation rel, Row* rows, int count) {
-    TupleDesc desc = RelationGetDescr(rel);
     RangeTblEntry* rte = makeNode(RangeTblEntry);
     rte->rtekind = RTE_RELATION;
     rte->relid = RelationGetRelid(rel);
@@ -320,62 +408,14 @@ void insert_multi(Relation rel, Row* rows, int count) {
     if (pg_class_aclcheck(rte->relid, role, ACL_INSERT) != ACLCHECK_OK &&
         pg_attribute_aclcheck_all(rte->relid, role, ACL_INSERT, ACLMASK_ANY) != ACLCHECK_OK)
         aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(rte->relkind), RelationGetRelationName(rel));
-
-    EState* estate = CreateExecutorState();
-    ExecInitRangeTable(estate, list_make1(rte));
-    ResultRelInfo* result_rel = makeNode(ResultRelInfo);
-    InitResultRelInfo(result_rel, rel, 1, nullptr, 0);
-    ExecOpenIndices(result_rel, false);
-    bool generated = desc->constr && desc->constr->has_generated_stored;
-    bool constraints = desc->constr != nullptr;
-    bool partition = rel->rd_rel->relispartition;
-    // Domain constraints are checked by the writer's statement; one added since must hold too.
-    bool* domain = static_cast<bool*>(palloc0(sizeof(bool) * Max(desc->natts, 1)));
-    void** domain_cache = static_cast<void**>(palloc0(sizeof(void*) * Max(desc->natts, 1)));
-    bool any_domain = false;
-    for (int i = 0; i < desc->natts; i++) {
-        Form_pg_attribute att = TupleDescAttr(desc, i);
-        domain[i] = !att->attisdropped && get_typtype(att->atttypid) == TYPTYPE_DOMAIN;
-        any_domain |= domain[i];
+    TupleDesc desc = RelationGetDescr(rel);
+    multi_insert::MultiInsert* m = multi_insert::begin(rel, rte, count);
+    for (int r = 0; r < count; r++) {
+        TupleTableSlot* slot = multi_insert::next_slot(m);
+        deform_row(desc, rows[r].tuple, slot->tts_values, slot->tts_isnull);
+        multi_insert::add(m, slot, rows[r].tuple->t_len);
     }
-    int slot_count = Min(count, multi_insert_rows);
-    auto** slots = static_cast<TupleTableSlot**>(palloc(sizeof(TupleTableSlot*) * slot_count));
-    for (int i = 0; i < slot_count; i++) slots[i] = table_slot_create(rel, nullptr);
-    BulkInsertState bulk = GetBulkInsertState();
-    CommandId command = GetCurrentCommandId(true);
-
-    for (int start = 0; start < count; start += slot_count) {
-        CHECK_FOR_INTERRUPTS();
-        int n = Min(slot_count, count - start);
-        for (int j = 0; j < n; j++) {
-            TupleTableSlot* slot = slots[j];
-            ExecClearTuple(slot);
-            deform_row(desc, rows[start + j].tuple, slot->tts_values, slot->tts_isnull);
-            ExecStoreVirtualTuple(slot);
-            if (any_domain)
-                for (int i = 0; i < desc->natts; i++)
-                    if (domain[i])
-                        domain_check(slot->tts_values[i], slot->tts_isnull[i], TupleDescAttr(desc, i)->atttypid,
-                                     &domain_cache[i], CurrentMemoryContext);
-            if (generated) ExecComputeStoredGenerated(result_rel, estate, slot, CMD_INSERT);
-            if (constraints) ExecConstraints(result_rel, slot, estate);
-            // A partition's bound is a constraint too (ExecConstraints does not check it).
-            if (partition) ExecPartitionCheck(result_rel, slot, estate, true);
-        }
-        table_multi_insert(rel, slots, n, command, 0, bulk);
-        for (int j = 0; j < n; j++) {
-            if (result_rel->ri_NumIndices > 0) {
-                List* recheck = ExecInsertIndexTuples(result_rel, slots[j], estate, false, false, nullptr, NIL);
-                list_free(recheck);
-            }
-            ResetPerTupleExprContext(estate);
-        }
-    }
-    FreeBulkInsertState(bulk);
-    table_finish_bulk_insert(rel, 0);
-    for (int i = 0; i < slot_count; i++) ExecDropSingleTupleTableSlot(slots[i]);
-    ExecCloseIndices(result_rel);
-    FreeExecutorState(estate);
+    multi_insert::finish(m);
 }
 
 // A prepared INSERT per row: triggers (foreign keys among them), rules and RLS apply exactly as
@@ -434,16 +474,14 @@ void insert_rows(Relation rel, Row* rows, int count, bool multi) {
         insert_statement(rel, rows, count);
 }
 
-// An error that says nothing about the row: the batch is retried later instead.
-bool transient(int sqlerrcode) {
-    int category = ERRCODE_TO_CATEGORY(sqlerrcode);
-    return category == ERRCODE_TRANSACTION_ROLLBACK || category == ERRCODE_INSUFFICIENT_RESOURCES ||
-           category == ERRCODE_OPERATOR_INTERVENTION || category == ERRCODE_SYSTEM_ERROR ||
-           sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE;
+// The run's time budget is over (its statement was cancelled by the budget's timer).
+bool over_budget(int sqlerrcode) {
+    return sqlerrcode == ERRCODE_QUERY_CANCELED && run_deadline != 0 && GetCurrentTimestamp() >= run_deadline;
 }
 
 // Runs insert_rows in a subtransaction; on failure returns the error (copied into `keep`).
-// A transient error is raised again (the whole batch is retried) while `retry` allows.
+// An error that is not the row's fault is raised again (the whole batch is retried later); an
+// internal error too while `retry` allows.
 ErrorData* try_insert(Relation rel, Row* rows, int count, bool multi, MemoryContext keep, bool retry) {
     MemoryContext outer = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
@@ -463,7 +501,9 @@ ErrorData* try_insert(Relation rel, Row* rows, int count, bool multi, MemoryCont
         RollbackAndReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(outer);
         CurrentResourceOwner = owner;
-        if (retry && transient(failure->sqlerrcode)) ReThrowError(failure);
+        if (not_the_rows_fault(failure->sqlerrcode) || (retry && retry_for_a_while(failure->sqlerrcode)) ||
+            over_budget(failure->sqlerrcode))
+            ReThrowError(failure);
     }
     PG_END_TRY();
     MemoryContextSwitchTo(outer);
@@ -524,7 +564,7 @@ ErrorData* insert_as_writer(RecordHeader* first, Relation rel, Row* rows, int co
 }
 
 // One run: rows of one table, one role and one layout.
-void apply_run(Row* rows, int count, BatchCounts* counts) {
+void apply_run_rows(Row* rows, int count, BatchCounts* counts) {
     RecordHeader* first = rows[0].header;
     Relation rel = try_relation_open(first->relation, RowExclusiveLock);
     if (!rel) {
@@ -547,7 +587,7 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
 
     // A column whose length or precision changed since: through the INSERT, which coerces.
     // Row-level security as it applies to the writer (the drain itself bypasses it).
-    bool multi = fit == Fit::same && rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&
+    bool multi = fit == Fit::same && multi_insert::refusal(rel) == nullptr &&
                  check_enable_rls(RelationGetRelid(rel), first->role, true) != RLS_ENABLED;
     MemoryContext keep = CurrentMemoryContext;
     bool retry = first->attempts <= retry_attempts;
@@ -572,14 +612,70 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
     relation_close(rel, RowExclusiveLock);
 }
 
+// One run within its time budget (see run_budget_ms): in a subtransaction of its own, so that
+// a run over its budget leaves nothing behind (not even rows it applied or rejected one by one)
+// and its records are deferred whole.
+void apply_run(Row* rows, int count, BatchCounts* counts) {
+    RecordHeader* first = rows[0].header;
+    long budget = run_budget_ms << Min(int(first->deferrals), run_budget_doublings);
+    TimestampTz start = GetCurrentTimestamp();
+    run_deadline = TimestampTzPlusMilliseconds(start, budget);
+    BatchCounts before = *counts;
+    MemoryContext outer = CurrentMemoryContext;
+    ResourceOwner owner = CurrentResourceOwner;
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(outer);
+    enable_timeout_at(STATEMENT_TIMEOUT, run_deadline);
+    PG_TRY();
+    {
+        apply_run_rows(rows, count, counts);
+        // A budget that ran out just as the run ended: its cancel must not hit what follows.
+        disable_timeout(STATEMENT_TIMEOUT, true);
+        if (get_timeout_indicator(STATEMENT_TIMEOUT, true)) QueryCancelPending = false;
+        ReleaseCurrentSubTransaction();
+    }
+    PG_CATCH();
+    {
+        disable_timeout(STATEMENT_TIMEOUT, false);
+        MemoryContextSwitchTo(outer);
+        ErrorData* e = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer);
+        CurrentResourceOwner = owner;
+        if (!over_budget(e->sqlerrcode)) {
+            run_deadline = 0;
+            ReThrowError(e);
+        }
+        *counts = before;
+        TimestampTz now = GetCurrentTimestamp();
+        for (int i = 0; i < count; i++) {
+            RecordHeader* h = rows[i].header;
+            if (h->deferred) continue;
+            h->deferred = true;  // the batch's copy: write_back() carries it to the ring
+            if (h->deferrals < INT16_MAX) h->deferrals++;
+            long backoff = Min(defer_backoff_max_ms, defer_backoff_ms << Min(int(h->deferrals) - 1, 5));
+            h->not_before = TimestampTzPlusMilliseconds(now, backoff);
+            h->attempts--;  // not the rows' fault
+        }
+        ereport(LOG, (errmsg("aq: fast-ingest rows %llu.. (%d rows) deferred: table %u took more than %ld ms",
+                             (unsigned long long)first->first_seq, count, first->relation, budget)));
+        FreeErrorData(e);
+    }
+    PG_END_TRY();
+    MemoryContextSwitchTo(outer);
+    CurrentResourceOwner = owner;
+    run_deadline = 0;
+}
+
 bool same_run(RecordHeader* a, RecordHeader* b) {
     return a->relation == b->relation && a->role == b->role && a->natts == b->natts &&
            memcmp(layout_of(a), layout_of(b), sizeof(Column) * a->natts) == 0 &&
            strncmp(search_path_of(a), search_path_of(b), Min(search_path_room(a), search_path_room(b))) == 0;
 }
 
-void record_progress(const BatchCounts& counts) {
-    if (!OidIsValid(aq_table("fast_ingest_progress"))) return;
+// One epoch's progress row.
+void record_epoch_progress(uint32 epoch, uint64 hwm, uint64 applied, uint64 rejected) {
     if (!progress_plan) {
         Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
         progress_plan = prepare_bookkeeping(
@@ -590,13 +686,40 @@ void record_progress(const BatchCounts& counts) {
             "batches = p.batches OPERATOR(pg_catalog.+) 1, updated_at = excluded.updated_at",
             4, types);
     }
-    Datum values[4] = {Int32GetDatum(int32(shared->epoch)), Int64GetDatum(int64(counts.hwm)),
-                       Int64GetDatum(int64(counts.applied)), Int64GetDatum(int64(counts.rejected))};
-    (void)run_bookkeeping(progress_plan, values, nullptr, "progress");
+    Datum values[4] = {Int32GetDatum(int32(epoch)), Int64GetDatum(int64(hwm)), Int64GetDatum(int64(applied)),
+                       Int64GetDatum(int64(rejected))};
+    run_bookkeeping(progress_plan, values, nullptr, "progress", false);
 }
 
-// Applies the taken records in one transaction, then publishes them.
-void apply_batch(Taken* taken, int n) {
+// Progress of this batch, recorded in its transaction: the watermark it establishes once it
+// commits (its records DONE, the deferred ones still pending), under the epoch of that id; an
+// earlier epoch whose ids ran out inside the batch gets its final watermark.
+uint64 record_progress(Taken* taken, int n, const BatchCounts& counts) {
+    uint64 deferred_lowest = 0;
+    for (int k = 0; k < n; k++) {
+        RecordHeader* h = taken[k].header;
+        if (h->deferred && h->row_count > 0 && (deferred_lowest == 0 || h->first_seq < deferred_lowest))
+            deferred_lowest = h->first_seq;
+    }
+    LWLockAcquire(shared->lock, LW_SHARED);
+    uint64 hwm = watermark_locked(MyDatabaseId, batch_number, deferred_lowest);
+    LWLockRelease(shared->lock);
+    if (!OidIsValid(aq_table("fast_ingest_progress")) || hwm == 0) return hwm;
+    uint32 epoch = epoch_of(hwm);
+    uint64 older_hwm = 0;
+    for (int k = 0; k < n; k++) {
+        RecordHeader* h = taken[k].header;
+        uint64 last = h->first_seq + h->row_count - 1;
+        if (h->row_count > 0 && !h->deferred && epoch_of(last) < epoch) older_hwm = Max(older_hwm, last);
+    }
+    if (older_hwm != 0) record_epoch_progress(epoch_of(older_hwm), older_hwm, 0, 0);
+    record_epoch_progress(epoch, hwm, counts.applied, counts.rejected);
+    return hwm;
+}
+
+// Applies the taken records in one transaction, then publishes them; returns how many records
+// it deferred.
+int apply_batch(Taken* taken, int n) {
     BatchCounts counts = {0, 0, 0};
     SetCurrentStatementStartTimestamp();
     StartTransactionCommand();
@@ -616,7 +739,6 @@ void apply_batch(Taken* taken, int n) {
         for (; j < n && same_run(taken[i].header, taken[j].header); j++) {
             RecordHeader* h = taken[j].header;
             counts.hwm = Max(counts.hwm, h->first_seq + h->row_count - 1);
-            h->attempts++;
             pg_crc32c crc;
             INIT_CRC32C(crc);
             COMP_CRC32C(crc, payload_of(h), h->payload_bytes);
@@ -654,16 +776,15 @@ void apply_batch(Taken* taken, int n) {
         if (row_count > run_start) apply_run(&rows[run_start], row_count - run_start, &counts);
         i = j;
     }
-    record_progress(counts);
+    uint64 hwm = record_progress(taken, n, counts);
     SPI_finish();
     PopActiveSnapshot();
     CommitTransactionCommand();  // synchronous: the watermark never runs ahead of durability
     // Nothing that can fail between the commit and DONE: a batch is never applied twice.
-    for (int k = 0; k < n; k++) {
-        pg_atomic_fetch_sub_u64(&shared->rows_buffered, taken[k].header->row_count);
-        pg_atomic_write_u32(&taken[k].header->state, state_done);
-    }
-    pg_atomic_write_u64(&my_slot->apply_hwm, Max(pg_atomic_read_u64(&my_slot->apply_hwm), counts.hwm));
+    int deferred = 0;
+    for (int k = 0; k < n; k++) deferred += taken[k].header->deferred ? 1 : 0;
+    write_back(taken, n, true);
+    pg_atomic_write_u64(&my_slot->apply_hwm, Max(pg_atomic_read_u64(&my_slot->apply_hwm), hwm));
     pg_atomic_fetch_add_u64(&my_slot->applied_rows, counts.applied);
     pg_atomic_fetch_add_u64(&my_slot->rejected_rows, counts.rejected);
     pg_atomic_fetch_add_u64(&my_slot->batches, 1);
@@ -671,6 +792,7 @@ void apply_batch(Taken* taken, int n) {
     ConditionVariableBroadcast(&shared->applied);
     pgstat_report_stat(false);
     pgstat_report_activity(STATE_IDLE, nullptr);
+    return deferred;
 }
 
 // An idle worker leaves only if no record of its database is in the ring (checked under the
@@ -715,6 +837,7 @@ void discard_database(DatabaseSlot* slot) {
         pos += h->total_bytes;
         if (h->database != slot->database || pg_atomic_read_u32(&h->state) != state_committed) continue;
         rows += h->row_count;
+        pg_atomic_fetch_sub_u64(&slot->live_bytes, h->total_bytes);
         pg_atomic_write_u32(&h->state, state_done);
     }
     LWLockRelease(shared->lock);
@@ -782,6 +905,7 @@ void aq_fast_ingest_launcher_main(Datum) {
     before_shmem_exit(launcher_exit, 0);
     BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
     pg_atomic_write_u32(&shared->launcher_procno, uint32(MyProc->pgprocno));
+    (void)ensure_epoch();  // recovery has ended: this run's first epoch (writers retry if it failed)
     while (!ShutdownRequestPending) {
         ResetLatch(MyLatch);
         // With a connection it takes part in ProcSignal barriers (DROP DATABASE waits for them).
@@ -874,8 +998,10 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
         bool in_flight = false;
         long wait_ms = 1000;
         uint64 rows = 0;
-        int n = collect(taken, stopping, &in_flight, &wait_ms, &rows);
-        if (n > 0 && rows < linger_below_rows && !stopping && !lingered) {
+        bool linger = false;
+        batch_number = (uint64(uint32(MyProcPid)) << 32) | (++batch_counter & 0xFFFFFFFF);
+        int n = collect(taken, stopping, !stopping && !lingered, &linger, batch_context, &in_flight, &wait_ms, &rows);
+        if (linger) {
             pg_usleep(linger_us);
             lingered = true;
             continue;
@@ -886,26 +1012,49 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
             // An error outside a row's subtransaction (a transient one raised again, a lock
             // timeout opening the table, the commit itself): abort, wait, retry the batch;
             // the attempts counted on its records bound the retries.
+            // Counted before the attempt: a worker that dies in it has it counted.
             volatile bool failed = false;
+            volatile int deferred = 0;
             PG_TRY();
             {
-                apply_batch(taken, n);
+                deferred = apply_batch(taken, n);
             }
             PG_CATCH();
             {
                 HOLD_INTERRUPTS();
+                int code = geterrcode();
                 EmitErrorReport();
                 AbortCurrentTransaction();
                 FlushErrorState();
                 RESUME_INTERRUPTS();
+                // Not the rows' fault (a full disk, say): not an attempt, however long it lasts.
+                for (int k = 0; k < n; k++)
+                    if (not_the_rows_fault(code) && !taken[k].header->deferred) taken[k].header->attempts--;
+                write_back(taken, n, false);
+                run_deadline = 0;
                 failed = true;
             }
             PG_END_TRY();
             MemoryContextSwitchTo(outer);
             MemoryContextReset(batch_context);
-            if (failed) {
+            if (failed || deferred > 0) {
                 pgstat_report_activity(STATE_IDLE, nullptr);
-                (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, retry_backoff_ms, PG_WAIT_EXTENSION);
+                // At shutdown a drain that keeps failing does not hold the server up for ever:
+                // its rows are lost with the ring, and no watermark claims them.
+                if (stopping) {
+                    TimestampTz now = GetCurrentTimestamp();
+                    if (!shutdown_deadline) shutdown_deadline = TimestampTzPlusMilliseconds(now, shutdown_wait_ms);
+                    if (now >= shutdown_deadline) {
+                        ereport(LOG, (errmsg("aq: fast-ingest drain of database %u stops with rows it could not apply",
+                                             MyDatabaseId),
+                                      errdetail("Rows above sequence id %llu are lost with the ring.",
+                                                (unsigned long long)pg_atomic_read_u64(&my_slot->apply_hwm))));
+                        break;
+                    }
+                }
+                if (failed)
+                    (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, retry_backoff_ms, PG_WAIT_EXTENSION);
+                idle_since = GetCurrentTimestamp();
                 continue;
             }
             idle_since = GetCurrentTimestamp();

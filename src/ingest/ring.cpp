@@ -2,6 +2,7 @@
 extern "C" {
 #include "postgres.h"
 #include "miscadmin.h"
+#include "access/xlog.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -10,7 +11,6 @@ extern "C" {
 }
 
 #include <cstdio>
-#include <ctime>
 
 #include "ingest/ring.hpp"
 #include "ingest/settings.hpp"
@@ -23,35 +23,73 @@ namespace {
 
 constexpr const char* tranche_name = "aq fast ingest";
 constexpr const char* epoch_file = "pg_aq_epoch";
-constexpr uint32 max_epoch = (1u << 23) - 1;  // (epoch << 40) stays a positive bigint
 
 uint64 data_bytes() {
     return (uint64(settings::buffer_kb) * 1024) & ~uint64(63);
 }
 
-// The next epoch: one more than the last one written to $PGDATA/pg_aq_epoch, made durable
-// before any id of it is handed out.  If the file cannot be written, the clock stands in.
-uint32 next_epoch() {
+// The counter recorded in $PGDATA/pg_aq_epoch (0 if none: a new cluster).
+uint32 recorded_counter() {
     unsigned long last = 0;
     if (FILE* f = AllocateFile(epoch_file, "r")) {
         if (fscanf(f, "%lu", &last) != 1) last = 0;
         FreeFile(f);
     }
-    uint32 epoch = uint32(last % max_epoch) + 1;
+    return uint32(last & epoch_counter_mask);
+}
+
+// Writes the counter durably (temporary file, fsync, durable rename); false if it could not.
+bool record_counter(uint32 counter) {
     char tmp[64];
     snprintf(tmp, sizeof tmp, "%s.tmp", epoch_file);
     FILE* f = AllocateFile(tmp, "w");
-    bool ok = f != nullptr && fprintf(f, "%u\n", epoch) > 0 && fflush(f) == 0 && pg_fsync(fileno(f)) == 0;
+    bool ok = f != nullptr && fprintf(f, "%u\n", counter) > 0 && fflush(f) == 0 && pg_fsync(fileno(f)) == 0;
     if (f) ok = FreeFile(f) == 0 && ok;
     if (ok) ok = durable_rename(tmp, epoch_file, LOG) == 0;
-    if (!ok) {
-        ereport(LOG, (errmsg("aq: could not record the fast-ingest epoch in \"%s\"; using the clock", epoch_file)));
-        epoch = uint32(time(nullptr) % max_epoch) + 1;
-    }
-    return epoch;
+    return ok;
 }
 
 }  // namespace
+
+uint32 make_epoch(uint32 timeline, uint32 counter) {
+    return seqid::make_epoch(timeline, counter);
+}
+
+uint32 next_counter(uint32 counter) {
+    return seqid::next_counter(counter);
+}
+
+bool ids_fit(uint32 epoch, uint64 next_seq, uint64 rows) {
+    return seqid::ids_fit(epoch, next_seq, rows);
+}
+
+bool new_epoch_locked() {
+    if (RecoveryInProgress()) return false;
+    uint32 counter = next_counter(recorded_counter());
+    if (!record_counter(counter)) {
+        ereport(LOG, (errcode_for_file_access(),
+                      errmsg("aq: could not record the fast-ingest epoch in \"%s\": %m", epoch_file)));
+        return false;
+    }
+    shared->epoch = make_epoch(GetWALInsertionTimeLine(), counter);
+    shared->next_seq = seq_base(shared->epoch) + 1;
+    return true;
+}
+
+bool ids_available_locked(uint64 rows) {
+    if (ids_fit(shared->epoch, shared->next_seq, rows)) return true;
+    return new_epoch_locked() && ids_fit(shared->epoch, shared->next_seq, rows);
+}
+
+bool ensure_epoch() {
+    if (!shared) return false;
+    if (shared->epoch != 0) return true;
+    if (RecoveryInProgress()) return false;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    bool ok = shared->epoch != 0 || new_epoch_locked();
+    LWLockRelease(shared->lock);
+    return ok;
+}
 
 std::size_t shmem_size() {
     return MAXALIGN(sizeof(Shared)) + 64 + data_bytes();
@@ -69,8 +107,8 @@ void shmem_startup() {
         shared->lock = &(GetNamedLWLockTranche(tranche_name))->lock;
         shared->size = data_bytes();
         shared->head = shared->tail = 0;
-        shared->epoch = next_epoch();
-        shared->next_seq = seq_base(shared->epoch) + 1;
+        shared->epoch = 0;  // chosen once recovery has ended (see the protocol)
+        shared->next_seq = 0;
         pg_atomic_init_u64(&shared->rows_buffered, 0);
         pg_atomic_init_u32(&shared->writers, 0);
         pg_atomic_init_u32(&shared->launcher_procno, no_proc);
@@ -90,6 +128,7 @@ void shmem_startup() {
             pg_atomic_init_u64(&s.rejected_rows, 0);
             pg_atomic_init_u64(&s.batches, 0);
             pg_atomic_init_u64(&s.last_start_ms, 0);
+            pg_atomic_init_u64(&s.live_bytes, 0);
         }
         char* base = reinterpret_cast<char*>(shared) + MAXALIGN(sizeof(Shared));
         shared->data = reinterpret_cast<char*>(TYPEALIGN(64, base));
@@ -109,11 +148,21 @@ void require_preloaded() {
 }
 
 uint64 seq_base(uint32 epoch) {
-    return uint64(epoch) << seq_shift;
+    return seqid::base(epoch);
 }
 
 uint32 epoch_of(uint64 seq) {
-    return uint32(seq >> seq_shift);
+    return seqid::epoch_of(seq);
+}
+
+bool has_records_locked(Oid database) {
+    for (uint64 pos = shared->tail; pos < shared->head;) {
+        RecordHeader* h = header_at(pos);
+        pos += h->total_bytes;
+        uint32 state = pg_atomic_read_u32(&h->state);
+        if (h->database == database && (state == state_reserved || state == state_committed)) return true;
+    }
+    return false;
 }
 
 DatabaseSlot* slot_for_locked(Oid database) {
@@ -125,7 +174,7 @@ DatabaseSlot* slot_for_locked(Oid database) {
     if (!free_slot) {
         for (auto& s : shared->slots) {
             if (pg_atomic_read_u32(&s.state) != slot_stopped ||
-                pg_atomic_read_u64(&s.committed_hwm) > pg_atomic_read_u64(&s.apply_hwm))
+                pg_atomic_read_u64(&s.committed_hwm) > pg_atomic_read_u64(&s.apply_hwm) || has_records_locked(s.database))
                 continue;
             pg_atomic_fetch_add_u64(&shared->retired_applied_rows, pg_atomic_exchange_u64(&s.applied_rows, 0));
             pg_atomic_fetch_add_u64(&shared->retired_rejected_rows, pg_atomic_exchange_u64(&s.rejected_rows, 0));
@@ -140,6 +189,7 @@ DatabaseSlot* slot_for_locked(Oid database) {
         pg_atomic_write_u64(&free_slot->apply_hwm, seq_base(shared->epoch));
         pg_atomic_write_u64(&free_slot->committed_hwm, seq_base(shared->epoch));
         pg_atomic_write_u32(&free_slot->failed_starts, 0);
+        pg_atomic_write_u64(&free_slot->live_bytes, 0);  // it has no record in the ring
         pg_atomic_write_u32(&free_slot->state, slot_stopped);
     }
     return free_slot;
@@ -152,15 +202,68 @@ DatabaseSlot* find_slot(Oid database) {
     return nullptr;
 }
 
+bool over_share_locked(DatabaseSlot* slot, uint64 bytes) {
+    return pg_atomic_read_u64(&slot->live_bytes) + bytes > database_share();
+}
+
+uint64 watermark_locked(Oid database, uint64 finishing_batch, uint64 also_pending) {
+    uint64 lowest = 0;
+    for (uint64 pos = shared->tail; pos < shared->head;) {
+        RecordHeader* h = header_at(pos);
+        pos += h->total_bytes;
+        if (h->database != database || h->row_count == 0) continue;
+        uint32 state = pg_atomic_read_u32(&h->state);
+        if (state != state_reserved && state != state_committed) continue;
+        if (state == state_committed && finishing_batch != 0 && h->batch == finishing_batch) continue;
+        if (lowest == 0 || h->first_seq < lowest) lowest = h->first_seq;
+    }
+    if (also_pending != 0 && (lowest == 0 || also_pending < lowest)) lowest = also_pending;
+    if (lowest != 0) return lowest - 1;
+    return shared->epoch != 0 ? shared->next_seq - 1 : 0;
+}
+
+namespace {
+
+bool finished(uint32 state) {
+    return state == state_done || state == state_aborted || state == state_pad;
+}
+
+// A COMMITTED record: no process holds a pointer to it (see the protocol), it may be slid.
+bool slidable(RecordHeader* h) {
+    return pg_atomic_read_u32(&h->state) == state_committed;
+}
+
+}  // namespace
+
 bool advance_tail() {
     bool moved = false;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     uint64 tail = shared->tail;
-    while (tail < shared->head) {
+    uint64 head = shared->head;
+    while (tail < head) {
         RecordHeader* h = header_at(tail);
-        uint32 state = pg_atomic_read_u32(&h->state);
-        if (state != state_done && state != state_aborted && state != state_pad) break;
-        tail += h->total_bytes;
+        if (finished(pg_atomic_read_u32(&h->state))) {
+            tail += h->total_bytes;
+            moved = true;
+            continue;
+        }
+        if (!slidable(h)) break;
+        // Committed records at the tail: slide them forward over the finished records behind them
+        // (within one lap of the array: records never wrap), freeing that space.
+        uint64 block = 0;
+        while (tail + block < head && slidable(header_at(tail + block)) &&
+               (tail + block) % shared->size + header_at(tail + block)->total_bytes < shared->size)
+            block += header_at(tail + block)->total_bytes;
+        uint64 gap = 0;
+        while (block > 0 && tail + block + gap < head && (tail + block + gap) % shared->size != 0) {
+            RecordHeader* r = header_at(tail + block + gap);
+            if (!finished(pg_atomic_read_u32(&r->state))) break;
+            gap += r->total_bytes;
+        }
+        if (gap == 0) break;
+        char* from = shared->data + tail % shared->size;
+        memmove(from + gap, from, block);
+        tail += gap;
         moved = true;
     }
     shared->tail = tail;

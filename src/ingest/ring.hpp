@@ -18,12 +18,42 @@
 //    tail from moving under them; writers only ever write in [head, tail + size).  A worker
 //    applies the COMMITTED records of its own database in ring order, stops at the first
 //    RESERVED one of its database, marks applied ones DONE, then advances the tail over every
-//    DONE / ABORTED / PAD record (lock exclusive) and broadcasts `space_freed` and `applied`.
-//  * Watermarks.  Sequence id = (epoch << 40) + n.  The epoch is read from and written back to
-//    $PGDATA/pg_aq_epoch at every shared-memory initialisation (server start, crash restart),
-//    so ids never repeat and tell which incarnation of the ring held them.  Each database's
-//    slot keeps its apply watermark: every row of that database with an id at or below it has
-//    been applied or rejected.
+//    DONE / ABORTED / PAD record, sliding COMMITTED ones out of the way (below; lock
+//    exclusive), and broadcasts `space_freed` and `applied`.
+//  * Databases are independent.  Each slot counts the ring bytes of its database's RESERVED and
+//    COMMITTED records (live_bytes: added by writers when they reserve, removed when a record
+//    becomes ABORTED or DONE).  No database may hold more than database_share (three quarters)
+//    of the ring, so one transaction can take at most that much: a stalled drain fills its own
+//    share, and its writers get the full-ring error, never the other databases'.  A record its
+//    drain defers (its table ran over the batch's time budget) waits a little before its next
+//    try, while the rows behind it go on.  A drain copies the records it takes (under the lock)
+//    and works on the copies, finding the records again by id when it is done; writers touch
+//    only their RESERVED records.  So no process holds a pointer to a COMMITTED record, and
+//    advance_tail slides COMMITTED records at the tail forward over the finished records
+//    behind them (memmove under the lock, within one lap of the array): a slow table's rows
+//    never pin the tail that the other databases' space is freed behind.  Rows are then no
+//    longer applied in id order (deferred ones come later): a database's apply watermark is
+//    one less than the lowest id of its records still RESERVED or COMMITTED (or the last id
+//    handed out, if it has none).
+//  * Epochs and ids.  Sequence id = (epoch << 40) + n, 1 <= n < 2^40.  An epoch is the
+//    timeline (its low 6 bits) and a counter (17 bits, 1..131071) kept in $PGDATA/pg_aq_epoch.
+//    No epoch exists until recovery has ended: a server in recovery (a standby, a crash
+//    restart replaying WAL) never chooses one.  The first to need one afterwards (the
+//    launcher when it starts, or a writer, under `lock` exclusively) takes the next counter,
+//    writes it durably (fsync, durable rename) before any id of it is handed out, and
+//    combines it with the timeline it writes WAL on.  So ids never repeat on one server
+//    (the counter grows at every start and crash restart), nor between a primary and a copy
+//    made with pg_basebackup, or a standby, once one of them is promoted or restored through
+//    archive recovery: each then writes on a timeline of its own, and the copied counter it
+//    continues from is only shared history.  (Two servers started from one copy on the same
+//    timeline without recovery are a split brain that PostgreSQL's own timeline history
+//    cannot tell apart either.)  An epoch whose ids run out (2^40 - 1) is followed by a new
+//    one, taken the same way; if pg_aq_epoch cannot be written, no id is handed out (the
+//    commit fails) rather than one that might repeat.
+//  * Watermarks.  Each database's slot keeps its apply watermark: every row of that database
+//    committed since the ring was set up (its ids are of this server run's epochs) with an
+//    id at or below it has been applied or rejected.  Ids of an earlier run are answered by
+//    aq.fast_ingest_progress, which each drain transaction updates per epoch.
 #pragma once
 
 extern "C" {
@@ -37,6 +67,8 @@ extern "C" {
 #include <cstddef>
 #include <cstring>
 
+#include "ingest/seqid.hpp"
+
 namespace aq::ingest::ring {
 
 enum RecordState : uint32 {
@@ -48,7 +80,8 @@ enum RecordState : uint32 {
 };
 
 constexpr uint32 record_magic = 0x41514652;  // "AQFR"
-constexpr int seq_shift = 40;
+constexpr int seq_shift = seqid::shift;
+constexpr uint32 epoch_counter_mask = seqid::counter_mask;
 
 // The header of one record.  After it: the layout the rows were written with (natts Columns,
 // padded to MAXALIGN), then the search_path of the writer's session when it inserted them
@@ -69,6 +102,11 @@ struct RecordHeader {
     int16 attempts;       // drain attempts; a record that keeps failing is rejected, not retried forever
     int32 writer_pid;
     TimestampTz committed_at;
+    // The drain's own (only the database's drain worker reads or writes them once COMMITTED):
+    TimestampTz not_before;  // deferred (its table was over the batch's time budget) until then
+    int16 deferrals;         // times deferred: each doubles the next attempt's time budget
+    bool deferred;           // (in the drain's copy) deferred by the batch being applied
+    uint64 batch;            // the drain batch that took it (0: none)
 };
 
 // A column as the writer saw it; the drain compares it with the table as it is then.
@@ -109,6 +147,7 @@ struct DatabaseSlot {
     pg_atomic_uint64 rejected_rows;
     pg_atomic_uint64 batches;
     pg_atomic_uint64 last_start_ms;  // when the launcher last started a worker (ms since epoch start)
+    pg_atomic_uint64 live_bytes;     // ring bytes of this database's RESERVED and COMMITTED records
 };
 
 struct Shared {
@@ -117,7 +156,7 @@ struct Shared {
     uint64 head;                 // under lock (exclusive to change); read with barriers
     uint64 tail;
     uint64 next_seq;             // under lock
-    uint32 epoch;
+    uint32 epoch;                // under lock; 0 until chosen (see the protocol)
     pg_atomic_uint64 rows_buffered;  // committed or reserved rows not yet DONE
     pg_atomic_uint32 writers;        // sessions with rows in their transaction or in the ring
     pg_atomic_uint32 launcher_procno;
@@ -148,11 +187,24 @@ inline RecordHeader* header_at(uint64 position) {
 }
 
 // The slot of a database, taking a free one if needed (lock must be held exclusively).  When
-// none is free, a slot of a database with nothing pending and no drain is reused (its apply
-// watermark then restarts from the epoch's base, still a true statement).  Returns nullptr
-// when every slot is busy.
+// none is free, a slot of a database with no drain and no record in the ring that is reserved
+// (its transaction still committing: it will publish through that slot) or committed is reused
+// (its apply watermark then restarts from the epoch's base, still a true statement).  Returns
+// nullptr when every slot is busy.
 DatabaseSlot* slot_for_locked(Oid database);
+// A record of the database is reserved or committed (lock held; walks the ring).
+bool has_records_locked(Oid database);
 DatabaseSlot* find_slot(Oid database);  // no lock; nullptr if the database has none
+
+// The share of the ring one database may hold while others use it (see the protocol).
+inline uint64 database_share() { return shared->size / 4 * 3; }
+// Would `bytes` more of this slot's database exceed its share?  (Lock held.)
+bool over_share_locked(DatabaseSlot* slot, uint64 bytes);
+// The apply watermark of `database` as the ring shows it (lock held, shared is enough): one
+// less than the lowest id of its RESERVED or COMMITTED records, leaving out the COMMITTED ones
+// of batch `finishing_batch` (about to become DONE) and counting `also_pending` (an id, or 0),
+// or the last id handed out if it has none.
+uint64 watermark_locked(Oid database, uint64 finishing_batch, uint64 also_pending);
 
 // Advances the tail over finished records; returns true if it moved.  Takes the lock.
 bool advance_tail();
@@ -164,5 +216,17 @@ void wake_drain(DatabaseSlot* slot);
 
 uint64 seq_base(uint32 epoch);
 uint32 epoch_of(uint64 seq);
+
+// Epochs (see the protocol).  Pure arithmetic:
+uint32 make_epoch(uint32 timeline, uint32 counter);
+uint32 next_counter(uint32 counter);
+bool ids_fit(uint32 epoch, uint64 next_seq, uint64 rows);  // `rows` more ids from next_seq stay in the epoch
+// With `lock` held exclusively: makes sure `rows` more ids can be handed out from next_seq,
+// taking a new epoch if needed; false if none can be taken (in recovery, or pg_aq_epoch could
+// not be written: logged).
+bool ids_available_locked(uint64 rows);
+bool new_epoch_locked();
+// Takes the lock if no epoch is chosen yet; false if none can be.
+bool ensure_epoch();
 
 }  // namespace aq::ingest::ring

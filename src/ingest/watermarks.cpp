@@ -89,6 +89,25 @@ void wait_until(Done done, Stalled stalled, long timeout_ms, uint64 target) {
     ConditionVariableCancelSleep();
 }
 
+// This session's rows up to `target` are all applied or rejected: none of its records (its
+// backend's, in this database) with ids at or below it is still reserved or committed in the
+// ring.  The database's watermark may stay lower meanwhile, held by another table's deferred
+// rows; this session's own rows are what write_end waits for.
+bool session_rows_done(uint64 target) {
+    bool pending = false;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    for (uint64 pos = shared->tail; pos < shared->head && !pending;) {
+        RecordHeader* h = header_at(pos);
+        pos += h->total_bytes;
+        if (h->database != MyDatabaseId || h->writer_pid != MyProcPid || h->row_count == 0 || h->first_seq > target)
+            continue;
+        uint32 state = pg_atomic_read_u32(&h->state);
+        pending = state == state_reserved || state == state_committed;
+    }
+    LWLockRelease(shared->lock);
+    return !pending;
+}
+
 bool drain_missing(DatabaseSlot* slot) {
     return pg_atomic_read_u32(&slot->state) != slot_running &&
            pg_atomic_read_u64(&slot->committed_hwm) > pg_atomic_read_u64(&slot->apply_hwm);
@@ -140,6 +159,7 @@ void check_owner(Oid relid) {
 
 uint64 apply_hwm() {
     require_preloaded();
+    (void)ensure_epoch();
     DatabaseSlot* slot = find_slot(MyDatabaseId);
     return slot ? pg_atomic_read_u64(&slot->apply_hwm) : seq_base(shared->epoch);
 }
@@ -148,7 +168,8 @@ void wait_applied_here(uint64 target, long timeout_ms) {
     require_preloaded();
     DatabaseSlot* slot = find_slot(MyDatabaseId);
     if (!slot || target == 0) return;
-    wait_until([&] { return reached(slot, target); }, [&] { return drain_missing(slot); }, timeout_ms, target);
+    wait_until([&] { return reached(slot, target) || session_rows_done(target); }, [&] { return drain_missing(slot); },
+               timeout_ms, target);
 }
 
 void wait_applied_everywhere(long timeout_ms) {
@@ -175,10 +196,11 @@ AreaStats area_stats() {
     require_preloaded();
     AreaStats s;
     memset(&s, 0, sizeof s);
+    (void)ensure_epoch();
     LWLockAcquire(shared->lock, LW_SHARED);
     s.total_bytes = shared->size;
     s.used_bytes = shared->head - shared->tail;
-    s.write_hwm = shared->next_seq - 1;
+    s.write_hwm = shared->epoch != 0 ? shared->next_seq - 1 : 0;
     // The first committed record from the tail is (nearly) the oldest: stop there, so that
     // polling the view never holds the lock for a walk of the whole ring.
     for (uint64 pos = shared->tail; pos < shared->head;) {

@@ -14,7 +14,9 @@ namespace aq::ingest {
 // In this database: every row with an id at or below it has been applied or rejected.
 uint64 apply_hwm();
 
-// Waits until this database's apply watermark reaches `target` (aq.write_end), or until every
+// Waits until this session's rows up to `target` are applied or rejected (aq.write_end: the
+// database's apply watermark reaches it, or no record of this session at or below it is left
+// in the ring), or until every
 // row committed anywhere when it was called is applied (aq.writes_flush).  timeout_ms < 0:
 // no limit of its own (statement_timeout and cancel still apply).
 void wait_applied_here(uint64 target, long timeout_ms);

@@ -311,13 +311,14 @@ void append_row(Relation rel, Datum* given_values, bool* isnull) {
                                   unsigned(chunk_limit() - types_bytes)),
                         errhint("Insert this row without the MEMOPTIMIZE_WRITE hint, or raise aq.fast_ingest_buffer.")));
     // Room for this row in a new chunk, plus a PAD of at most one chunk: then the transaction
-    // always fits in an empty ring.
-    if (txn.ring_bytes + record_bytes(types_bytes + space) + chunk_limit() + header_bytes > shared->size)
+    // always fits in an empty ring, and in its database's share of it (see ring.hpp).
+    if (txn.ring_bytes + record_bytes(types_bytes + space) + chunk_limit() + header_bytes > database_share())
         ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                         errmsg("this transaction's fast-ingest rows do not fit in the ring"),
-                        errdetail("%llu rows take %llu bytes; aq.fast_ingest_buffer is %llu bytes.",
+                        errdetail("%llu rows take %llu bytes; one database may use %llu bytes (three quarters of "
+                                  "aq.fast_ingest_buffer).",
                                   (unsigned long long)txn.rows + 1, (unsigned long long)(txn.ring_bytes + space),
-                                  (unsigned long long)shared->size),
+                                  (unsigned long long)database_share()),
                         errhint("Commit more often, or raise aq.fast_ingest_buffer (needs a restart).")));
     Chunk* c = chunk_for(rel, GetUserId(), uint32(space));
     auto tuple = reinterpret_cast<MinimalTuple>(c->data + c->used);
@@ -629,8 +630,14 @@ void pre_commit() {
     TimestampTz next_check = TimestampTzPlusMilliseconds(started, Max(DeadlockTimeout, 1));
     bool sleeping = false;
     DatabaseSlot* slot = nullptr;
+    bool over_share = false;  // this database holds its whole share of the ring (see ring.hpp)
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        if (!ids_available_locked(txn.rows)) {
+            LWLockRelease(shared->lock);
+            ereport(ERROR, (errcode(ERRCODE_IO_ERROR), errmsg("could not take a new fast-ingest epoch"),
+                            errdetail("Its counter could not be recorded in $PGDATA/pg_aq_epoch (see the server log).")));
+        }
         slot = slot_for_locked(MyDatabaseId);
         if (!slot) {
             LWLockRelease(shared->lock);
@@ -646,7 +653,10 @@ void pre_commit() {
             if (room < need) position += room;  // a PAD record fills the end
             position += need;
         }
-        if (position - shared->tail <= shared->size) {
+        uint64 txn_bytes = 0;
+        for (uint32 i = 0; i < txn.chunk_count; i++) txn_bytes += record_bytes(txn.chunks[i]->used);
+        over_share = over_share_locked(slot, txn_bytes);
+        if (position - shared->tail <= shared->size && !over_share) {
             uint64 at = shared->head;
             for (uint32 i = 0; i < txn.chunk_count; i++) {
                 Chunk* c = txn.chunks[i];
@@ -674,6 +684,10 @@ void pre_commit() {
                 h->attempts = 0;
                 h->writer_pid = MyProcPid;
                 h->committed_at = 0;
+                h->not_before = 0;
+                h->deferrals = 0;
+                h->deferred = false;
+                h->batch = 0;
                 pg_atomic_init_u32(&h->state, state_reserved);
                 c->ring_position = at;
                 c->first_seq = shared->next_seq;
@@ -682,6 +696,7 @@ void pre_commit() {
             }
             pg_write_barrier();  // headers before the head that publishes them
             shared->head = at;
+            pg_atomic_fetch_add_u64(&slot->live_bytes, txn_bytes);
             txn.slot = slot;
             txn.reserved = true;
             LWLockRelease(shared->lock);
@@ -714,7 +729,9 @@ void pre_commit() {
         long remaining = TimestampDifferenceMilliseconds(now, deadline);
         if (remaining <= 0) {
             ConditionVariableCancelSleep();
-            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES), errmsg("fast-ingest ring is full"),
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+                            errmsg(over_share ? "this database's share of the fast-ingest ring is full"
+                                              : "fast-ingest ring is full"),
                             errdetail("Waited %d ms for %llu bytes; the ring has %llu bytes.", settings::wait_timeout_ms,
                                       (unsigned long long)txn.ring_bytes, (unsigned long long)shared->size),
                             errhint("The drain is behind or stopped (see aq.memoptimize_write_area).  Raise "
@@ -764,8 +781,12 @@ void at_commit() {
 
 void at_abort() {
     if (txn.reserved) {
-        for (uint32 i = 0; i < txn.chunk_count; i++)
+        uint64 bytes = 0;
+        for (uint32 i = 0; i < txn.chunk_count; i++) {
             pg_atomic_write_u32(&header_at(txn.chunks[i]->ring_position)->state, state_aborted);
+            bytes += record_bytes(txn.chunks[i]->used);
+        }
+        pg_atomic_fetch_sub_u64(&txn.slot->live_bytes, bytes);
         pg_atomic_fetch_sub_u64(&shared->rows_buffered, txn.rows);
     }
     forget_transaction();

@@ -28,15 +28,14 @@ extern "C" {
 #include <algorithm>
 #include <initializer_list>
 
+#include "base/multi_insert.hpp"
 #include "queue/bulk_enqueue.hpp"
 
 namespace aq::queue {
 
+namespace multi_insert = aq::base::multi_insert;
+
 namespace {
-
-constexpr int batch_rows = 1000;            // as COPY's MAX_BUFFERED_TUPLES
-constexpr size_t batch_bytes = 64 * 1024;   // as COPY's MAX_BUFFERED_BYTES
-
 
 struct ColumnShape {
     const char* name;
@@ -80,17 +79,7 @@ RangeTblEntry* checked_range_table_entry(Relation rel) {
     return rte;
 }
 
-// NOT NULL on the columns every row fills (as create_queue_table declares) cannot fail:
-// evaluate constraints only if there is a CHECK, or a NOT NULL someone added elsewhere.
-bool needs_constraint_check(TupleDesc desc) {
-    if (!desc->constr) return false;
-    if (desc->constr->num_check > 0) return true;
-    for (int c : {col_delay, col_expiration, col_corrid, col_exception_queue})
-        if (TupleDescAttr(desc, c)->attnotnull) return true;
-    return false;
-}
-
-// Bytes of a payload, for the per-batch limit.
+// Bytes of a payload, for the multi-insert buffer's limit.
 size_t payload_bytes(Datum payload, int16 typlen) {
     if (typlen == -1) return VARSIZE_ANY(DatumGetPointer(payload));
     return typlen > 0 ? static_cast<size_t>(typlen) : 64;
@@ -185,14 +174,14 @@ RangeTblEntry* queue_table_entry(Relation rel, AclMode permissions, Bitmapset* i
 }
 
 bool plain_queue_table(Relation rel, Oid payload_type) {
-    return has_queue_table_shape(rel, payload_type) && rel->trigdesc == nullptr && !rel->rd_rel->relhasrules &&
-           check_enable_rls(RelationGetRelid(rel), InvalidOid, false) != RLS_ENABLED;
+    return has_queue_table_shape(rel, payload_type) && multi_insert::refusal(rel) == nullptr;
 }
 
 bool bulk_enqueue(const BulkEnqueue& r) {
     Relation rel = table_open(r.relid, RowExclusiveLock);
-    // A read-only transaction (or a standby) gets the statement's error (25006) from the statement.
-    if (XactReadOnly || IsInParallelMode() || !plain_queue_table(rel, r.payload_type)) {
+    // Whatever the multi-insert path refuses (a read-only transaction among them: the statement
+    // raises 25006) goes through the statement.
+    if (!plain_queue_table(rel, r.payload_type)) {
         table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
         return false;
     }
@@ -200,53 +189,18 @@ bool bulk_enqueue(const BulkEnqueue& r) {
     RangeTblEntry* rte = checked_range_table_entry(rel);
     Oid msgid_sequence = msgid_sequence_of(r.relid);
     int16 payload_len = get_typlen(r.payload_type);
-    EState* estate = CreateExecutorState();
-    ExecInitRangeTable(estate, list_make1(rte));
-    ResultRelInfo* result_rel = makeNode(ResultRelInfo);
-    InitResultRelInfo(result_rel, rel, 1, nullptr, 0);
-    ExecOpenIndices(result_rel, false);
-    bool check_constraints = needs_constraint_check(RelationGetDescr(rel));
-
-    int slot_count = std::min(r.count, batch_rows);
-    TupleTableSlot** slots = static_cast<TupleTableSlot**>(palloc(sizeof(TupleTableSlot*) * slot_count));
-    for (int i = 0; i < slot_count; i++) slots[i] = table_slot_create(rel, nullptr);
-    BulkInsertState bulk_state = GetBulkInsertState();
-    CommandId command = GetCurrentCommandId(true);
     Datum enq_uid = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
-    MemoryContext batch_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk enqueue", ALLOCSET_DEFAULT_SIZES);
-
-    for (int start = 0, n = 0; start < r.count; start += n) {
-        CHECK_FOR_INTERRUPTS();
-        MemoryContext outer = MemoryContextSwitchTo(batch_context);
-        // A batch is batch_rows rows or batch_bytes of payload, whichever comes first.
-        size_t bytes = 0;
-        for (n = 0; n < batch_rows && start + n < r.count && (n == 0 || bytes < batch_bytes); n++)
-            bytes += payload_bytes(r.payloads[start + n], payload_len);
-        for (int j = 0; j < n; j++) {
-            TupleTableSlot* slot = slots[j];
-            ExecClearTuple(slot);
-            Datum msgid = Int64GetDatum(nextval_internal(msgid_sequence, false));
-            r.msgids_out[start + j] = msgid;
-            fill_row(r, start + j, msgid, enq_uid, slot->tts_values, slot->tts_isnull);
-            ExecStoreVirtualTuple(slot);
-            if (check_constraints) ExecConstraints(result_rel, slot, estate);
-        }
-        table_multi_insert(rel, slots, n, command, 0, bulk_state);
-        for (int j = 0; j < n; j++) {
-            List* recheck = ExecInsertIndexTuples(result_rel, slots[j], estate, false, false, nullptr, NIL);
-            list_free(recheck);
-            ResetPerTupleExprContext(estate);
-        }
+    multi_insert::MultiInsert* m = multi_insert::begin(rel, rte, r.count);
+    for (int i = 0; i < r.count; i++) {
+        TupleTableSlot* slot = multi_insert::next_slot(m);
+        MemoryContext outer = MemoryContextSwitchTo(multi_insert::batch_memory(m));
+        Datum msgid = Int64GetDatum(nextval_internal(msgid_sequence, false));
+        r.msgids_out[i] = msgid;
+        fill_row(r, i, msgid, enq_uid, slot->tts_values, slot->tts_isnull);
         MemoryContextSwitchTo(outer);
-        MemoryContextReset(batch_context);
+        multi_insert::add(m, slot, payload_bytes(r.payloads[i], payload_len));
     }
-
-    FreeBulkInsertState(bulk_state);
-    table_finish_bulk_insert(rel, 0);
-    for (int i = 0; i < slot_count; i++) ExecDropSingleTupleTableSlot(slots[i]);
-    ExecCloseIndices(result_rel);
-    FreeExecutorState(estate);
-    MemoryContextDelete(batch_context);
+    multi_insert::finish(m);
     table_close(rel, NoLock);
     CommandCounterIncrement();  // later commands of this transaction see the messages
     return true;

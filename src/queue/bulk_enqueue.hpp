@@ -1,22 +1,19 @@
 // Bulk enqueue: COPY's multi-insert path applied to a queue table.
 //
 // Protocol.  The queue table is opened with RowExclusiveLock and checked: it must still
-// have exactly the columns aq.create_queue_table made (names, order, types), no
-// triggers, no rules, and no row-level security for the current user.  If it does not, nothing
-// is done and false is returned: the caller then runs the equivalent INSERT statement,
-// so triggers, RLS and user-added columns with defaults keep their SQL meaning.
+// have exactly the columns aq.create_queue_table made (names, order, types), and the
+// multi-insert path (base/multi_insert.hpp) must not refuse it (triggers, rules, row-level
+// security, inheritance children, a read-only transaction...).  If it does not, nothing is done
+// and false is returned: the caller then runs the equivalent INSERT statement, so triggers, RLS
+// and user-added columns with defaults keep their SQL meaning.
 // Otherwise, with the caller's privileges checked as for the equivalent INSERT ...
 // RETURNING msgid (USAGE on the schema, INSERT on the columns it names, SELECT on msgid;
 // 42501 otherwise):
 //   - message ids come from the msgid identity sequence, one nextval per message, in
 //     payload order;
-//   - rows are built in virtual slots, CHECK/NOT NULL constraints are evaluated, and
-//     every batch (1,000 rows or 64 kB of payload, as COPY) goes to table_multi_insert()
-//     with one BulkInsertState (one
-//     WAL record per heap page instead of one per row), followed by the index
-//     entries of that batch (ExecInsertIndexTuples: unique checks as usual);
-//   - a per-batch memory context is reset after each batch, and interrupts are
-//     checked between batches.
+//   - rows go through the multi-insert path, which checks them as INSERT would (NOT NULL,
+//     CHECK, and the partition bound of a queue table attached as a partition: 23514) and
+//     writes them in batches with one BulkInsertState, index entries after each batch.
 // All of it is in the caller's transaction: visible at commit, gone on rollback.
 #pragma once
 
@@ -69,8 +66,9 @@ Bitmapset* column_set(std::initializer_list<int> columns);
 RangeTblEntry* queue_table_entry(Relation rel, AclMode permissions, Bitmapset* inserted, Bitmapset* selected);
 
 // The queue table still has exactly aq's columns (names, order, types; user_data of this
-// payload type), no triggers, no rules and no row-level security for the current user: the
-// bulk paths may write it directly.  The caller holds a lock on it.
+// payload type) and the multi-insert path does not refuse it (no triggers, rules, row-level
+// security for the current user, inheritance children; not a read-only or parallel
+// transaction): the bulk paths may work on it directly.  The caller holds a lock on it.
 bool plain_queue_table(Relation rel, Oid payload_type);
 
 // May raise PostgreSQL errors: call it inside pg::call.
