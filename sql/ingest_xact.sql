@@ -105,12 +105,16 @@ SELECT try_sql($$DELETE FROM aq.fast_ingest_rejects$$);
 RESET ROLE;
 SELECT role_name, row_text, sqlstate FROM aq.fast_ingest_rejects WHERE relid = 'xact_checked'::regclass ORDER BY seqid;
 
--- hardening 10: a commit that waits for ring space while the drain waits for a lock of its
--- transaction.  Here the drain's insert of a duplicate key waits for this transaction's own
--- uncommitted row of that key, and the ring is full behind it.  PostgreSQL's deadlock
--- detector cannot see the cycle (the commit waits on a condition variable); the commit
--- found it itself, within about deadlock_timeout, and failed with 40P01 (it waited the whole
--- aq.fast_ingest_wait_timeout and failed with 53000).  The drain then goes on.
+-- hardening 10: a commit while the drain waits for a lock of its transaction.  Here the drain's
+-- insert of a duplicate key waits for this transaction's own uncommitted row of that key, with
+-- more rows behind it than the ring holds at once.  PostgreSQL's deadlock detector cannot see
+-- such a cycle (a commit waiting for ring space waits on a condition variable; on 0.4.0 it
+-- waited the whole aq.fast_ingest_wait_timeout and failed with 53000).  Now the cycle cannot
+-- hold: the drain works on copies of the records it took, so their ring space is free while it
+-- waits, and a run that waits past its time budget is deferred while the other tables' rows go
+-- on; and a commit that still waits for space finds a drain waiting for its locks within about
+-- deadlock_timeout and fails with 40P01 (the case of aq.writes_flush below).  So this COMMIT
+-- succeeds, and the drain's duplicate row is rejected afterwards.
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
 RESET client_min_messages;
@@ -133,6 +137,7 @@ COMMIT;
 \set VERBOSITY default
 SELECT aq.writes_flush();
 SELECT * FROM xact_unique;
+SELECT row_text, sqlstate FROM aq.fast_ingest_rejects WHERE relid = 'xact_unique'::regclass ORDER BY seqid;
 SELECT test_col, count(*) FROM xact_fill GROUP BY test_col;
 -- The same cycle for a session that waits for the drain to apply rows (aq.writes_flush here,
 -- aq.write_end alike) in a transaction holding the lock the drain waits for: 40P01 at once (it
