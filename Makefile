@@ -5,6 +5,7 @@ DATA        = sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql sql/aq--0.2.0--0.3.0.sq
 PGFILEDESC  = "aq - Oracle-style Advanced Queuing for PostgreSQL"
 
 OBJS = \
+	src/base/guard.o \
 	src/base/multi_insert.o \
 	src/base/run_as.o \
 	src/base/xact_end.o \
@@ -19,7 +20,6 @@ OBJS = \
 	src/ingest/watermarks.o \
 	src/ingest/writer.o \
 	src/pg/commit_functions.o \
-	src/pg/guard.o \
 	src/pg/ingest_functions.o \
 	src/pg/module.o \
 	src/pg/queue_functions.o \

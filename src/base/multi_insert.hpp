@@ -25,7 +25,7 @@
 //  Errors are PostgreSQL's own (ereport).  Everything is palloc'd in the caller's memory
 //  context, so after an error the (sub)transaction abort and the caller's context reset leave
 //  nothing behind.  PostgreSQL-side code: callers reach it from plain-data frames (inside
-//  aq::pg::call, or worker code that handles PostgreSQL errors itself).
+//  aq::base::call, or worker code that handles PostgreSQL errors itself).
 #pragma once
 
 extern "C" {

@@ -20,7 +20,7 @@
 //  On a PostgreSQL error in steps 3-6, step 7 runs in PG_CATCH and the error is re-raised.
 //
 // PostgreSQL-side code: the work is a plain function pointer and the frames here hold plain data
-// only, so callers reach run_as from inside aq::pg::call() (or from worker code that handles
+// only, so callers reach run_as from inside aq::base::call() (or from worker code that handles
 // PostgreSQL errors itself).
 #pragma once
 

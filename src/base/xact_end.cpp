@@ -10,7 +10,7 @@ extern "C" {
 #include <exception>
 
 #include "base/xact_end.hpp"
-#include "pg/guard.hpp"
+#include "base/guard.hpp"
 
 namespace aq::base::xact_end {
 
@@ -61,11 +61,11 @@ void on_xact_event(XactEvent event, void*) {
     switch (event) {
         case XACT_EVENT_PRE_COMMIT:
             for (int i = 0; i < table_count; i++)
-                if (Hook hook = tables[i].pre_commit) pg::entry_void([hook] { hook(); });
+                if (Hook hook = tables[i].pre_commit) base::entry_void([hook] { hook(); });
             break;
         case XACT_EVENT_PRE_PREPARE:
             for (int i = 0; i < table_count; i++)
-                if (Hook hook = tables[i].pre_prepare) pg::entry_void([hook] { hook(); });
+                if (Hook hook = tables[i].pre_prepare) base::entry_void([hook] { hook(); });
             break;
         case XACT_EVENT_COMMIT:
             for (int i = 0; i < table_count; i++)
@@ -97,7 +97,7 @@ void on_subxact_event(SubXactEvent event, SubTransactionId mine, SubTransactionI
     switch (event) {
         case SUBXACT_EVENT_START_SUB:
             for (int i = 0; i < table_count; i++)
-                if (SubHook hook = tables[i].sub_start) pg::entry_void([=] { hook(mine, parent); });
+                if (SubHook hook = tables[i].sub_start) base::entry_void([=] { hook(mine, parent); });
             break;
         case SUBXACT_EVENT_COMMIT_SUB:
             for (int i = 0; i < table_count; i++)

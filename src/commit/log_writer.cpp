@@ -18,7 +18,7 @@ extern "C" {
 #include <cstring>
 
 #include "commit/log_writer.hpp"
-#include "pg/worker_spec.hpp"
+#include "base/worker_spec.hpp"
 
 namespace aq::commit::log_writer {
 
@@ -46,7 +46,7 @@ void forget_writer(int, Datum) {
 }  // namespace
 
 void register_worker() {
-    BackgroundWorker worker = pg::worker_spec("aq_log_writer_main", "aq log writer", BGWORKER_SHMEM_ACCESS, 1);
+    BackgroundWorker worker = base::worker_spec("aq_log_writer_main", "aq log writer", BGWORKER_SHMEM_ACCESS, 1);
     RegisterBackgroundWorker(&worker);
 }
 

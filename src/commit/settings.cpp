@@ -13,7 +13,7 @@ extern "C" {
 #include <cstring>
 
 #include "commit/settings.hpp"
-#include "pg/guard.hpp"
+#include "base/guard.hpp"
 
 namespace aq::commit::settings {
 
@@ -424,7 +424,7 @@ std::vector<LevelValue> levels() {
 
 void set_transaction_clause(const WriteClause& clause) {
     std::string text = format_write_clause(clause);
-    pg::call([&] {
+    base::call([&] {
         (void)set_config_option("aq.commit_write", text.c_str(), PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true,
                                 0, false);
     });

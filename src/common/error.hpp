@@ -1,7 +1,7 @@
 // aq::Error — the one C++ exception type of aq's core (queues, commit modes, ingest).
 //
 // Pure C++ (no PostgreSQL header): it carries a five-character SQLSTATE and the
-// message, detail and hint that the boundary (src/pg/guard.cpp) turns into an
+// message, detail and hint that the boundary (src/base/guard.cpp) turns into an
 // ereport() once the exception has been caught and destroyed.
 #pragma once
 

@@ -44,7 +44,7 @@ extern "C" {
 #include "ingest/drain.hpp"
 #include "ingest/ring.hpp"
 #include "ingest/settings.hpp"
-#include "pg/worker_spec.hpp"
+#include "base/worker_spec.hpp"
 
 namespace aq::ingest::drain {
 
@@ -857,7 +857,7 @@ bool start_drain(DatabaseSlot* slot, BackgroundWorkerHandle** handle) {
     uint32 expected = slot_stopped;
     if (!pg_atomic_compare_exchange_u32(&slot->state, &expected, slot_starting)) return false;
     // Never restarted by the postmaster: the launcher restarts it, and can give up.
-    BackgroundWorker worker = pg::worker_spec("aq_fast_ingest_drain_main", "aq fast ingest drain",
+    BackgroundWorker worker = base::worker_spec("aq_fast_ingest_drain_main", "aq fast ingest drain",
                                               BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
                                               BGW_NEVER_RESTART);
     snprintf(worker.bgw_name, BGW_MAXLEN, "aq fast ingest drain for database %u", slot->database);
@@ -888,7 +888,7 @@ void launcher_exit(int, Datum) {
 
 void register_launcher() {
     // A connection to no database: enough to read pg_database (is a database gone?).
-    BackgroundWorker worker = pg::worker_spec("aq_fast_ingest_launcher_main", "aq fast ingest launcher",
+    BackgroundWorker worker = base::worker_spec("aq_fast_ingest_launcher_main", "aq fast ingest launcher",
                                               BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION, 1);
     RegisterBackgroundWorker(&worker);
 }

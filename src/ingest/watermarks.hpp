@@ -1,7 +1,7 @@
 // Watermarks, flushes and the write area's figures (Oracle's DBMS_MEMOPTIMIZE and
 // V$MEMOPTIMIZE_WRITE_AREA), plus the registry of enabled tables.  PostgreSQL-side code:
 // these may ereport (cancel, timeout, bad table), so the SQL layer calls them through
-// aq::pg::call().
+// aq::base::call().
 #pragma once
 
 extern "C" {

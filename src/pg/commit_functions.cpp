@@ -22,7 +22,7 @@ extern "C" {
 #include "commit/committer.hpp"
 #include "commit/log_writer.hpp"
 #include "commit/settings.hpp"
-#include "pg/guard.hpp"
+#include "base/guard.hpp"
 
 namespace aq {
 
@@ -60,7 +60,7 @@ Datum commit_procedure(FunctionCallInfo fcinfo) {
                     "In this transaction, use " + set_local + ".");
     }
     if (!clause.empty()) settings::set_transaction_clause(clause);
-    pg::call([] {
+    base::call([] {
         if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT) elog(ERROR, "SPI_connect_ext failed");
         SPI_commit();
         SPI_finish();
@@ -77,7 +77,7 @@ Datum commit_mode(FunctionCallInfo fcinfo) {
     std::string logging_from = describe_logging(d.logging_from);
     Datum values[6];
     bool nulls[6] = {};
-    pg::call([&] {
+    base::call([&] {
         values[0] = text_datum(name(d.forced ? Wait::force_wait : d.wait));
         values[1] = text_datum(name(d.logging));
         values[2] = text_datum(name(d.sync));
@@ -85,14 +85,14 @@ Datum commit_mode(FunctionCallInfo fcinfo) {
         values[4] = text_datum(logging_from.c_str());
         values[5] = BoolGetDatum(d.forced);
     });
-    return pg::composite_result(fcinfo, values, nulls);
+    return base::composite_result(fcinfo, values, nulls);
 }
 
 // aq.commit_settings(): every level at which a commit parameter is set.
 Datum commit_settings(FunctionCallInfo fcinfo) {
     require_preloaded();
     std::vector<settings::LevelValue> rows = settings::levels();
-    pg::call([&] {
+    base::call([&] {
         InitMaterializedSRF(fcinfo, 0);
         auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
         for (const auto& r : rows) {
@@ -113,10 +113,10 @@ Datum last_commit(FunctionCallInfo fcinfo) {
     bool nulls[8] = {};
     if (!c.valid) {
         for (bool& n : nulls) n = true;
-        return pg::composite_result(fcinfo, values, nulls);
+        return base::composite_result(fcinfo, values, nulls);
     }
     XLogRecPtr flushed = GetFlushRecPtr(nullptr);
-    pg::call([&] {
+    base::call([&] {
         values[0] = LSNGetDatum(c.lsn);
         values[1] = LSNGetDatum(flushed);
         values[2] = BoolGetDatum(c.lsn <= flushed);
@@ -126,7 +126,7 @@ Datum last_commit(FunctionCallInfo fcinfo) {
         values[6] = text_datum(name(c.decision.sync));
         values[7] = TimestampTzGetDatum(c.at);
     });
-    return pg::composite_result(fcinfo, values, nulls);
+    return base::composite_result(fcinfo, values, nulls);
 }
 
 // aq.commit_stats(all_sessions boolean DEFAULT false)
@@ -140,7 +140,7 @@ Datum commit_stats(FunctionCallInfo fcinfo) {
                        Int64GetDatum(log_writer::flushes())};
     bool nulls[7] = {};
     nulls[6] = !all;  // the log writer's flushes are the cluster's, not a session's
-    return pg::composite_result(fcinfo, values, nulls);
+    return base::composite_result(fcinfo, values, nulls);
 }
 
 }  // namespace

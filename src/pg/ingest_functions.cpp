@@ -14,7 +14,7 @@ extern "C" {
 #include "ingest/ring.hpp"
 #include "ingest/watermarks.hpp"
 #include "ingest/writer.hpp"
-#include "pg/guard.hpp"
+#include "base/guard.hpp"
 
 namespace aq {
 
@@ -31,18 +31,18 @@ long timeout_argument(FunctionCallInfo fcinfo, int n) {
 
 Datum enable_fast_ingest(FunctionCallInfo fcinfo) {
     Oid relid = PG_GETARG_OID(0);
-    pg::call([&] { ingest::enable_table(relid); });
+    base::call([&] { ingest::enable_table(relid); });
     PG_RETURN_VOID();
 }
 
 Datum disable_fast_ingest(FunctionCallInfo fcinfo) {
     Oid relid = PG_GETARG_OID(0);
-    pg::call([&] { ingest::disable_table(relid); });
+    base::call([&] { ingest::disable_table(relid); });
     PG_RETURN_VOID();
 }
 
 Datum get_write_hwm_seqid(FunctionCallInfo fcinfo) {
-    pg::call([] { ingest::ring::require_preloaded(); });
+    base::call([] { ingest::ring::require_preloaded(); });
     uint64 hwm = ingest::writer::session_write_hwm();
     if (hwm == 0) PG_RETURN_NULL();
     PG_RETURN_INT64(int64(hwm));
@@ -50,26 +50,26 @@ Datum get_write_hwm_seqid(FunctionCallInfo fcinfo) {
 
 Datum get_apply_hwm_seqid(FunctionCallInfo fcinfo) {
     uint64 hwm = 0;
-    pg::call([&] { hwm = ingest::apply_hwm(); });
+    base::call([&] { hwm = ingest::apply_hwm(); });
     PG_RETURN_INT64(int64(hwm));
 }
 
 Datum write_end(FunctionCallInfo fcinfo) {
     long timeout = timeout_argument(fcinfo, 0);
     uint64 target = ingest::writer::session_write_hwm();
-    pg::call([&] { ingest::wait_applied_here(target, timeout); });
+    base::call([&] { ingest::wait_applied_here(target, timeout); });
     PG_RETURN_VOID();
 }
 
 Datum writes_flush(FunctionCallInfo fcinfo) {
     long timeout = timeout_argument(fcinfo, 0);
-    pg::call([&] { ingest::wait_applied_everywhere(timeout); });
+    base::call([&] { ingest::wait_applied_everywhere(timeout); });
     PG_RETURN_VOID();
 }
 
 Datum write_area(FunctionCallInfo fcinfo) {
     ingest::AreaStats s;
-    pg::call([&] { s = ingest::area_stats(); });
+    base::call([&] { s = ingest::area_stats(); });
     Datum values[13];
     bool nulls[13] = {};
     values[0] = Int64GetDatum(int64(s.total_bytes));
@@ -86,7 +86,7 @@ Datum write_area(FunctionCallInfo fcinfo) {
     values[11] = Int32GetDatum(s.drain_workers);
     values[12] = TimestampTzGetDatum(s.oldest_undrained);
     nulls[12] = s.oldest_undrained == 0;
-    return pg::composite_result(fcinfo, values, nulls);
+    return base::composite_result(fcinfo, values, nulls);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ PGDLLEXPORT void _PG_init(void);
 #include "ingest/ring.hpp"
 #include "ingest/settings.hpp"
 #include "ingest/writer.hpp"
-#include "pg/guard.hpp"
+#include "base/guard.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
 #include "queue/scan_floor.hpp"
@@ -54,7 +54,7 @@ void request_shmem() {
 
 void startup_shmem() {
     if (prev_shmem_startup_hook) prev_shmem_startup_hook();
-    aq::pg::entry_void([] {
+    aq::base::entry_void([] {
         aq::queue::wakeup::shmem_startup();
         aq::queue::scan_floor::shmem_startup();
         aq::commit::settings::shmem_startup();
@@ -163,7 +163,7 @@ void _PG_init(void) {
         aq::ingest::drain::register_launcher();
         aq::queue::settler::register_launcher();
     }
-    aq::pg::entry_void([] { aq::commit::settings::define(process_shared_preload_libraries_in_progress); });
+    aq::base::entry_void([] { aq::commit::settings::define(process_shared_preload_libraries_in_progress); });
     aq::ingest::settings::define(process_shared_preload_libraries_in_progress);
     aq::ingest::writer::install_hooks();
     MarkGUCPrefixReserved("aq");

@@ -18,7 +18,7 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
-#include "pg/guard.hpp"
+#include "base/guard.hpp"
 #include "queue/options.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/wakeup.hpp"

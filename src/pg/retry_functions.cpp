@@ -7,7 +7,7 @@ extern "C" {
 #include "utils/builtins.h"
 }
 
-#include "pg/guard.hpp"
+#include "base/guard.hpp"
 #include "queue/retries.hpp"
 
 namespace aq {
@@ -18,7 +18,7 @@ Datum claimable(FunctionCallInfo fcinfo) {
     Oid relid = PG_GETARG_OID(0);
     ItemPointerData tid = *reinterpret_cast<ItemPointer>(PG_GETARG_POINTER(1));
     bool result = true;
-    pg::call([&] { result = queue::retries::claimable(relid, &tid); });
+    base::call([&] { result = queue::retries::claimable(relid, &tid); });
     return BoolGetDatum(result);
 }
 

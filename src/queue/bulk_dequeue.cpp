@@ -1,4 +1,4 @@
-// See bulk_dequeue.hpp for the protocol.  Called inside pg::call: plain data only.
+// See bulk_dequeue.hpp for the protocol.  Called inside base::call: plain data only.
 extern "C" {
 #include "postgres.h"
 #include "access/genam.h"

@@ -65,7 +65,7 @@ struct BulkDequeue {
 };
 
 // Returns the number of messages removed, or -1 when the table is not eligible (nothing
-// done).  May raise PostgreSQL errors: call it inside pg::call.
+// done).  May raise PostgreSQL errors: call it inside base::call.
 int bulk_dequeue(const BulkDequeue& request);
 
 }  // namespace aq::queue

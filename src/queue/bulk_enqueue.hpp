@@ -71,7 +71,7 @@ RangeTblEntry* queue_table_entry(Relation rel, AclMode permissions, Bitmapset* i
 // transaction): the bulk paths may work on it directly.  The caller holds a lock on it.
 bool plain_queue_table(Relation rel, Oid payload_type);
 
-// May raise PostgreSQL errors: call it inside pg::call.
+// May raise PostgreSQL errors: call it inside base::call.
 bool bulk_enqueue(const BulkEnqueue& request);
 
 }  // namespace aq::queue

@@ -1,6 +1,6 @@
 // See queue_store.hpp for the statements and the navigation protocol.
 //
-// Every function here calls PostgreSQL only inside pg::call(), from frames that hold
+// Every function here calls PostgreSQL only inside base::call(), from frames that hold
 // plain data; C++ errors are aq::Error, thrown after the PostgreSQL work they report.
 extern "C" {
 #include "postgres.h"
@@ -36,7 +36,7 @@ extern "C" {
 #include <string>
 
 #include "base/run_as.hpp"
-#include "pg/guard.hpp"
+#include "base/guard.hpp"
 #include "queue/bulk_dequeue.hpp"
 #include "queue/bulk_enqueue.hpp"
 #include "queue/queue_store.hpp"
@@ -280,7 +280,7 @@ bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info, CatalogRow* rows) 
     return true;
 }
 
-// What went wrong with a lookup, found inside pg::call and thrown outside it.
+// What went wrong with a lookup, found inside base::call and thrown outside it.
 enum class QueueProblem { none, unknown, storage_missing, wrong_payload, exception_enqueue, enqueue_disabled, dequeue_disabled };
 
 struct Problem {
@@ -301,7 +301,7 @@ Problem check_queue(bool found, const QueueInfo& q, Oid payload_type, bool for_e
 
 std::string type_name(Oid type) {
     char* name = nullptr;
-    pg::call([&] { name = format_type_be(type); });
+    base::call([&] { name = format_type_be(type); });
     return name;
 }
 
@@ -883,7 +883,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
     ArrayType* result = nullptr;
     Problem problem;
     MemoryContext caller_context = CurrentMemoryContext;
-    pg::call([&] {
+    base::call([&] {
         int count = ArrayGetNItems(ARR_NDIM(r.payloads), ARR_DIMS(r.payloads));
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
         QueueInfo q;
@@ -932,7 +932,7 @@ int dequeue(const DequeueRequest& r) {
     int delivered = 0;
     bool cannot_wait = false;  // REPEATABLE READ / SERIALIZABLE: new commits stay invisible
     Problem problem;
-    pg::call([&] {
+    base::call([&] {
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
         QueueInfo q;
         problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);

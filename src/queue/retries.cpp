@@ -1,4 +1,4 @@
-// See retries.hpp for the protocol.  Called inside pg::call (the dequeue paths) or from the
+// See retries.hpp for the protocol.  Called inside base::call (the dequeue paths) or from the
 // transaction callbacks: plain data only.
 extern "C" {
 #include "postgres.h"

@@ -39,7 +39,7 @@ extern "C" {
 
 #include "base/run_as.hpp"
 #include "commit/committer.hpp"
-#include "pg/worker_spec.hpp"
+#include "base/worker_spec.hpp"
 #include "queue/retries.hpp"
 #include "queue/settler.hpp"
 #include "queue/wakeup.hpp"
@@ -259,7 +259,7 @@ bool wait_settled(uint64 ticket, long timeout_ms) {
 }
 
 void register_launcher() {
-    BackgroundWorker worker = pg::worker_spec("aq_settler_launcher_main", "aq settler launcher",
+    BackgroundWorker worker = base::worker_spec("aq_settler_launcher_main", "aq settler launcher",
                                               BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION, 1);
     RegisterBackgroundWorker(&worker);
 }
@@ -583,7 +583,7 @@ BackgroundWorkerHandle* handles[max_databases];
 
 void start_worker(int i) {
     DatabaseSlot& slot = shared->slots[i];
-    BackgroundWorker worker = pg::worker_spec("aq_settler_main", "aq settler",
+    BackgroundWorker worker = base::worker_spec("aq_settler_main", "aq settler",
                                               BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
                                               BGW_NEVER_RESTART);
     snprintf(worker.bgw_name, BGW_MAXLEN, "aq settler for database %u", slot.database);

@@ -41,7 +41,7 @@ void shmem_startup();
 uint64_t generation(int32_t queue_id);
 
 // Sleeps until the queue's generation differs from `seen`, timeout_ms (-1: no limit) or
-// longest_sleep_ms passes, whichever is first; then checks that the client is still there.  May raise PostgreSQL errors (interrupts): call it through pg::call.
+// longest_sleep_ms passes, whichever is first; then checks that the client is still there.  May raise PostgreSQL errors (interrupts): call it through base::call.
 void sleep(int32_t queue_id, uint64_t seen, long timeout_ms);
 
 // Remember queues for the end of the current transaction.

@@ -10,7 +10,7 @@ extern "C" {
 #include <cstdio>
 #include <cstring>
 
-namespace aq::pg {
+namespace aq::base {
 
 // function: the exported entry point in aq.so; type: pg_stat_activity's backend_type;
 // restart_seconds: BGW_NEVER_RESTART or a delay.  Starts once recovery has finished.
@@ -27,4 +27,4 @@ inline BackgroundWorker worker_spec(const char* function, const char* type, int 
     return worker;
 }
 
-}  // namespace aq::pg
+}  // namespace aq::base

@@ -1,14 +1,14 @@
 // The C++/PostgreSQL boundary: the only two ways control may cross it.
 //
 //  1. PostgreSQL -> C++:  every SQL-callable function, hook and callback runs its C++
-//     body through aq::pg::entry().  C++ exceptions are caught there, copied into
+//     body through aq::base::entry().  C++ exceptions are caught there, copied into
 //     palloc'd plain data, and only after the catch block has ended (so every C++
 //     destructor has run) re-raised as ereport(ERROR) with the exception's SQLSTATE.
 //
 //  2. C++ -> PostgreSQL:  every call into PostgreSQL that may ereport(ERROR) from a frame
-//     that owns C++ objects goes through aq::pg::call().  It runs the callee under
+//     that owns C++ objects goes through aq::base::call().  It runs the callee under
 //     PG_TRY, so a longjmp never unwinds a C++ frame: the error is copied out of
-//     ErrorContext and rethrown as aq::pg::PgError, which entry() re-raises intact
+//     ErrorContext and rethrown as aq::base::PgError, which entry() re-raises intact
 //     (SQLSTATE, detail, hint, context — e.g. 57014 for a cancel).
 //
 // Rule for callers: the lambda handed to call() holds plain data only; guard a batch
@@ -25,7 +25,7 @@ extern "C" {
 
 #include "common/error.hpp"
 
-namespace aq::pg {
+namespace aq::base {
 
 // A PostgreSQL error caught by call(); owns a copy of the ErrorData.
 class PgError : public std::exception {
@@ -97,7 +97,7 @@ void entry_void(Body&& body) {
 // A composite result (the function's declared row type) from already-converted Datums.
 Datum composite_result(FunctionCallInfo fcinfo, Datum* values, bool* nulls);
 
-}  // namespace aq::pg
+}  // namespace aq::base
 
 // Declares an fmgr-callable function whose C++ body is `impl(fcinfo)` in namespace aq.
 #define AQ_SQL_FUNCTION(sqlname, impl)                                        \
@@ -106,5 +106,5 @@ Datum composite_result(FunctionCallInfo fcinfo, Datum* values, bool* nulls);
     PG_FUNCTION_INFO_V1(sqlname);                                             \
     }                                                                         \
     Datum sqlname(PG_FUNCTION_ARGS) {                                         \
-        return aq::pg::entry([&]() -> Datum { return impl(fcinfo); });        \
+        return aq::base::entry([&]() -> Datum { return impl(fcinfo); });        \
     }

@@ -10,9 +10,9 @@ extern "C" {
 
 #include <new>
 
-#include "pg/guard.hpp"
+#include "base/guard.hpp"
 
-namespace aq::pg {
+namespace aq::base {
 
 namespace {
 // The exception captured by entry(), as plain palloc'd data (ErrorContext-free).
@@ -103,4 +103,4 @@ Datum composite_result(FunctionCallInfo fcinfo, Datum* values, bool* nulls) {
     return result;
 }
 
-}  // namespace aq::pg
+}  // namespace aq::base
