@@ -15,21 +15,21 @@
 //    a request (a hint) without waiting.
 //  * "aq settler launcher" (one, static, restarted by the postmaster) starts an "aq settler"
 //    worker for every database slot with work (submitted > settled) that has none, at most
-//    three at a time.  At its
-//    start — a server start, and after every crash restart, which reinitialises shared
-//    memory — it sets the horizon to the next xid and marks every database for a scan, so a
-//    crash's unsettled attempts are found without anybody asking.
+//    three at a time.  At its start — a server start, and after every crash restart, which
+//    reinitialises shared memory — it sets the horizon to the next xid and marks every
+//    database for a scan, so a crash's unsettled attempts are found without anybody asking.
 //  * A settler worker takes its database's requests (and scan_wanted) under the lock,
 //    notes upto = submitted, settles them (retries.hpp: per queue table, its own
 //    transaction, as the table's owner with search_path = pg_catalog, pg_temp in a
 //    restricted security context; never waiting for the table's lock: a table another
 //    transaction holds — maybe the aborting one — is retried by a scan), then sets
-//    settled = upto and sets the requesters' latches.  Its commit wakes the dequeues waiting on the queues whose messages came back
-//    (wakeup.hpp).  Rows it could not settle (locked, an error) are found by a scan a
-//    second later (backing off to a minute while that keeps happening).  Once a round settled everything, the registry forgets the claiming xids
-//    of its requests; once a scan of the database settled everything, every registered xid
-//    of the database that did not commit.  An idle worker exits after a few seconds (DROP DATABASE is not blocked),
-//    checking under the lock that nothing was submitted meanwhile.
+//    settled = upto and sets the requesters' latches.  Its commit wakes the dequeues waiting
+//    on the queues whose messages came back (wakeup.hpp).  Rows it could not settle (locked,
+//    an error) are found by a scan a second later (backing off to a minute while that keeps
+//    happening).  Once a round settled everything, the registry forgets the claiming xids of
+//    its requests; once a scan of the database settled everything, every registered xid of
+//    the database that did not commit.  An idle worker exits after a few seconds (DROP
+//    DATABASE is not blocked), checking under the lock that nothing was submitted meanwhile.
 //  * A slot whose worker fails to start three times in a row (the database was dropped)
 //    has its work dropped and is freed.
 #pragma once
