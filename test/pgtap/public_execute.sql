@@ -52,7 +52,8 @@ INSERT INTO documented VALUES
     ('aq._queue_privileges(text)', 'admin functions: privilege names'),
     ('aq._enqueue_grant()', 'admin functions: privilege names'),
     ('aq._dequeue_grant()', 'admin functions: privilege names'),
-    ('aq._grantee(text)', 'admin functions: role name');
+    ('aq._grantee(text)', 'admin functions: role name'),
+    ('aq._claimable(oid,tid)', 'the dequeue statement''s filter of uncounted attempts (checks SELECT itself)');
 
 CREATE TEMP VIEW public_executes AS
     SELECT p.oid::regprocedure::text AS sig FROM pg_proc p
@@ -65,8 +66,8 @@ SELECT is_empty($$SELECT sig FROM public_executes p JOIN pg_proc f ON f.oid = p.
                 'none of them is SECURITY DEFINER');
 SELECT is_empty($$SELECT sig FROM public_executes p JOIN pg_proc f ON f.oid = p.sig::regprocedure
                    JOIN pg_language l ON l.oid = f.prolang
-                   WHERE l.lanname = 'c' AND p.sig LIKE 'aq.\_%' AND p.sig <> 'aq._memoptimize_write_area()'$$,
-                'no internal C function but the view''s is executable by PUBLIC');
+                   WHERE l.lanname = 'c' AND p.sig LIKE 'aq.\_%' AND p.sig NOT IN ('aq._memoptimize_write_area()', 'aq._claimable(oid,tid)')$$,
+                'no internal C function but the view''s and the dequeue statement''s is executable by PUBLIC');
 SELECT hasnt_function('aq', '_wake_waiters', ARRAY['integer'],
                       'aq._wake_waiters is gone: any role could wake (and spin) any queue''s waiters');
 SELECT ok(NOT has_function_privilege('public', 'aq._queues_changed()', 'EXECUTE'),
