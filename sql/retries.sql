@@ -194,6 +194,8 @@ SET ROLE rt_nobody;
 SELECT try_sql($$SELECT aq._claimable('rt_qt'::regclass, '(0,1)')$$) AS without_select;
 RESET ROLE;
 SELECT aq._claimable('rt_qt'::regclass, '(0,1)') AS with_select, aq._claimable('rt_qt'::regclass, '(4294967295,1)') AS no_such_row;
+-- A relation that does not exist is 42P01 (not an internal error), for anyone.
+SELECT try_sql($$SELECT aq._claimable(0, '(0,1)')$$) AS no_such_relation;
 DROP ROLE rt_nobody;
 
 ------------------------------------------------------------------------------ a settle that fails

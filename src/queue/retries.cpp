@@ -170,14 +170,16 @@ bool counting() {
 
 bool claimable(Oid relid, ItemPointer tid) {
     if (!counting()) return true;
-    Relation rel = relation_open(relid, AccessShareLock);  // held already by the statement
+    // Callable by anyone: the privilege is checked before anything is locked or read (and a
+    // missing relation is 42P01, from the check).
+    if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                        errmsg("permission denied for table %s", get_rel_name(relid))));
+    Relation rel = try_relation_open(relid, AccessShareLock);  // held already by the statement
+    if (!rel)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
     bool unsettled = false;
-    if (rel->rd_rel->relkind == RELKIND_RELATION) {
-        if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                            errmsg("permission denied for table %s", RelationGetRelationName(rel))));
-        unsettled = row_holds_unsettled_claim(rel, tid);
-    }
+    if (rel->rd_rel->relkind == RELKIND_RELATION) unsettled = row_holds_unsettled_claim(rel, tid);
     relation_close(rel, AccessShareLock);
     if (unsettled) settler::hint(relid, tid);
     return !unsettled;
