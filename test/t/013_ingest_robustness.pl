@@ -36,7 +36,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use lib $FindBin::Bin;
-use AqIngest;
+use AqIngest qw(wait_for);
 
 my $t_start = time;
 my $node = PostgreSQL::Test::Cluster->new('ingest_robustness');
@@ -74,18 +74,6 @@ sub drain_pid
 		  . " WHERE backend_type = 'aq fast ingest drain' AND datname = '$db' $extra");
 }
 
-sub wait_for
-{
-	my ($what, $timeout, $cond) = @_;
-	my $deadline = time + $timeout;
-	while (time < $deadline)
-	{
-		return 1 if $cond->();
-		usleep(200_000);
-	}
-	note "timed out after $timeout s waiting for $what";
-	return 0;
-}
 
 my ($rc, $out, $err);
 

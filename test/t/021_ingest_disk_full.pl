@@ -23,6 +23,9 @@ use Time::HiRes qw(time usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use AqIngest qw(wait_for);
 
 my $node = PostgreSQL::Test::Cluster->new('ingest_disk_full');
 $node->init;
@@ -83,18 +86,6 @@ sub failures_logged
 	return (scalar(@r), scalar(@t));
 }
 
-sub wait_for
-{
-	my ($what, $timeout, $cond) = @_;
-	my $deadline = time + $timeout;
-	while (time < $deadline)
-	{
-		return 1 if $cond->();
-		usleep(100_000);
-	}
-	note "timed out after $timeout s waiting for $what";
-	return 0;
-}
 
 sub ids_array
 {

@@ -18,6 +18,9 @@ use Time::HiRes qw(time usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use AqIngest qw(wait_for);
 
 my $node = PostgreSQL::Test::Cluster->new('ingest_isolation');
 $node->init;
@@ -61,18 +64,6 @@ SELECT aq.enable_fast_ingest('slow_t');
 }, connstr => $as_slow, on_error_stop => 1);
 is($rc . $err, '0', 'slow_owner made its table with a sleeping trigger') or diag($err);
 
-sub wait_for
-{
-	my ($what, $timeout, $cond) = @_;
-	my $deadline = time + $timeout;
-	while (time < $deadline)
-	{
-		return 1 if $cond->();
-		usleep(100_000);
-	}
-	note "timed out after $timeout s waiting for $what";
-	return 0;
-}
 
 # ------------------------------------------------------------------ 1.
 ($rc, $out, $err) = $node->psql('slow_db', q{INSERT /*+ MEMOPTIMIZE_WRITE */ INTO slow_t VALUES (1, 'first')},
