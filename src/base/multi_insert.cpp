@@ -17,6 +17,7 @@ extern "C" {
 }
 
 #include "base/multi_insert.hpp"
+#include "compat/executor.hpp"
 
 namespace aq::base::multi_insert {
 
@@ -60,13 +61,13 @@ const char* refusal(Relation rel) {
     return nullptr;
 }
 
-MultiInsert* begin(Relation rel, RangeTblEntry* rte, int expected_rows) {
+MultiInsert* begin(Relation rel, const compat::RangeTable& range_table, int expected_rows) {
     auto* m = static_cast<MultiInsert*>(palloc0(sizeof(MultiInsert)));
     TupleDesc desc = RelationGetDescr(rel);
     m->rel = rel;
     m->context = CurrentMemoryContext;
     m->estate = CreateExecutorState();
-    ExecInitRangeTable(m->estate, list_make1(rte));
+    compat::init_range_table(m->estate, range_table);
     m->result_rel = makeNode(ResultRelInfo);
     InitResultRelInfo(m->result_rel, rel, 1, nullptr, 0);
     ExecOpenIndices(m->result_rel, false);
@@ -98,7 +99,7 @@ void flush(MultiInsert* m) {
     table_multi_insert(m->rel, m->slots, m->buffered, m->command, 0, m->bulk);
     for (int j = 0; j < m->buffered; j++) {
         if (m->result_rel->ri_NumIndices > 0) {
-            List* recheck = ExecInsertIndexTuples(m->result_rel, m->slots[j], m->estate, false, false, nullptr, NIL);
+            List* recheck = compat::insert_index_tuples(m->result_rel, m->slots[j], m->estate);
             list_free(recheck);
         }
         ResetPerTupleExprContext(m->estate);

@@ -37,6 +37,10 @@ extern "C" {
 
 #include <cstddef>
 
+namespace aq::compat {
+struct RangeTable;
+}
+
 namespace aq::base::multi_insert {
 
 // Why rows may not go into rel by multi-insert (see the protocol), or nullptr.
@@ -45,7 +49,7 @@ const char* refusal(Relation rel);
 struct MultiInsert;
 
 // rel is open and locked (RowExclusiveLock) by the caller, who closes it after finish().
-MultiInsert* begin(Relation rel, RangeTblEntry* rte, int expected_rows);
+MultiInsert* begin(Relation rel, const compat::RangeTable& range_table, int expected_rows);
 TupleTableSlot* next_slot(MultiInsert* m);
 MemoryContext batch_memory(MultiInsert* m);
 // The slot from next_slot(), filled; `bytes` (the row's size, roughly) counts toward a flush.

@@ -10,13 +10,14 @@ extern "C" {
 #include "replication/syncrep.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
-#include "storage/backendid.h"
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 }
 
 #include <sys/prctl.h>
 
+#include "compat/guc.hpp"
+#include "compat/proc.hpp"
 #include "commit/committer.hpp"
 #include "commit/log_writer.hpp"
 #include "commit/settings.hpp"
@@ -89,7 +90,8 @@ void count(Counter c) {
 }
 
 int my_slot() {
-    return MyBackendId != InvalidBackendId && MyBackendId <= shared->slot_count ? MyBackendId - 1 : -1;
+    int slot = compat::my_backend_slot();
+    return slot < shared->slot_count ? slot : -1;
 }
 
 // Other WAIT/BATCH sessions that committed within active_horizon_us.

@@ -17,6 +17,7 @@ extern "C" {
 
 #include <cstring>
 
+#include "compat/proc.hpp"
 #include "commit/log_writer.hpp"
 #include "base/worker_spec.hpp"
 
@@ -69,9 +70,9 @@ void request_flush(uint64_t lsn) {
     raise_to(&shared->requested, lsn);
     uint32 procno = pg_atomic_read_u32(&shared->writer_pgprocno);
     if (procno != no_writer)
-        SetLatch(&ProcGlobal->allProcs[procno].procLatch);
-    else if (ProcGlobal->walwriterLatch)
-        SetLatch(ProcGlobal->walwriterLatch);
+        SetLatch(compat::proc_latch(procno));
+    else if (Latch* wal_writer = compat::wal_writer_latch())
+        SetLatch(wal_writer);
 }
 
 int64_t flushes() {
@@ -88,7 +89,7 @@ void aq_log_writer_main(Datum) {
     BackgroundWorkerUnblockSignals();
     if (!shared) proc_exit(1);
     before_shmem_exit(forget_writer, 0);
-    pg_atomic_write_u32(&shared->writer_pgprocno, uint32(MyProc->pgprocno));
+    pg_atomic_write_u32(&shared->writer_pgprocno, aq::compat::my_proc_number());
     while (!ShutdownRequestPending) {
         ResetLatch(MyLatch);
         XLogRecPtr want = pg_atomic_read_u64(&shared->requested);

@@ -12,6 +12,7 @@ extern "C" {
 #include <cstdlib>
 #include <cstring>
 
+#include "compat/guc.hpp"
 #include "commit/settings.hpp"
 #include "base/guard.hpp"
 
@@ -195,13 +196,7 @@ void assign_write(const char*, void* extra) { publish_if_postmaster(p_write, ext
 config_generic* records[param_count] = {};
 config_generic* synchronous_commit_record = nullptr;
 
-config_generic* find_record(const char* name) {
-    config_generic** all = get_guc_variables();
-    int n = GetNumConfigOptions();
-    for (int i = 0; i < n; i++)
-        if (strcmp(all[i]->name, name) == 0) return all[i];
-    return nullptr;
-}
+config_generic* find_record(const char* name) { return compat::find_guc_record(name); }
 
 // A value with its source, as found in a record or its stack.
 struct Found {

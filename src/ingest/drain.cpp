@@ -40,6 +40,8 @@ extern "C" {
 
 #include "base/multi_insert.hpp"
 #include "base/run_as.hpp"
+#include "compat/executor.hpp"
+#include "compat/proc.hpp"
 #include "commit/committer.hpp"
 #include "ingest/drain.hpp"
 #include "ingest/ring.hpp"
@@ -397,19 +399,15 @@ bool deform_row(TupleDesc desc, MinimalTuple tuple, Datum* values, bool* isnull)
 
 // The multi-insert path (base/multi_insert.hpp), for tables it does not refuse.
 void insert_multi(Relation rel, Row* rows, int count) {
-    RangeTblEntry* rte = makeNode(RangeTblEntry);
-    rte->rtekind = RTE_RELATION;
-    rte->relid = RelationGetRelid(rel);
-    rte->relkind = rel->rd_rel->relkind;
-    rte->rellockmode = RowExclusiveLock;
     // The writer's statement was checked column by column when it ran; here the role must still
     // hold INSERT on the table or on some column (42501 if it lost it meanwhile).
-    Oid role = GetUserId();
-    if (pg_class_aclcheck(rte->relid, role, ACL_INSERT) != ACLCHECK_OK &&
-        pg_attribute_aclcheck_all(rte->relid, role, ACL_INSERT, ACLMASK_ANY) != ACLCHECK_OK)
-        aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(rte->relkind), RelationGetRelationName(rel));
+    Oid role = GetUserId(), relid = RelationGetRelid(rel);
+    if (pg_class_aclcheck(relid, role, ACL_INSERT) != ACLCHECK_OK &&
+        pg_attribute_aclcheck_all(relid, role, ACL_INSERT, ACLMASK_ANY) != ACLCHECK_OK)
+        aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(rel->rd_rel->relkind), RelationGetRelationName(rel));
     TupleDesc desc = RelationGetDescr(rel);
-    multi_insert::MultiInsert* m = multi_insert::begin(rel, rte, count);
+    multi_insert::MultiInsert* m =
+        multi_insert::begin(rel, compat::relation_range_table(rel, RowExclusiveLock, 0, nullptr, nullptr), count);
     for (int r = 0; r < count; r++) {
         TupleTableSlot* slot = multi_insert::next_slot(m);
         deform_row(desc, rows[r].tuple, slot->tts_values, slot->tts_isnull);
@@ -904,7 +902,7 @@ void aq_fast_ingest_launcher_main(Datum) {
     if (!shared) proc_exit(1);
     before_shmem_exit(launcher_exit, 0);
     BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
-    pg_atomic_write_u32(&shared->launcher_procno, uint32(MyProc->pgprocno));
+    pg_atomic_write_u32(&shared->launcher_procno, aq::compat::my_proc_number());
     (void)ensure_epoch();  // recovery has ended: this run's first epoch (writers retry if it failed)
     while (!ShutdownRequestPending) {
         ResetLatch(MyLatch);
@@ -967,7 +965,7 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
     if (!slot || pg_atomic_read_u32(&slot->state) != slot_starting) proc_exit(0);  // not ours to run
     my_slot = slot;
     before_shmem_exit(drain_exit, 0);
-    pg_atomic_write_u32(&slot->worker_procno, uint32(MyProc->pgprocno));
+    pg_atomic_write_u32(&slot->worker_procno, aq::compat::my_proc_number());
     // ALLOW_CONNECTIONS false must not strand committed rows.
     BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, BGWORKER_BYPASS_ALLOWCONN);
     pg_atomic_write_u32(&slot->state, slot_running);

@@ -12,6 +12,7 @@ extern "C" {
 
 #include <cstdio>
 
+#include "compat/proc.hpp"
 #include "ingest/ring.hpp"
 #include "ingest/settings.hpp"
 
@@ -274,13 +275,13 @@ bool advance_tail() {
 
 void wake_launcher() {
     uint32 procno = pg_atomic_read_u32(&shared->launcher_procno);
-    if (procno != no_proc) SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+    if (procno != no_proc) SetLatch(compat::proc_latch(procno));
 }
 
 void wake_drain(DatabaseSlot* slot) {
     uint32 procno = pg_atomic_read_u32(&slot->worker_procno);
     if (procno != no_proc)
-        SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+        SetLatch(compat::proc_latch(procno));
     else
         wake_launcher();
 }

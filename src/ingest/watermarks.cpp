@@ -19,6 +19,7 @@ extern "C" {
 }
 
 #include "base/run_as.hpp"
+#include "compat/acl.hpp"
 #include "ingest/ring.hpp"
 #include "ingest/watermarks.hpp"
 #include "ingest/writer.hpp"
@@ -151,7 +152,7 @@ void check_owner(Oid relid) {
     char relkind = get_rel_relkind(relid);
     if (relkind == '\0')
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
-    if (!pg_class_ownercheck(relid, GetUserId()))
+    if (!compat::owns_relation(relid, GetUserId()))
         aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(relkind), get_rel_name(relid));
 }
 

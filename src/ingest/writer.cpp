@@ -39,6 +39,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "compat/executor.hpp"
 #include "ingest/hint.hpp"
 #include "ingest/ring.hpp"
 #include "ingest/settings.hpp"
@@ -379,7 +380,7 @@ void begin_scan(CustomScanState* node, EState* estate, int eflags) {
     PlanState* child;
     if (state->fast) {
         require_preloaded();
-        state->rel = ExecGetRangeTableRelation(estate, linitial_int(mt->resultRelations));
+        state->rel = compat::result_relation(estate, linitial_int(mt->resultRelations));
         Plan* source = outerPlan(mt);
         if (is_single_row(source) && !(eflags & EXEC_FLAG_EXPLAIN_ONLY) && !estate->es_instrument) {
             int n = list_length(source->targetlist);
@@ -495,7 +496,7 @@ bool has_insert_rule(Relation rel) {
 //    and the drain's insert would run it again.
 const char* unsupported_shape(Query* parse, PlannedStmt* stmt, Relation rel) {
     if (parse->querySource != QSRC_ORIGINAL) return "an INSERT produced by a rule";
-    if (OidIsValid(rt_fetch(parse->resultRelation, parse->rtable)->checkAsUser)) return "INSERT through a view";
+    if (OidIsValid(compat::check_as_user(parse, rt_fetch(parse->resultRelation, parse->rtable)))) return "INSERT through a view";
     if (has_insert_rule(rel)) return "INSERT into a table with rules";
     if (!IsA(stmt->planTree, ModifyTable)) return "this form of INSERT";
     auto* mt = reinterpret_cast<ModifyTable*>(stmt->planTree);

@@ -33,6 +33,8 @@ extern "C" {
 
 #include <initializer_list>
 
+#include "compat/acl.hpp"
+#include "compat/executor.hpp"
 #include "queue/bulk_dequeue.hpp"
 #include "queue/bulk_enqueue.hpp"
 #include "queue/retries.hpp"
@@ -110,12 +112,12 @@ bool in_sort_order(Relation index) {
 // the table and SELECT on the columns it reads.  Without them the statement runs instead
 // (and raises the error the user would get from it).
 bool caller_may_remove(Relation rel) {
-    if (pg_namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE) != ACLCHECK_OK) return false;
-    RangeTblEntry* rte = queue_table_entry(rel, ACL_DELETE | ACL_SELECT, nullptr,
-                                           column_set({col_msgid, col_q_id, col_enq_time, col_priority, col_delay,
-                                                       col_expiration, col_corrid, col_retry_count,
-                                                       col_exception_queue, col_user_data}));
-    return ExecCheckRTPerms(list_make1(rte), false);
+    if (compat::namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE) != ACLCHECK_OK) return false;
+    compat::RangeTable rt = queue_table_range(rel, ACL_DELETE | ACL_SELECT, nullptr,
+                                              column_set({col_msgid, col_q_id, col_enq_time, col_priority, col_delay,
+                                                          col_expiration, col_corrid, col_retry_count,
+                                                          col_exception_queue, col_user_data}));
+    return compat::check_permissions(rt, false);
 }
 
 Oid message_properties_type() {
@@ -244,7 +246,7 @@ int bulk_dequeue(const BulkDequeue& r) {
         row_comparison(&keys[nkeys++], row, r.after ? BTGreaterStrategyNumber : BTGreaterEqualStrategyNumber, 2,
                        columns, comparisons, values);
     }
-    IndexScanDesc scan = index_beginscan(rel, index, snapshot, nkeys, 0);
+    IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, nkeys);
     scan->xs_want_itup = floor_applies;  // the (enq_time, msgid) of entries whose rows are gone
     index_rescan(scan, keys, nkeys, nullptr, 0);
     TupleTableSlot* slot = table_slot_create(rel, nullptr);

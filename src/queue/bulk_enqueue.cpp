@@ -29,6 +29,7 @@ extern "C" {
 #include <initializer_list>
 
 #include "base/multi_insert.hpp"
+#include "compat/acl.hpp"
 #include "queue/bulk_enqueue.hpp"
 
 namespace aq::queue {
@@ -66,17 +67,17 @@ bool has_queue_table_shape(Relation rel, Oid payload_type) {
 // delay, expiration, corrid, exception_queue, user_data) ... RETURNING msgid: USAGE on
 // the schema (the statement names the table), INSERT on those columns (msgid,
 // retry_count and enq_uid take their identity/defaults), SELECT on msgid.
-RangeTblEntry* checked_range_table_entry(Relation rel) {
+compat::RangeTable checked_range_table(Relation rel) {
     Oid namespace_oid = RelationGetNamespace(rel);
-    AclResult acl = pg_namespace_aclcheck(namespace_oid, GetUserId(), ACL_USAGE);
+    AclResult acl = compat::namespace_aclcheck(namespace_oid, GetUserId(), ACL_USAGE);
     if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_SCHEMA, get_namespace_name(namespace_oid));
 
-    RangeTblEntry* rte = queue_table_entry(rel, ACL_INSERT | ACL_SELECT,
-                                           column_set({col_q_id, col_enq_time, col_priority, col_delay, col_expiration,
-                                                       col_corrid, col_exception_queue, col_user_data}),
-                                           column_set({col_msgid}));
-    ExecCheckRTPerms(list_make1(rte), true);  // 42501, as the statement would raise
-    return rte;
+    compat::RangeTable rt = queue_table_range(rel, ACL_INSERT | ACL_SELECT,
+                                              column_set({col_q_id, col_enq_time, col_priority, col_delay,
+                                                          col_expiration, col_corrid, col_exception_queue, col_user_data}),
+                                              column_set({col_msgid}));
+    compat::check_permissions(rt, true);  // 42501, as the statement would raise
+    return rt;
 }
 
 // Bytes of a payload, for the multi-insert buffer's limit.
@@ -141,14 +142,15 @@ void forget_identity(Datum, Oid relid) {
         if (!OidIsValid(relid) || e.relid == relid) e = IdentityEntry{InvalidOid, InvalidOid};
 }
 
-Oid msgid_sequence_of(Oid relid) {
+Oid msgid_sequence_of(Relation rel) {
+    Oid relid = RelationGetRelid(rel);
     if (!identity_callback_registered) {
         CacheRegisterRelcacheCallback(forget_identity, (Datum)0);
         identity_callback_registered = true;
     }
     for (const auto& e : identity_cache)
         if (e.relid == relid && OidIsValid(relid)) return e.sequence;
-    Oid sequence = getIdentitySequence(relid, col_msgid + 1, false);
+    Oid sequence = compat::identity_sequence(rel, col_msgid + 1);
     identity_cache[next_identity_slot++ % identity_cache_size] = IdentityEntry{relid, sequence};
     return sequence;
 }
@@ -161,16 +163,8 @@ Bitmapset* column_set(std::initializer_list<int> columns) {
     return set;
 }
 
-RangeTblEntry* queue_table_entry(Relation rel, AclMode permissions, Bitmapset* inserted, Bitmapset* selected) {
-    RangeTblEntry* rte = makeNode(RangeTblEntry);
-    rte->rtekind = RTE_RELATION;
-    rte->relid = RelationGetRelid(rel);
-    rte->relkind = rel->rd_rel->relkind;
-    rte->rellockmode = RowExclusiveLock;
-    rte->requiredPerms = permissions;
-    rte->insertedCols = inserted;
-    rte->selectedCols = selected;
-    return rte;
+compat::RangeTable queue_table_range(Relation rel, AclMode permissions, Bitmapset* inserted, Bitmapset* selected) {
+    return compat::relation_range_table(rel, RowExclusiveLock, permissions, inserted, selected);
 }
 
 bool plain_queue_table(Relation rel, Oid payload_type) {
@@ -186,11 +180,11 @@ bool bulk_enqueue(const BulkEnqueue& r) {
         return false;
     }
     // The range table entry also serves constraint failures, which describe the row from it.
-    RangeTblEntry* rte = checked_range_table_entry(rel);
-    Oid msgid_sequence = msgid_sequence_of(r.relid);
+    compat::RangeTable rt = checked_range_table(rel);
+    Oid msgid_sequence = msgid_sequence_of(rel);
     int16 payload_len = get_typlen(r.payload_type);
     Datum enq_uid = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
-    multi_insert::MultiInsert* m = multi_insert::begin(rel, rte, r.count);
+    multi_insert::MultiInsert* m = multi_insert::begin(rel, rt, r.count);
     for (int i = 0; i < r.count; i++) {
         TupleTableSlot* slot = multi_insert::next_slot(m);
         MemoryContext outer = MemoryContextSwitchTo(multi_insert::batch_memory(m));

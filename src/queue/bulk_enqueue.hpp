@@ -28,6 +28,8 @@ extern "C" {
 
 #include <initializer_list>
 
+#include "compat/executor.hpp"
+
 namespace aq::queue {
 
 // The columns of a queue table, in the order aq.create_queue_table creates them.
@@ -61,9 +63,9 @@ struct BulkEnqueue {
 // The attribute-number set of these queue table columns, for a range table entry.
 Bitmapset* column_set(std::initializer_list<int> columns);
 
-// A range table entry of the queue table needing these permissions (ExecCheckRTPerms):
+// The queue table as a range table needing these permissions (compat::check_permissions):
 // the bulk paths check what the equivalent statement would.
-RangeTblEntry* queue_table_entry(Relation rel, AclMode permissions, Bitmapset* inserted, Bitmapset* selected);
+compat::RangeTable queue_table_range(Relation rel, AclMode permissions, Bitmapset* inserted, Bitmapset* selected);
 
 // The queue table still has exactly aq's columns (names, order, types; user_data of this
 // payload type) and the multi-insert path does not refuse it (no triggers, rules, row-level

@@ -37,6 +37,8 @@ extern "C" {
 
 #include "base/run_as.hpp"
 #include "base/guard.hpp"
+#include "compat/proc.hpp"
+#include "compat/relation.hpp"
 #include "queue/bulk_dequeue.hpp"
 #include "queue/bulk_enqueue.hpp"
 #include "queue/queue_store.hpp"
@@ -151,7 +153,7 @@ bool row_still_current(Oid aq_namespace, const char* table, const CatalogRow& ro
     Relation rel = table_open(relid, AccessShareLock);
     bool current = false;
     // heap_fetch raises an error for a block past the end (VACUUM may have truncated the table).
-    if (rel->rd_node.relNode == row.relfilenode && ItemPointerGetBlockNumber(&row.tid) < RelationGetNumberOfBlocks(rel)) {
+    if (compat::relation_file_number(rel) == row.relfilenode && ItemPointerGetBlockNumber(&row.tid) < RelationGetNumberOfBlocks(rel)) {
         HeapTupleData tuple;
         tuple.t_self = row.tid;
         Buffer buffer = InvalidBuffer;
@@ -169,7 +171,7 @@ void note_catalog_tables(CatalogRow* rows) {
     for (int i = 0; i < 2; i++) {
         rows[i].relid = get_relname_relid(catalog_tables[i], aq_namespace);
         Relation rel = table_open(rows[i].relid, AccessShareLock);
-        rows[i].relfilenode = rel->rd_node.relNode;
+        rows[i].relfilenode = compat::relation_file_number(rel);
         table_close(rel, NoLock);
     }
 }
@@ -567,7 +569,7 @@ uint32 next_position_slot = 0;
 
 bool live(const Position& p) {
     if (p.queue_id == 0) return false;
-    return p.browse || (p.lxid == MyProc->lxid && p.lxid != InvalidLocalTransactionId);
+    return p.browse || (p.lxid == compat::my_local_xid() && p.lxid != InvalidLocalTransactionId);
 }
 
 Position* find_position(int32 queue_id, bool browse) {
@@ -586,7 +588,7 @@ void remember_position(int32 queue_id, bool browse, int32 priority, TimestampTz 
             }
         if (!p) p = &positions[next_position_slot++ % max_positions];  // the oldest browse restarts
     }
-    *p = Position{queue_id, browse, MyProc->lxid, priority, enq_time, msgid};
+    *p = Position{queue_id, browse, compat::my_local_xid(), priority, enq_time, msgid};
 }
 
 // ---------------------------------------------------------------- dequeue

@@ -38,6 +38,7 @@ extern "C" {
 #include <cstdio>
 
 #include "base/run_as.hpp"
+#include "compat/proc.hpp"
 #include "commit/committer.hpp"
 #include "base/worker_spec.hpp"
 #include "queue/retries.hpp"
@@ -110,7 +111,7 @@ DatabaseSlot* slot_for(Oid database, bool create) {
 }
 
 void wake(uint32 procno) {
-    if (procno != no_proc) SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+    if (procno != no_proc) SetLatch(compat::proc_latch(procno));
 }
 
 // Appends a request (under the lock); false when the array is full.
@@ -197,7 +198,7 @@ bool is_dequeuer(TransactionId xid) {
 
 uint64 submit(const Claim* claims, int count, int from_level, bool scan) {
     if (!shared || !OidIsValid(MyDatabaseId) || !MyProc) return 0;
-    uint32 me = uint32(MyProc->pgprocno);
+    uint32 me = compat::my_proc_number();
     uint32 to_wake = no_proc;
     uint64 ticket = 0;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -612,7 +613,7 @@ void aq_settler_launcher_main(Datum) {
     before_shmem_exit(launcher_exit, 0);
     BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    shared->launcher_procno = uint32(MyProc->pgprocno);
+    shared->launcher_procno = aq::compat::my_proc_number();
     LWLockRelease(shared->lock);
     request_startup_scans();
     while (!ShutdownRequestPending) {
@@ -682,7 +683,7 @@ void aq_settler_main(Datum database_arg) {
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     DatabaseSlot* slot = slot_for(database, false);
     bool ours = slot && slot->state == slot_starting;
-    if (ours) slot->worker_procno = uint32(MyProc->pgprocno);
+    if (ours) slot->worker_procno = aq::compat::my_proc_number();
     LWLockRelease(shared->lock);
     if (!ours) proc_exit(0);
     my_slot = slot;

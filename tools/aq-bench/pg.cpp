@@ -136,9 +136,11 @@ Outcome Session::transaction(const std::string& name, const std::vector<std::str
     if (!conn_) return Outcome::unknown;
     static const char* const transaction_statements[][2] = {
         {begin_name, "BEGIN"}, {commit_name, "COMMIT"}, {rollback_name, "ROLLBACK"}};
-    for (auto& [n, sql] : transaction_statements)
+    for (auto& statement : transaction_statements) {
+        const char* n = statement[0];
         if (std::none_of(statements_.begin(), statements_.end(), [&](auto& s) { return s.first == n; }))
-            statements_.emplace_back(n, sql);
+            statements_.emplace_back(n, statement[1]);
+    }
     for (const std::string& n : {std::string(begin_name), name, std::string(commit_name), std::string(rollback_name)}) {
         Outcome o = ensure_prepared(n);
         if (o != Outcome::ok) return o;
