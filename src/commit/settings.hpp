@@ -12,7 +12,7 @@
 //                 connection options as session).
 //  * session, transaction: read from PostgreSQL's own GUC stack at commit (SET vs SET LOCAL).
 //
-// Every value carries an "extra" (malloc'd, as guc.c requires) with its source and a stamp
+// Every value carries an "extra" (in guc.c's memory: compat/guc.hpp) with its source and a stamp
 // from a per-process counter, so that between aq.commit_write and aq.commit_wait at one level
 // the value set last wins.  The parameters are USERSET; they can only make a session's own
 // commits faster or slower — FORCE_WAIT, once set above, cannot be lowered below.

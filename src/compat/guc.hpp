@@ -2,7 +2,9 @@
 //
 // 16 keeps the records in a hash table: get_guc_variables() takes a count and builds a new array
 // on each call, GetNumConfigOptions() is gone, and find_option() is exported.  16 also moved the
-// built-in parameters' hooks (assign_synchronous_commit, ...) to utils/guc_hooks.h.
+// built-in parameters' hooks (assign_synchronous_commit, ...) to utils/guc_hooks.h, and made the
+// memory of a check hook's new string value and "extra" guc.c's own (guc_malloc, guc_strdup,
+// guc_free: a memory context) where it had been malloc's.
 #pragma once
 
 extern "C" {
@@ -16,6 +18,7 @@ extern "C" {
 #endif
 }
 
+#include <cstdlib>
 #include <cstring>
 
 namespace aq::compat {
@@ -30,6 +33,32 @@ inline config_generic* find_guc_record(const char* name) {
     for (int i = 0; i < n; i++)
         if (strcmp(all[i]->name, name) == 0) return all[i];
     return nullptr;
+#endif
+}
+
+// Memory that guc.c takes over from a check hook (an extra, a replaced string value): nullptr if
+// there is none left (the check hook then fails).
+inline void* guc_alloc(size_t size) {
+#if PG_VERSION_NUM >= 160000
+    return guc_malloc(LOG, size);
+#else
+    return malloc(size);
+#endif
+}
+
+inline char* guc_string_copy(const char* s) {
+#if PG_VERSION_NUM >= 160000
+    return guc_strdup(LOG, s);
+#else
+    return strdup(s);
+#endif
+}
+
+inline void guc_release(void* p) {
+#if PG_VERSION_NUM >= 160000
+    guc_free(p);
+#else
+    free(p);
 #endif
 }
 
