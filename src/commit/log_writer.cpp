@@ -17,6 +17,7 @@ extern "C" {
 
 #include <cstring>
 
+#include "compat/wait_event.hpp"
 #include "compat/proc.hpp"
 #include "commit/log_writer.hpp"
 #include "base/worker_spec.hpp"
@@ -99,7 +100,7 @@ void aq_log_writer_main(Datum) {
             continue;  // commits that came in meanwhile: flush them at once
         }
         pgstat_report_wal(false);  // its writes and syncs count in pg_stat_wal (when idle: cheap)
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L, PG_WAIT_EXTENSION);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L, AQ_WAIT_EVENT("AqLogWriterMain"));
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);

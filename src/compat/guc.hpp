@@ -4,7 +4,8 @@
 // on each call, GetNumConfigOptions() is gone, and find_option() is exported.  16 also moved the
 // built-in parameters' hooks (assign_synchronous_commit, ...) to utils/guc_hooks.h, and made the
 // memory of a check hook's new string value and "extra" guc.c's own (guc_malloc, guc_strdup,
-// guc_free: a memory context) where it had been malloc's.
+// guc_free: a memory context) where it had been malloc's; ParseLongOption's strings are palloc'd
+// there (malloc'd before).
 #pragma once
 
 extern "C" {
@@ -57,6 +58,16 @@ inline char* guc_string_copy(const char* s) {
 inline void guc_release(void* p) {
 #if PG_VERSION_NUM >= 160000
     guc_free(p);
+#else
+    free(p);
+#endif
+}
+
+// Frees a name or value that ParseLongOption returned (nullptr is fine).
+inline void free_long_option(char* p) {
+    if (!p) return;
+#if PG_VERSION_NUM >= 160000
+    pfree(p);
 #else
     free(p);
 #endif

@@ -38,6 +38,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "compat/wait_event.hpp"
 #include "base/multi_insert.hpp"
 #include "base/run_as.hpp"
 #include "compat/executor.hpp"
@@ -948,7 +949,8 @@ void aq_fast_ingest_launcher_main(Datum) {
             }
             start_drain(&slot, &handles[i]);
         }
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, start_interval_ms, PG_WAIT_EXTENSION);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, start_interval_ms,
+            AQ_WAIT_EVENT("AqIngestLauncherMain"));
     }
     proc_exit(0);
 }
@@ -1051,7 +1053,8 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
                     }
                 }
                 if (failed)
-                    (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, retry_backoff_ms, PG_WAIT_EXTENSION);
+                    (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, retry_backoff_ms,
+                        AQ_WAIT_EVENT("AqIngestRetry"));
                 idle_since = GetCurrentTimestamp();
                 continue;
             }
@@ -1070,7 +1073,8 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
             proc_exit(0);
         }
         if (in_flight) wait_ms = 1;
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms, PG_WAIT_EXTENSION);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
+            AQ_WAIT_EVENT("AqIngestDrainMain"));
     }
     proc_exit(0);
 }

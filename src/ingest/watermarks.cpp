@@ -18,6 +18,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "compat/wait_event.hpp"
 #include "base/run_as.hpp"
 #include "compat/acl.hpp"
 #include "ingest/ring.hpp"
@@ -85,7 +86,7 @@ void wait_until(Done done, Stalled stalled, long timeout_ms, uint64 target) {
             }
             wait = Min(wait, left);
         }
-        (void)ConditionVariableTimedSleep(&shared->applied, wait, PG_WAIT_EXTENSION);
+        (void)ConditionVariableTimedSleep(&shared->applied, wait, AQ_WAIT_EVENT("AqWriteEnd"));
     }
     ConditionVariableCancelSleep();
 }

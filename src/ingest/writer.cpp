@@ -39,6 +39,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "compat/wait_event.hpp"
 #include "compat/executor.hpp"
 #include "ingest/hint.hpp"
 #include "ingest/ring.hpp"
@@ -739,7 +740,8 @@ void pre_commit() {
                                     "aq.fast_ingest_buffer or aq.fast_ingest_wait_timeout.")));
         }
         long until_check = Max(1L, TimestampDifferenceMilliseconds(now, next_check));
-        (void)ConditionVariableTimedSleep(&shared->space_freed, Min(remaining, until_check), PG_WAIT_EXTENSION);
+        (void)ConditionVariableTimedSleep(&shared->space_freed, Min(remaining, until_check),
+            AQ_WAIT_EVENT("AqIngestSpace"));
     }
     if (sleeping) ConditionVariableCancelSleep();
 

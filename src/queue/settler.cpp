@@ -37,6 +37,7 @@ extern "C" {
 
 #include <cstdio>
 
+#include "compat/wait_event.hpp"
 #include "base/run_as.hpp"
 #include "compat/proc.hpp"
 #include "commit/committer.hpp"
@@ -251,7 +252,8 @@ bool wait_settled(uint64 ticket, long timeout_ms) {
         if (done) break;
         long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
         if (left <= 0) break;
-        int rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH, Min(left, 10L), PG_WAIT_EXTENSION);
+        int rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH, Min(left, 10L),
+            AQ_WAIT_EVENT("AqSettleAttempts"));
         ResetLatch(MyLatch);
         if (rc & WL_POSTMASTER_DEATH) break;
     }
@@ -668,7 +670,8 @@ void aq_settler_launcher_main(Datum) {
             }
             LWLockRelease(shared->lock);
         }
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, start_interval_ms, PG_WAIT_EXTENSION);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, start_interval_ms,
+            AQ_WAIT_EVENT("AqSettlerLauncherMain"));
     }
     proc_exit(0);
 }
@@ -742,7 +745,8 @@ void aq_settler_main(Datum database_arg) {
         if (idle && !scan) {
             MemoryContextSwitchTo(outer);
             long wait_ms = rescan_at ? Max(1L, TimestampDifferenceMilliseconds(now, rescan_at)) : 1000L;
-            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms, PG_WAIT_EXTENSION);
+            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
+                AQ_WAIT_EVENT("AqSettlerMain"));
             continue;
         }
 

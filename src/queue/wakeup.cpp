@@ -18,6 +18,7 @@ extern "C" {
 extern bool pq_check_connection(void);
 }
 
+#include "compat/wait_event.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq::queue::wakeup {
@@ -115,7 +116,7 @@ void check_client_connection() {
 void sleep(int32_t queue_id, uint64_t seen, long timeout_ms) {
     if (!shared) {
         long ms = (timeout_ms < 0 || timeout_ms > poll_interval_ms) ? poll_interval_ms : timeout_ms;
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, AQ_WAIT_EVENT("AqDequeue"));
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
         check_client_connection();
@@ -128,7 +129,7 @@ void sleep(int32_t queue_id, uint64_t seen, long timeout_ms) {
     Channel& ch = channel_of(queue_id);
     ConditionVariablePrepareToSleep(&ch.cv);
     while (pg_atomic_read_u64(&ch.generation) == seen) {
-        if (ConditionVariableTimedSleep(&ch.cv, timeout_ms, PG_WAIT_EXTENSION)) break;  // timed out
+        if (ConditionVariableTimedSleep(&ch.cv, timeout_ms, AQ_WAIT_EVENT("AqDequeue"))) break;  // timed out
     }
     ConditionVariableCancelSleep();
     check_client_connection();
