@@ -25,7 +25,10 @@ CREATE EXTENSION aq;
 DROP EXTENSION aq;
 DROP SCHEMA aq;
 CREATE SCHEMA aq AUTHORIZATION regress_aq_dbowner5;
+-- (Without CONTEXT: PostgreSQL 18 adds the extension script's line to it.)
+\set SHOW_CONTEXT never
 CREATE EXTENSION aq;
+\set SHOW_CONTEXT errors
 DROP SCHEMA aq;
 
 -- An installation made before 0.5.0: the extension in public and schema aq its member.
