@@ -18,6 +18,7 @@ extern "C" {
 #include <cstdlib>
 
 #include "base/run_as.hpp"
+#include "compat/guc.hpp"
 
 namespace aq::base {
 
@@ -56,8 +57,8 @@ void apply_setting_row(Oid database, Oid role) {
             ParseLongOption(TextDatumGetCString(items[i]), &name, &value);
             if (value && !never_applied(name))
                 (void)set_config_option(name, value, PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, WARNING, false);
-            free(name);
-            free(value);
+            compat::free_long_option(name);
+            compat::free_long_option(value);
         }
     }
     systable_endscan(scan);

@@ -95,7 +95,7 @@ bool finish_check(Param param, bool is_default, int wait, int logging, void** ex
         GUC_check_errhint("Add 'aq' to shared_preload_libraries and restart the server.");
         return false;
     }
-    auto* e = static_cast<Extra*>(malloc(sizeof(Extra)));  // guc.c frees extras with free()
+    auto* e = static_cast<Extra*>(compat::guc_alloc(sizeof(Extra)));  // guc.c frees extras
     if (!e) return false;
     *e = Extra{next_stamp++, source, wait, logging};
     *extra = e;
@@ -122,9 +122,9 @@ bool check_write(char** newval, void** extra, GucSource source) {
         clause = parse_write_clause(*newval ? *newval : "");
         std::string canonical = format_write_clause(clause);
         if (!*newval || canonical != *newval) {
-            char* copy = strdup(canonical.c_str());
+            char* copy = compat::guc_copy(canonical.c_str());
             if (!copy) return false;
-            free(*newval);
+            compat::guc_release(*newval);
             *newval = copy;
         }
     } catch (const Error& e) {
