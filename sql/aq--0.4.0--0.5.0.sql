@@ -226,3 +226,26 @@ ALTER TABLE aq.fast_ingest_rejects ENABLE ROW LEVEL SECURITY;
 CREATE POLICY writer_sees_own_rejects ON aq.fast_ingest_rejects FOR SELECT TO PUBLIC
     USING (role_name OPERATOR(pg_catalog.=) CAST(CURRENT_USER AS pg_catalog.text));
 GRANT SELECT ON aq.fast_ingest_rejects TO PUBLIC;
+
+-- The fast-ingest registry and the rejects name their table by regclass (and the enabling role
+-- by regrole), not by OID: pg_dump writes such a value as the name and the restore reads the
+-- new OID back, where an oid column kept the old number, which names another relation of the
+-- new cluster or none.  Both types are oid underneath (no rewrite); pg_upgrade keeps them.
+-- Only the rows of tables that still exist are dumped: the OID of a dropped one would name
+-- whatever relation the restore gives that number.
+ALTER TABLE aq.fast_ingest_tables
+    ALTER COLUMN relid TYPE pg_catalog.regclass,
+    ALTER COLUMN enabled_by TYPE pg_catalog.regrole;
+ALTER TABLE aq.fast_ingest_rejects ALTER COLUMN relid TYPE pg_catalog.regclass;
+SELECT pg_catalog.pg_extension_config_dump('aq.fast_ingest_tables',
+    'WHERE EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) relid)');
+
+-- A restored aq.fast_ingest_progress brings the epochs of the server it was dumped from; a new
+-- cluster would take the same epochs again (its counter in $PGDATA/pg_aq_epoch starts afresh),
+-- and its ids would repeat that server's.  Only the drain writes the table: a row inserted by
+-- anyone else (pg_restore) raises this server's epoch counter above the row's.
+CREATE FUNCTION aq._progress_restored() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'aq_progress_restored';
+REVOKE EXECUTE ON FUNCTION aq._progress_restored() FROM PUBLIC;
+CREATE TRIGGER progress_restored AFTER INSERT ON aq.fast_ingest_progress
+    FOR EACH ROW EXECUTE FUNCTION aq._progress_restored();

@@ -885,6 +885,10 @@ void launcher_exit(int, Datum) {
 
 }  // namespace
 
+bool is_drain_process() {
+    return my_slot != nullptr;
+}
+
 void register_launcher() {
     // A connection to no database: enough to read pg_database (is a database gone?).
     BackgroundWorker worker = base::worker_spec("aq_fast_ingest_launcher_main", "aq fast ingest launcher",

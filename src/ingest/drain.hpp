@@ -39,6 +39,7 @@
 namespace aq::ingest::drain {
 
 void register_launcher();  // from _PG_init, when preloaded
+bool is_drain_process();   // this process is a drain worker
 
 }  // namespace aq::ingest::drain
 

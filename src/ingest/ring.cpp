@@ -82,6 +82,23 @@ bool ids_available_locked(uint64 rows) {
     return new_epoch_locked() && ids_fit(shared->epoch, shared->next_seq, rows);
 }
 
+bool adopt_foreign_epoch(uint32 epoch) {
+    uint32 counter = epoch & epoch_counter_mask;
+    auto raise_recorded = [counter] {
+        if (recorded_counter() >= counter || record_counter(counter)) return true;
+        ereport(LOG, (errcode_for_file_access(),
+                      errmsg("aq: could not record the fast-ingest epoch in \"%s\": %m", epoch_file)));
+        return false;
+    };
+    if (counter == 0) return true;
+    if (!shared) return raise_recorded();  // not preloaded: no ring, no epoch in use
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    bool ok = raise_recorded();
+    if (ok && shared->epoch != 0 && (shared->epoch & epoch_counter_mask) <= counter) ok = new_epoch_locked();
+    LWLockRelease(shared->lock);
+    return ok;
+}
+
 bool ensure_epoch() {
     if (!shared) return false;
     if (shared->epoch != 0) return true;

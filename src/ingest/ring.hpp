@@ -49,7 +49,11 @@
 //    timeline without recovery are a split brain that PostgreSQL's own timeline history
 //    cannot tell apart either.)  An epoch whose ids run out (2^40 - 1) is followed by a new
 //    one, taken the same way; if pg_aq_epoch cannot be written, no id is handed out (the
-//    commit fails) rather than one that might repeat.
+//    commit fails) rather than one that might repeat.  A database moved here from another
+//    server (pg_dump and restore) brings that server's epochs in aq.fast_ingest_progress:
+//    each row written there by anyone but the drain (the restore) raises the recorded counter
+//    to at least that epoch's (adopt_foreign_epoch), so this server's ids are not that
+//    server's either.
 //  * Watermarks.  Each database's slot keeps its apply watermark: every row of that database
 //    committed since the ring was set up (its ids are of this server run's epochs) with an
 //    id at or below it has been applied or rejected.  Ids of an earlier run are answered by
@@ -228,5 +232,10 @@ bool ids_available_locked(uint64 rows);
 bool new_epoch_locked();
 // Takes the lock if no epoch is chosen yet; false if none can be.
 bool ensure_epoch();
+// `epoch` is another server's (a restored aq.fast_ingest_progress row): every counter this
+// server takes from now on is above its counter, and an epoch of this server whose counter is
+// not is ended at once.  Works without the ring too (it then only records the counter in
+// pg_aq_epoch).  False if pg_aq_epoch could not be written (logged).
+bool adopt_foreign_epoch(uint32 epoch);
 
 }  // namespace aq::ingest::ring

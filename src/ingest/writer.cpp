@@ -95,7 +95,8 @@ bool lookup_enabled(Oid relid) {
         return false;
     registry_seen = registry;
     Relation rel = table_open(registry, AccessShareLock);
-    if (RelationGetDescr(rel)->natts < 1 || TupleDescAttr(RelationGetDescr(rel), 0)->atttypid != OIDOID) {
+    Oid key_type = RelationGetDescr(rel)->natts < 1 ? InvalidOid : TupleDescAttr(RelationGetDescr(rel), 0)->atttypid;
+    if (key_type != REGCLASSOID && key_type != OIDOID) {  // regclass since 0.5.0: oid underneath
         table_close(rel, AccessShareLock);
         return false;
     }

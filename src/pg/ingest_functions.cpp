@@ -1,16 +1,20 @@
 // fmgr entry points of fast ingest (Oracle's MEMOPTIMIZE FOR WRITE and DBMS_MEMOPTIMIZE):
 // aq.enable_fast_ingest, aq.disable_fast_ingest, aq.get_write_hwm_seqid, aq.get_apply_hwm_seqid,
-// aq.write_end, aq.writes_flush and the figures behind aq.memoptimize_write_area.  The ring,
+// aq.write_end, aq.writes_flush, the figures behind aq.memoptimize_write_area and the trigger
+// aq._progress_restored.  The ring,
 // the writer and the drain live in src/ingest/.
 extern "C" {
 #include "postgres.h"
 #include "access/htup_details.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 }
 
+#include "ingest/drain.hpp"
 #include "ingest/ring.hpp"
 #include "ingest/watermarks.hpp"
 #include "ingest/writer.hpp"
@@ -67,6 +71,25 @@ Datum writes_flush(FunctionCallInfo fcinfo) {
     PG_RETURN_VOID();
 }
 
+// aq._progress_restored(): the AFTER INSERT row trigger of aq.fast_ingest_progress.  Only the
+// drain writes that table (PUBLIC may only read it): a row anyone else inserts is a restore of
+// another server's progress, whose epochs this server must not take again.
+Datum progress_restored(FunctionCallInfo fcinfo) {
+    if (!CALLED_AS_TRIGGER(fcinfo)) throw Error("39P01", "aq._progress_restored() must be called as a trigger");
+    if (ingest::drain::is_drain_process()) return PointerGetDatum(nullptr);
+    auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
+    TupleDesc desc = trigger->tg_relation->rd_att;
+    int column = SPI_fnumber(desc, "epoch");
+    if (column <= 0 || TupleDescAttr(desc, column - 1)->atttypid != INT4OID)
+        throw Error("39P01", "aq._progress_restored() fires on aq.fast_ingest_progress only");
+    bool isnull;
+    Datum epoch = heap_getattr(trigger->tg_trigtuple, column, desc, &isnull);
+    if (!isnull && !ingest::ring::adopt_foreign_epoch(uint32(DatumGetInt32(epoch))))
+        throw Error("58030", "could not record the fast-ingest epoch in \"pg_aq_epoch\"", {},
+                    "The server log says why.");
+    return PointerGetDatum(nullptr);
+}
+
 Datum write_area(FunctionCallInfo fcinfo) {
     ingest::AreaStats s;
     base::call([&] { s = ingest::area_stats(); });
@@ -96,6 +119,7 @@ Datum write_area(FunctionCallInfo fcinfo) {
 AQ_SQL_FUNCTION(aq_enable_fast_ingest, aq::enable_fast_ingest)
 AQ_SQL_FUNCTION(aq_disable_fast_ingest, aq::disable_fast_ingest)
 AQ_SQL_FUNCTION(aq_get_write_hwm_seqid, aq::get_write_hwm_seqid)
+AQ_SQL_FUNCTION(aq_progress_restored, aq::progress_restored)
 AQ_SQL_FUNCTION(aq_get_apply_hwm_seqid, aq::get_apply_hwm_seqid)
 AQ_SQL_FUNCTION(aq_write_end, aq::write_end)
 AQ_SQL_FUNCTION(aq_writes_flush, aq::writes_flush)

@@ -123,8 +123,8 @@ is($server_up, '1', 'the server is up');
 my %rej;
 my %rej_msg;
 for my $line (split /\n/, $node->safe_psql('postgres',
-	q{SELECT relid, count(*), count(*) FILTER (WHERE coalesce(message, '') <> ''), min(sqlstate), min(message)
-	    FROM aq.fast_ingest_rejects GROUP BY relid}))
+	q{SELECT relid::oid, count(*), count(*) FILTER (WHERE coalesce(message, '') <> ''), min(sqlstate), min(message)
+	    FROM aq.fast_ingest_rejects GROUP BY relid::oid}))
 {
 	my ($relid, $n, $with_msg, $state, $msg) = split /\|/, $line;
 	$rej{$relid} = $n;
@@ -249,8 +249,8 @@ note sprintf('phase 2 writes_flush: %.2f s', time - $t0);
 %rej = ();
 my %rej_state;
 for my $line (split /\n/, $node->safe_psql('postgres',
-	q{SELECT relid, count(*), string_agg(DISTINCT sqlstate, ','), string_agg(DISTINCT role_name, ','), min(message)
-	    FROM aq.fast_ingest_rejects GROUP BY relid}))
+	q{SELECT relid::oid, count(*), string_agg(DISTINCT sqlstate, ','), string_agg(DISTINCT role_name, ','), min(message)
+	    FROM aq.fast_ingest_rejects GROUP BY relid::oid}))
 {
 	my ($relid, $n, $states, $roles, $msg) = split /\|/, $line;
 	$rej{$relid} = $n;
