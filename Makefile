@@ -117,3 +117,11 @@ unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test
 .PHONY: unitcheck
 EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
 	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out
+
+# The PGXN distribution: aq-<version>.zip of the committed tree (HEAD), every file under
+# aq-<version>/; tools/check-dist builds and installs it from nothing but PGXS.
+AQ_VERSION = $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(srcdir)/aq.control)
+dist:
+	git -C $(srcdir) archive --format=zip --prefix=$(EXTENSION)-$(AQ_VERSION)/ -o $(CURDIR)/$(EXTENSION)-$(AQ_VERSION).zip HEAD
+	@echo $(EXTENSION)-$(AQ_VERSION).zip
+.PHONY: dist
