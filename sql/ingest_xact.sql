@@ -138,7 +138,7 @@ COMMIT;
 SELECT aq.writes_flush();
 SELECT * FROM xact_unique;
 SELECT row_text, sqlstate FROM aq.fast_ingest_rejects WHERE relid = 'xact_unique'::regclass ORDER BY seqid;
-SELECT test_col, count(*) FROM xact_fill GROUP BY test_col;
+SELECT test_col, count(*) FROM xact_fill GROUP BY test_col ORDER BY test_col;
 -- The same cycle for a session that waits for the drain to apply rows (aq.writes_flush here,
 -- aq.write_end alike) in a transaction holding the lock the drain waits for: 40P01 at once (it
 -- waited until its timeout, forever without one).
