@@ -56,6 +56,10 @@ SHLIB_LINK  += $(AQ_SANITIZE)
 # Debian's server is built with LLVM; skip bitcode so clang is not a build dependency.
 override with_llvm = no
 
+# (Before the include: pgxs.mk tests it with ifdef when it is read.)
+EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -115,9 +119,6 @@ unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test
 	./test/unit/aq_bench_cli_test
 
 .PHONY: unitcheck
-EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
-	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out
-
 # The PGXN distribution: aq-<version>.zip of the committed tree (HEAD), every file under
 # aq-<version>/; tools/check-dist builds and installs it from nothing but PGXS.
 AQ_VERSION = $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(srcdir)/aq.control)
