@@ -18,7 +18,11 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 unsigned long long wal_syncs(Session& s) {
-    return std::strtoull(PQgetvalue(s.must("SELECT wal_sync FROM pg_stat_wal").get(), 0, 0), nullptr, 10);
+    // pg_stat_wal's wal_sync up to PostgreSQL 17; 18 counts WAL syncs in pg_stat_io.
+    const char* sql = PQserverVersion(s.raw()) >= 180000
+                          ? "SELECT sum(fsyncs)::bigint FROM pg_stat_io WHERE object = 'wal' AND context = 'normal'"
+                          : "SELECT wal_sync FROM pg_stat_wal";
+    return std::strtoull(PQgetvalue(s.must(sql).get(), 0, 0), nullptr, 10);
 }
 
 // A new, empty workload table in schema aq_bench (with aq installed).

@@ -9,6 +9,22 @@ CREATE EXTENSION IF NOT EXISTS aq;
 DROP SCHEMA IF EXISTS commit_bench CASCADE;
 CREATE SCHEMA commit_bench;
 
+-- The whole cluster's WAL writes and syncs: pg_stat_wal's wal_write and wal_sync up to PostgreSQL
+-- 17; PostgreSQL 18 counts them in pg_stat_io (object 'wal', context 'normal': not the zero-fill
+-- of new segments, which pg_stat_wal did not count either).
+DO $$
+BEGIN
+    IF current_setting('server_version_num')::int >= 180000 THEN
+        CREATE FUNCTION commit_bench.wal_counts(OUT wal_write bigint, OUT wal_sync bigint)
+        LANGUAGE sql STABLE AS $f$
+            SELECT sum(writes)::bigint, sum(fsyncs)::bigint FROM pg_stat_io WHERE object = 'wal' AND context = 'normal'
+        $f$;
+    ELSE
+        CREATE FUNCTION commit_bench.wal_counts(OUT wal_write bigint, OUT wal_sync bigint)
+        LANGUAGE sql STABLE AS $f$ SELECT wal_write, wal_sync FROM pg_stat_wal $f$;
+    END IF;
+END $$;
+
 -- Autovacuum is off on these tables: its WAL writes and syncs would land in the measurements.
 CREATE TABLE commit_bench.t (id integer, pad varchar(100)) WITH (autovacuum_enabled = off);
 CREATE TABLE commit_bench.p (id integer, pad varchar(100)) WITH (autovacuum_enabled = off);
