@@ -6,8 +6,6 @@
 extern "C" {
 #include "postgres.h"
 #include "access/htup_details.h"
-#include "commands/trigger.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
@@ -15,6 +13,7 @@ extern "C" {
 }
 
 #include "ingest/drain.hpp"
+#include "pg/trigger.hpp"
 #include "ingest/ring.hpp"
 #include "ingest/watermarks.hpp"
 #include "ingest/writer.hpp"
@@ -75,16 +74,11 @@ Datum writes_flush(FunctionCallInfo fcinfo) {
 // drain writes that table (PUBLIC may only read it): a row anyone else inserts is a restore of
 // another server's progress, whose epochs this server must not take again.
 Datum progress_restored(FunctionCallInfo fcinfo) {
-    if (!CALLED_AS_TRIGGER(fcinfo)) throw Error("39P01", "aq._progress_restored() must be called as a trigger");
-    if (ingest::drain::is_drain_process()) return PointerGetDatum(nullptr);
-    auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
-    TupleDesc desc = trigger->tg_relation->rd_att;
-    int column = SPI_fnumber(desc, "epoch");
-    if (column <= 0 || TupleDescAttr(desc, column - 1)->atttypid != INT4OID)
-        throw Error("39P01", "aq._progress_restored() fires on aq.fast_ingest_progress only");
     bool isnull;
-    Datum epoch = heap_getattr(trigger->tg_trigtuple, column, desc, &isnull);
-    if (!isnull && !ingest::ring::adopt_foreign_epoch(uint32(DatumGetInt32(epoch))))
+    int32 epoch =
+        trigger_int4_column(fcinfo, "epoch", "aq._progress_restored()", "aq.fast_ingest_progress", &isnull);
+    if (ingest::drain::is_drain_process()) return PointerGetDatum(nullptr);
+    if (!isnull && !ingest::ring::adopt_foreign_epoch(uint32(epoch)))
         throw Error("58030", "could not record the fast-ingest epoch in \"pg_aq_epoch\"", {},
                     "The server log says why.");
     return PointerGetDatum(nullptr);

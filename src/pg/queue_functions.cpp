@@ -6,8 +6,6 @@ extern "C" {
 #include "postgres.h"
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
-#include "commands/trigger.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/array.h"
@@ -19,6 +17,7 @@ extern "C" {
 }
 
 #include "base/guard.hpp"
+#include "pg/trigger.hpp"
 #include "queue/options.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/wakeup.hpp"
@@ -235,16 +234,9 @@ Datum wake_waiters_impl(FunctionCallInfo fcinfo) {
 // stopped, altered or dropped wakes its waiting dequeues at commit, so they notice.  A trigger
 // function, so nobody can call it to wake (and spin) another role's waiters.
 Datum queues_changed_impl(FunctionCallInfo fcinfo) {
-    if (!CALLED_AS_TRIGGER(fcinfo))
-        throw Error("39P01", "aq._queues_changed() must be called as a trigger");
-    auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
-    TupleDesc desc = trigger->tg_relation->rd_att;
-    int column = SPI_fnumber(desc, "queue_id");
-    if (column <= 0 || TupleDescAttr(desc, column - 1)->atttypid != INT4OID)
-        throw Error("39P01", "aq._queues_changed() fires on aq.queues only");
     bool isnull;
-    Datum queue_id = heap_getattr(trigger->tg_trigtuple, column, desc, &isnull);
-    if (!isnull) queue::wakeup::note_enqueue(DatumGetInt32(queue_id));
+    int32 queue_id = trigger_int4_column(fcinfo, "queue_id", "aq._queues_changed()", "aq.queues", &isnull);
+    if (!isnull) queue::wakeup::note_enqueue(queue_id);
     return PointerGetDatum(nullptr);
 }
 }  // namespace
