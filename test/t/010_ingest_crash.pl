@@ -34,6 +34,7 @@ use Test::More;
 use FindBin;
 use lib $FindBin::Bin;
 use AqIngest;
+use AqCrash qw(kill9_backend);
 
 my $t_start = time;
 my $tmp     = PostgreSQL::Test::Utils::tempdir;
@@ -270,13 +271,7 @@ sub scenario
 # (a) kill -9 of a client backend (the one holding uncommitted rows).
 scenario('backend', 0, sub {
 	my ($victim) = @_;
-	my $offset = -s $node->logfile;
-	is(kill('KILL', $victim), 1, "backend: kill -9 of backend $victim");
-	$node->wait_for_log(qr/\(PID $victim\) was terminated by signal 9/, $offset);
-	$node->wait_for_log(qr/all server processes terminated; reinitializing/, $offset);
-	$node->wait_for_log(qr/database system is ready to accept connections/, $offset);
-	my $t0 = time;
-	$node->poll_query_until('postgres', 'SELECT true') or die 'no restart after the crash';
+	kill9_backend($node, $victim);
 	pass('backend: the postmaster restarted after the crash');
 });
 

@@ -12,11 +12,14 @@
 use strict;
 use warnings;
 
+use FindBin;
 use IPC::Run;
 use Time::HiRes qw(time usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib $FindBin::Bin;
+use AqCrash qw(kill9_backend);
 
 my $node = PostgreSQL::Test::Cluster->new('dequeue_attempts');
 $node->init;
@@ -102,9 +105,8 @@ my @cases = (
 		$h->finish; } ],
 	[ 'kill -9 of the backend', [], sub {
 		my ($h, $pid) = @_;
-		kill 'KILL', $pid;
-		$h->kill_kill;
-		$node->poll_query_until('postgres', 'SELECT true') or die 'no restart after the crash'; } ],
+		kill9_backend($node, $pid);
+		$h->kill_kill; } ],
 	[ 'postmaster crash', [], sub { my ($h) = @_; crash_server(); $h->kill_kill; } ],
 	[ 'immediate shutdown', [], sub { my ($h) = @_; $node->stop('immediate'); $h->kill_kill; $node->start; } ],
 );
@@ -126,9 +128,8 @@ for my $case (@cases)
 $node->safe_psql('postgres', "SELECT aq.enqueue('delay_q', 'delayed'::text)");
 {
 	my ($h, $pid) = hold_message('delay_q');
-	kill 'KILL', $pid;
+	kill9_backend($node, $pid);
 	$h->kill_kill;
-	$node->poll_query_until('postgres', 'SELECT true') or die 'no restart after the crash';
 	ok($node->poll_query_until('postgres', "SELECT retry_count = 1 FROM att_qt WHERE user_data = 'delayed'"),
 		'kill -9 with retry_delay: the attempt is counted');
 	is($node->safe_psql('postgres', "SELECT delay > now() + interval '50 minutes' FROM att_qt WHERE user_data = 'delayed'"),
@@ -160,10 +161,9 @@ for my $round (1 .. 8)
 	if ($out =~ /^got:/m)
 	{
 		$deliveries++;
-		kill 'KILL', $pid;
+		kill9_backend($node, $pid);
 	}
 	$h->kill_kill;
-	$node->poll_query_until('postgres', 'SELECT true') or die 'no restart after the crash';
 	$node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM poison_qt WHERE xmax <> '0' AND NOT aq._claimable(tableoid, ctid)");
 }
