@@ -1,7 +1,7 @@
 # aq — PGXS build. `make && sudo make install`; `bash tools/run test` runs every suite.
 EXTENSION   = aq
 MODULE_big  = aq
-DATA        = sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql sql/aq--0.2.0--0.3.0.sql sql/aq--0.3.0--0.4.0.sql sql/aq--0.4.0--0.5.0.sql
+DATA        = sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql sql/aq--0.2.0--0.3.0.sql sql/aq--0.3.0--0.4.0.sql sql/aq--0.4.0--0.5.0.sql sql/aq--0.5.0--0.6.0.sql
 PGFILEDESC  = "aq - Oracle-style Advanced Queuing for PostgreSQL"
 
 OBJS = \
@@ -26,6 +26,7 @@ OBJS = \
 	src/pg/retry_functions.o \
 	src/queue/bulk_dequeue.o \
 	src/queue/bulk_enqueue.o \
+	src/queue/condition.o \
 	src/queue/options.o \
 	src/queue/queue_store.o \
 	src/queue/retries.o \
@@ -34,7 +35,7 @@ OBJS = \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
-REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run extension_schema
+REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run deq_condition extension_schema
 # Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out

@@ -41,7 +41,8 @@ UPDATE pg_extension SET extnamespace = 'public'::regnamespace WHERE extname = 'a
 INSERT INTO pg_depend VALUES ('pg_namespace'::regclass, 'aq'::regnamespace, 0,
                               'pg_extension'::regclass, (SELECT oid FROM pg_extension WHERE extname = 'aq'), 0, 'e');
 ALTER EXTENSION aq UPDATE;
-SELECT extversion, extnamespace::regnamespace AS schema FROM pg_extension WHERE extname = 'aq';
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'aq') AS updated_to_default,
+       extnamespace::regnamespace AS schema FROM pg_extension WHERE extname = 'aq';
 SELECT count(*) AS schema_is_member FROM pg_depend
  WHERE classid = 'pg_namespace'::regclass AND objid = 'aq'::regnamespace AND deptype = 'e';
 SET ROLE regress_aq_dbowner5;

@@ -160,7 +160,8 @@ SELECT queue_id, now(), 'c1', 'from 0.3.0' FROM aq.queues WHERE queue_name = 'ol
 -- The 0.4.0 library with the SQL objects of 0.3.0 says what to do.
 SELECT aq.enqueue('old_q', 'x'::text);
 ALTER EXTENSION aq UPDATE;
-SELECT extversion FROM pg_extension WHERE extname = 'aq';
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'aq') AS updated_to_default
+  FROM pg_extension WHERE extname = 'aq';
 SELECT name, queue_type FROM aq.all_queues ORDER BY qid;
 SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'old_qt';
 SELECT queue, corr_id, msg_state, user_data FROM "aq$old_qt";

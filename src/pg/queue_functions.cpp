@@ -14,6 +14,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/typcache.h"
 }
 
 #include "base/guard.hpp"
@@ -36,6 +37,17 @@ const char* text_field(HeapTupleHeader row, const char* field) {
     bool isnull;
     Datum d = GetAttributeByName(row, field, &isnull);
     return isnull ? nullptr : text_to_cstring(DatumGetTextPP(d));
+}
+
+// A text field that older aq objects' row type may not have (the library can be newer than
+// the database's objects until ALTER EXTENSION aq UPDATE): nullptr then, as for NULL.
+const char* optional_text_field(HeapTupleHeader row, const char* field) {
+    TupleDesc desc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(row), HeapTupleHeaderGetTypMod(row));
+    bool present = false;
+    for (int i = 0; i < desc->natts && !present; i++)
+        present = !TupleDescAttr(desc, i)->attisdropped && strcmp(NameStr(TupleDescAttr(desc, i)->attname), field) == 0;
+    ReleaseTupleDesc(desc);
+    return present ? text_field(row, field) : nullptr;
 }
 
 // An interval in seconds (months as 30 days, as EXTRACT(epoch) does); nullopt for NULL.
@@ -69,6 +81,7 @@ queue::DequeueOptions dequeue_options_arg(FunctionCallInfo fcinfo, int n) {
     Datum msgid = GetAttributeByName(row, "msgid", &isnull);
     if (!isnull) o.msgid = DatumGetInt64(msgid);
     o.correlation = text_field(row, "correlation");
+    o.condition = optional_text_field(row, "deq_condition");
     return o;
 }
 

@@ -41,6 +41,7 @@ extern "C" {
 #include "compat/relation.hpp"
 #include "queue/bulk_dequeue.hpp"
 #include "queue/bulk_enqueue.hpp"
+#include "queue/condition.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
 #include "queue/scan_floor.hpp"
@@ -371,7 +372,13 @@ enum DequeueShape : int32 {
     priority_order = 32,  // sort_list priority,enq_time
     exception_queue = 64, // its messages are expired by definition: no delay/expiration filter
     correlation_exact = 128,  // a pattern without wildcards: corrid = $7, generic plan
+    with_condition = 256,     // deq_condition: the placeholder $9 (condition.hpp), one plan per condition text
 };
+
+// The parameters of every dequeue statement.
+constexpr int dequeue_param_count = 8;
+const Oid dequeue_param_types[dequeue_param_count] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID,
+                                                      INT8OID, INT8OID,        TEXTOID, INT4OID};
 
 // Oracle's correlation is a LIKE pattern (backslash escapes).  Without a wildcard it is a
 // value: a generic plan finds it on the correlation index, with no planning per call.  A
@@ -462,6 +469,10 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         (shape & exception_queue) ? ""
                                   : " AND (delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
                                     " AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)");
+    // The condition is analyzed in place of $9 (condition.hpp), as one expression: it cannot
+    // reach beyond its AND.  The table is tab there, as in Oracle's conditions.
+    if (shape & with_condition) where = psprintf("%s AND $9", where);
+    const char* alias = (shape & with_condition) ? " tab" : "";
     // A row version that holds an attempt not counted yet is not claimed (retries.hpp).
     if (!(shape & mode_browse))
         where = psprintf("%s AND (xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid"
@@ -473,17 +484,17 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         (shape & exception_queue) ? "expired" : "ready");
     if (shape & (mode_browse | mode_locked))
         return psprintf(
-            "SELECT msgid, user_data, %s, enq_time, priority, ctid FROM ONLY %s"
+            "SELECT msgid, user_data, %s, enq_time, priority, ctid FROM ONLY %s%s"
             " WHERE %s ORDER BY q_id, %s LIMIT $3%s",
-            properties, t, where, order, (shape & mode_locked) ? " FOR UPDATE SKIP LOCKED" : "");
+            properties, t, alias, where, order, (shape & mode_locked) ? " FOR UPDATE SKIP LOCKED" : "");
     return psprintf(
         "WITH claimed AS MATERIALIZED ("
-        "  SELECT ctid FROM ONLY %s WHERE %s ORDER BY q_id, %s LIMIT $3 FOR UPDATE SKIP LOCKED),"
+        "  SELECT ctid FROM ONLY %s%s WHERE %s ORDER BY q_id, %s LIMIT $3 FOR UPDATE SKIP LOCKED),"
         " removed AS ("
         "  DELETE FROM ONLY %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
         "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time, ctid)"
         " SELECT msgid, user_data, %s, enq_time, priority, ctid FROM removed ORDER BY %s",
-        t, where, order, t, properties, order);
+        t, alias, where, order, t, properties, order);
 }
 
 // Requires an SPI connection.
@@ -527,9 +538,8 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         argtypes[2] = TIMESTAMPTZOID;
         nargs = 3;
     } else {
-        Oid dequeue_types[8] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID, INT4OID};
-        memcpy(argtypes, dequeue_types, sizeof argtypes);
-        nargs = 8;
+        memcpy(argtypes, dequeue_param_types, sizeof argtypes);
+        nargs = dequeue_param_count;
     }
     // A generic plan: with LIMIT $3 and a growing queue, custom plans would be re-planned
     // on every call (their estimated cost never beats the generic one); the plan shape
@@ -543,6 +553,87 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
     SPI_keepplan(plan);
     entry->plan = plan;
     strlcpy(entry->qualified_table, q.qualified_table, sizeof entry->qualified_table);
+    return plan;
+}
+
+// ---------------------------------------------------------------- condition plans
+//
+// A dequeue with a deq_condition runs its own statement (shape with_condition), prepared once
+// per (queue table, payload type, shape, condition text) and kept in a small cache that drops
+// the least recently used.  Each entry owns a memory context holding the condition's text, its
+// raw tree and the condition::Statement that the plan cache re-analyzes with (condition.hpp);
+// it is freed only together with the plan.  A condition is parsed and checked against the queue
+// table (positions in errors are positions in the condition) before anything is kept.
+
+struct ConditionPlan {
+    Oid relid;
+    Oid payload_type;
+    int32 statement;
+    char qualified_table[qualified_name_size];
+    const char* text;  // in context
+    MemoryContext context;
+    SPIPlanPtr plan;
+    uint64 last_used;
+};
+
+constexpr int condition_plan_count = 32;
+ConditionPlan condition_plans[condition_plan_count];
+uint64 condition_plan_clock = 0;
+
+void forget_condition_plan(ConditionPlan& entry) {
+    if (entry.plan) SPI_freeplan(entry.plan);
+    if (entry.context) MemoryContextDelete(entry.context);
+    entry = ConditionPlan{};
+}
+
+// Requires an SPI connection.
+SPIPlanPtr condition_plan(const QueueInfo& q, int32 statement, const char* text) {
+    ConditionPlan* victim = nullptr;
+    for (auto& entry : condition_plans) {
+        if (entry.plan && entry.relid == q.relid && entry.payload_type == q.payload_type &&
+            entry.statement == statement && strcmp(entry.text, text) == 0) {
+            if (strcmp(entry.qualified_table, q.qualified_table) == 0) {
+                entry.last_used = ++condition_plan_clock;
+                return entry.plan;
+            }
+            victim = &entry;  // the table was renamed (or its OID reused): prepare it again
+            break;
+        }
+    }
+    if (!victim) {  // an empty entry, or the least recently used
+        victim = &condition_plans[0];
+        for (auto& entry : condition_plans)
+            if (victim->plan && (!entry.plan || entry.last_used < victim->last_used)) victim = &entry;
+    }
+    // Parsed and checked in the caller's context first: an error leaves nothing behind.
+    Node* raw = condition::parse(text, "deq_condition");
+    condition::check(raw, text, "deq_condition", q.relid);
+    forget_condition_plan(*victim);
+    MemoryContext context = AllocSetContextCreate(TopMemoryContext, "aq deq_condition", ALLOCSET_SMALL_SIZES);
+    MemoryContext previous = MemoryContextSwitchTo(context);
+    auto* setup = static_cast<condition::Statement*>(palloc0(sizeof(condition::Statement)));
+    setup->param_types = dequeue_param_types;
+    setup->nparams = dequeue_param_count;
+    setup->raw = static_cast<Node*>(copyObjectImpl(raw));
+    setup->text = pstrdup(text);
+    setup->option = "deq_condition";
+    MemoryContextSwitchTo(previous);
+    victim->context = context;
+    victim->text = setup->text;
+    // Generic, as the other dequeue statements, except with a correlation pattern (see statement_plan).
+    int options = ((statement - dequeue_base) & by_correlation) ? CURSOR_OPT_CUSTOM_PLAN : CURSOR_OPT_GENERIC_PLAN;
+    SPIPlanPtr plan = SPI_prepare_params(build_sql(q, statement), condition::setup_statement, setup, options);
+    if (!plan) {
+        forget_condition_plan(*victim);
+        elog(ERROR, "aq: SPI_prepare of a dequeue with deq_condition failed: %s", SPI_result_code_string(SPI_result));
+    }
+    SPI_keepplan(plan);
+    victim->plan = plan;
+    victim->relid = q.relid;
+    victim->payload_type = q.payload_type;
+    victim->statement = statement;
+    strlcpy(victim->qualified_table, q.qualified_table, sizeof victim->qualified_table);
+    victim->last_used = ++condition_plan_clock;
     return plan;
 }
 
@@ -690,7 +781,7 @@ bool head_scan_due(int32 queue_id) {
 // queue table allows it (-1 otherwise).
 int claim_in_bulk(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
-    if (o.mode != DequeueMode::remove || o.msgid || o.correlation || a.queue->exception_queue) return -1;
+    if (o.mode != DequeueMode::remove || o.msgid || o.correlation || o.condition || a.queue->exception_queue) return -1;
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
     BulkSinkState state{a.request, a.queue->relid, 0, 0, 0};
@@ -725,12 +816,13 @@ int claim(const ClaimArgs& a) {
     if (o.mode == DequeueMode::locked) shape |= mode_locked;
     if (a.queue->priority_order) shape |= priority_order;
     if (a.queue->exception_queue) shape |= exception_queue;
-    SPIPlanPtr plan = statement_plan(*a.queue, dequeue_base + shape, InvalidOid);
+    if (o.condition) shape |= with_condition;
+    SPIPlanPtr plan = o.condition ? condition_plan(*a.queue, dequeue_base + shape, o.condition)
+                                  : statement_plan(*a.queue, dequeue_base + shape, InvalidOid);
 
-    static const Oid types[8] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, TEXTOID, INT4OID};
-    ParamListInfo params = makeParamList(8);
-    for (int i = 0; i < 8; i++) {
-        params->params[i].ptype = types[i];
+    ParamListInfo params = makeParamList(dequeue_param_count);
+    for (int i = 0; i < dequeue_param_count; i++) {
+        params->params[i].ptype = dequeue_param_types[i];
         params->params[i].pflags = PARAM_FLAG_CONST;
         params->params[i].isnull = true;
         params->params[i].value = (Datum)0;

@@ -1,7 +1,7 @@
 -- pgTAP: the public surface of aq 0.1.0 (functions, signatures, types, catalog tables).
 -- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.
 BEGIN;
-SELECT plan(124);
+SELECT plan(125);
 
 ------------------------------------------------------------------------------ schema / extension
 
@@ -41,8 +41,8 @@ SELECT has_function('aq', 'enqueue_options', ARRAY['text', 'text'], 'aq.enqueue_
 SELECT has_function('aq', 'purge_condition', ARRAY['text', 'text', 'text', 'timestamp with time zone', 'bigint[]'],
                     'aq.purge_condition(text, text, text, timestamptz, bigint[]) exists');
 SELECT has_function('aq', 'dequeue_options',
-                    ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text'],
-                    'aq.dequeue_options(text, text, text, text, interval, bigint, text) exists');
+                    ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text', 'text'],
+                    'aq.dequeue_options(text, text, text, text, interval, bigint, text, text) exists');
 -- DBMS_AQ
 SELECT has_function('aq', 'enqueue', ARRAY['text', 'anyelement', 'aq.message_properties', 'aq.enqueue_options'],
                     'aq.enqueue(text, anyelement, aq.message_properties, aq.enqueue_options) exists');
@@ -106,7 +106,7 @@ SELECT function_returns('aq', 'message_properties', ARRAY['integer', 'interval',
                         'aq.message_properties', 'aq.message_properties() returns aq.message_properties');
 SELECT function_returns('aq', 'enqueue_options', ARRAY['text', 'text'], 'aq.enqueue_options',
                         'aq.enqueue_options() returns aq.enqueue_options');
-SELECT function_returns('aq', 'dequeue_options', ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text'],
+SELECT function_returns('aq', 'dequeue_options', ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text', 'text'],
                         'aq.dequeue_options', 'aq.dequeue_options() returns aq.dequeue_options');
 SELECT function_returns('aq', 'enqueue', ARRAY['text', 'anyelement', 'aq.message_properties', 'aq.enqueue_options'],
                         'bigint', 'aq.enqueue returns bigint');
@@ -137,7 +137,7 @@ SELECT results_eq(
       ('dequeue_array', ARRAY['queue_name','payload_type','array_size','dequeue_options','msgid','payload',
                               'message_properties'], 1),
       ('dequeue_options', ARRAY['consumer_name','dequeue_mode','navigation','visibility','wait','msgid',
-                                'correlation'], 7),
+                                'correlation','deq_condition'], 8),
       ('disable_fast_ingest', ARRAY['tbl'], 0),
       ('drop_queue', ARRAY['queue_name'], 0),
       ('drop_queue_table', ARRAY['queue_table','force'], 1),
@@ -220,7 +220,7 @@ SELECT volatility_is('aq', 'message_properties', ARRAY['integer', 'interval', 'i
                      'immutable', 'aq.message_properties() is immutable');
 SELECT volatility_is('aq', 'enqueue_options', ARRAY['text', 'text'], 'immutable',
                      'aq.enqueue_options() is immutable');
-SELECT volatility_is('aq', 'dequeue_options', ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text'],
+SELECT volatility_is('aq', 'dequeue_options', ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text', 'text'],
                      'immutable', 'aq.dequeue_options() is immutable');
 
 -- the queue operations run as the caller (table privileges apply): nothing is SECURITY DEFINER
@@ -260,9 +260,9 @@ SELECT results_eq(
     $$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod) FROM pg_attribute
        WHERE attrelid = 'aq.dequeue_options'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum$$,
     $$VALUES ('consumer_name', 'text'), ('dequeue_mode', 'text'), ('navigation', 'text'), ('visibility', 'text'),
-             ('wait', 'interval'), ('msgid', 'bigint'), ('correlation', 'text')$$,
+             ('wait', 'interval'), ('msgid', 'bigint'), ('correlation', 'text'), ('deq_condition', 'text')$$,
     'aq.dequeue_options has columns (consumer_name, dequeue_mode, navigation, visibility, wait, msgid, '
-    'correlation) with their types, in order');
+    'correlation, deq_condition) with their types, in order');
 SELECT col_type_is('aq', 'dequeue_options', 'wait', 'interval', 'aq.dequeue_options.wait is interval');
 SELECT col_type_is('aq', 'dequeue_options', 'msgid', 'bigint', 'aq.dequeue_options.msgid is bigint');
 
@@ -304,9 +304,11 @@ SELECT is((aq.dequeue_options()).visibility, 'on_commit', 'dequeue_options(): vi
 SELECT ok((aq.dequeue_options()).wait IS NULL, 'dequeue_options(): wait defaults to NULL (wait forever)');
 SELECT ok((aq.dequeue_options()).msgid IS NULL, 'dequeue_options(): msgid defaults to NULL');
 SELECT ok((aq.dequeue_options()).correlation IS NULL, 'dequeue_options(): correlation defaults to NULL');
-SELECT is(aq.dequeue_options(correlation => 'c%', msgid => 42, wait => '0', visibility => 'vis',
-                             navigation => 'first_message', dequeue_mode => 'mode', consumer_name => 'cons'),
-          ROW('cons', 'mode', 'first_message', 'vis', '0', 42, 'c%')::aq.dequeue_options,
+SELECT ok((aq.dequeue_options()).deq_condition IS NULL, 'dequeue_options(): deq_condition defaults to NULL');
+SELECT is(aq.dequeue_options(deq_condition => 'priority > 1', correlation => 'c%', msgid => 42, wait => '0',
+                             visibility => 'vis', navigation => 'first_message', dequeue_mode => 'mode',
+                             consumer_name => 'cons'),
+          ROW('cons', 'mode', 'first_message', 'vis', '0', 42, 'c%', 'priority > 1')::aq.dequeue_options,
           'dequeue_options(named args) maps each argument to its field');
 SELECT is((aq.dequeue_options(wait => '0')).wait, interval '0', 'dequeue_options(wait => ''0''): no wait');
 SELECT is((aq.dequeue_options(wait => '5 s')).wait, interval '5 seconds', 'dequeue_options(wait => ''5 s'')');

@@ -21,7 +21,7 @@ INSERT INTO documented VALUES
     ('aq.dequeue_array(text,anyelement,integer,aq.dequeue_options)', 'API'),
     ('aq.message_properties(integer,interval,interval,text,text)', 'API'),
     ('aq.enqueue_options(text,text)', 'API'),
-    ('aq.dequeue_options(text,text,text,text,interval,bigint,text)', 'API'),
+    ('aq.dequeue_options(text,text,text,text,interval,bigint,text,text)', 'API'),
     ('aq.purge_condition(text,text,text,timestamp with time zone,bigint[])', 'API'),
     ('aq.commit(text)', 'commit modes'),
     ('aq.commit_mode()', 'commit modes'),

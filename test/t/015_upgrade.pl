@@ -2,7 +2,7 @@
 #
 # Upgrades keep what users built (hardening E19, E20).  Every kind of object a user makes
 # is created at 0.1.0 in database "upgraded", which is then upgraded one version at a time
-# (0.1.0 -> 0.2.0 -> 0.3.0 -> 0.4.0 -> 0.5.0), each step adding what its version brings; a
+# (0.1.0 -> 0.2.0 -> 0.3.0 -> 0.4.0 -> 0.5.0 -> 0.6.0), each step adding what its version brings; a
 # fresh install of the current version in database "fresh" gets the same objects through
 # the current API.  The two must then be the same:
 #
@@ -243,6 +243,8 @@ for my $db ('upgraded', 'repaired')
 	queues_040($db);
 	sql($db, q{ALTER EXTENSION aq UPDATE TO '0.5.0'});
 	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'aq'}), '0.5.0', "$db: at 0.5.0");
+	sql($db, q{ALTER EXTENSION aq UPDATE TO '0.6.0'});
+	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'aq'}), '0.6.0', "$db: at 0.6.0");
 }
 
 # ---------------------------------------------------------------- the fresh install
@@ -250,7 +252,7 @@ for my $db ('upgraded', 'repaired')
 sql('fresh', $user_objects);
 sql('fresh', q{CREATE EXTENSION aq});
 queue_tables_010('fresh', 0);
-function_grants('fresh', '0.5.0');
+function_grants('fresh', '0.6.0');
 commit_settings('fresh');
 fast_ingest('fresh');
 queues_040('fresh');

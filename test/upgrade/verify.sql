@@ -51,7 +51,8 @@ SELECT (SELECT max(msgid) FROM ONLY app.orders_qt) AS orders_max,
        (SELECT max(seqid) FROM aq.fast_ingest_rejects) AS reject_max;
 GRANT SELECT ON aq_verify.before TO PUBLIC;
 
-SELECT aq_verify.ok(extversion = '0.5.0', 'the extension is aq 0.5.0') FROM pg_extension WHERE extname = 'aq';
+SELECT aq_verify.ok(extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'aq'),
+                    'the extension is the installed aq''s default version') FROM pg_extension WHERE extname = 'aq';
 SELECT aq_verify.ok(current_setting('shared_preload_libraries') ~ '(^|[ ,])aq([ ,]|$)', 'aq is preloaded');
 SELECT aq_verify.ok(commit_wait = 'nowait' AND commit_logging = 'batch'
                     AND wait_decided_by LIKE '%(database)' AND logging_decided_by LIKE '%(database)',
