@@ -999,6 +999,102 @@ void correlation_test() {
     std::fflush(stdout);
 }
 
+// ---- 4. dequeue with a condition (deq_condition)
+
+// A queue of n messages (aq_bench.order_ot: id, amount) of which 1 % match the condition
+// tab.user_data.amount > 999, spread evenly (every 100th); single aq.dequeue calls with that
+// condition, autocommit, first without an index for it, then with a partial index in the queue's
+// order whose predicate the condition implies.  Each call must return a matching message, the
+// matching messages in their order (msgid ascending).
+void condition_test() {
+    const long n = quick ? 200000 : 1000000;
+    const long batch = 10000;
+    const long calls_without = quick ? 50 : 200, calls_with = 1000;
+    const std::string table = "aq_bench_cond_qt", queue = "aq_bench_cond_q";
+    exec("CREATE TYPE aq_bench.order_ot AS (id bigint, amount integer)");
+    exec("SELECT aq.create_queue_table('" + table + "', 'aq_bench.order_ot', queue_table_schema => 'aq_bench')");
+    exec("SELECT aq.create_queue('" + queue + "', '" + table + "')");
+    exec("SELECT aq.start_queue('" + queue + "')");
+    exec("ALTER TABLE aq_bench." + table + " SET (autovacuum_enabled = off)");
+    extra_queue_tables.push_back(table);
+    prepare("enq_cond", "SELECT cardinality(aq.enqueue_array('" + queue + "', $1::aq_bench.order_ot[]))");
+    prepare("deq_cond", "SELECT msgid, (payload).amount FROM aq.dequeue('" + queue +
+                            "', NULL::aq_bench.order_ot, aq.dequeue_options(wait => '0',"
+                            " deq_condition => 'tab.user_data.amount > 999'))");
+
+    progress("condition: enqueue " + with_commas(n) + " messages (1 % matching) in batches of " + with_commas(batch));
+    auto fill_t0 = Clock::now();
+    for (long from = 1; from <= n; from += batch) {
+        std::string arr = "{";
+        for (long i = from; i <= std::min(n, from + batch - 1); i++) {
+            if (i > from) arr += ',';
+            arr += "\"(" + std::to_string(i) + "," + std::to_string(i % 100 == 0 ? 1000 + i % 7 : i % 1000 % 990) + ")\"";
+        }
+        arr += '}';
+        long got = run_prepared_long("enq_cond", {arr.c_str()});
+        if (got != std::min(batch, n - from + 1)) die("condition fill: enqueue_array returned " + std::to_string(got));
+    }
+    double fill_s = seconds_since(fill_t0);
+    expect_rows("aq_bench." + table, n, "condition fill");
+    exec("VACUUM ANALYZE aq_bench." + table);
+    settle();
+
+    long prev_msgid = 0;
+    auto run = [&](long calls) {
+        CallTimes t;
+        double s0 = server_cpu_seconds(), c0 = client_cpu_seconds();
+        for (long k = 0; k < calls; k++) {
+            auto t0 = Clock::now();
+            PGresult* res = PQexecPrepared(conn, "deq_cond", 0, nullptr, nullptr, nullptr, 0);
+            t.ms.push_back(seconds_since(t0) * 1e3);
+            if (!result_ok(res)) die("aq.dequeue with deq_condition failed", res);
+            if (PQntuples(res) != 1) {
+                correctness_error("aq.dequeue with deq_condition returned " + std::to_string(PQntuples(res)) + " rows");
+            } else {
+                long msgid = std::atol(PQgetvalue(res, 0, 0));
+                if (std::atol(PQgetvalue(res, 0, 1)) <= 999)
+                    correctness_error(std::string("aq.dequeue with deq_condition returned amount ") + PQgetvalue(res, 0, 1));
+                if (msgid <= prev_msgid) correctness_error("aq.dequeue with deq_condition: messages out of order");
+                prev_msgid = msgid;
+            }
+            PQclear(res);
+        }
+        t.cpu = server_cpu_seconds() - s0 + client_cpu_seconds() - c0;
+        return t;
+    };
+    progress("condition: " + with_commas(calls_without) + " dequeues without an index for the condition");
+    CallTimes t_without = run(calls_without);
+    exec("CREATE INDEX ON aq_bench." + table + " (q_id, enq_time, msgid) WHERE (user_data).amount > 999");
+    exec("ANALYZE aq_bench." + table);
+    run(5);  // warm-up: the statement is planned again for the new index
+    progress("condition: " + with_commas(calls_with) + " dequeues with a partial index in the queue's order");
+    CallTimes t_with = run(calls_with);
+    expect_rows("aq_bench." + table, n - calls_without - 5 - calls_with, "condition dequeues");
+
+    std::printf("\n== Dequeue with a condition: a queue of %s messages, 1 %% of them matching%s\n", with_commas(n).c_str(),
+                quick ? "  (--quick: 200,000 messages; the target is stated for 1,000,000)" : "");
+    std::printf("   payload aq_bench.order_ot (id, amount); every 100th message has amount > 999 (filled in %.1f s).\n"
+                "   Single aq.dequeue(..., aq.dequeue_options(wait => '0', deq_condition =>\n"
+                "   'tab.user_data.amount > 999')) calls, remove mode, autocommit; first without an index for the\n"
+                "   condition (the dequeue walks the queue's order index and skips what does not match: each call\n"
+                "   walks the non-matching messages before the next match, more as the matched ones go), then with\n"
+                "   CREATE INDEX ON <queue table> (q_id, enq_time, msgid) WHERE (user_data).amount > 999.\n",
+                fill_s);
+    std::printf("  %-46s %6s %8s %8s %8s %8s %8s\n", "", "calls", "mean ms", "p50 ms", "p99 ms", "max ms", "cpu us");
+    auto line = [&](const char* label, const CallTimes& t) {
+        std::printf("  %-46s %6zu %8.3f %8.3f %8.3f %8.3f %8s\n", label, t.ms.size(), t.mean(), t.percentile(50),
+                    t.percentile(99), t.percentile(100), have_server_cpu ? fmt("%.0f", t.cpu_us()).c_str() : "n/a");
+    };
+    line("without an index for the condition", t_without);
+    line("with a partial index in the queue's order", t_with);
+    std::printf("  without / with the index, mean per call: %s\n", ratio(t_without.mean() / t_with.mean()).c_str());
+    bool pass = t_with.mean() < 2.0;
+    std::printf("  target: condition matching 1 %%, with its index:   mean %.3f ms < 2 ms per call (%s of the target)   %s\n",
+                t_with.mean(), ratio(t_with.mean() / 2.0).c_str(), pass ? "PASS" : "FAIL");
+    if (!pass) failures.push_back("dequeue with a condition, with its index: mean " + fmt("%.3f", t_with.mean()) + " ms >= 2 ms");
+    std::fflush(stdout);
+}
+
 // ------------------------------------------------------------------ setup / teardown
 
 bool created_extension = false;
@@ -1061,23 +1157,26 @@ void teardown(const std::vector<Payload>& payloads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string conninfo;
+    std::string conninfo, only;
+    const char* usage = "usage: %s \"<libpq connection string>\" [--quick] [--only priority|correlation|condition]\n";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         if (a == "--quick")
             quick = true;
+        else if (a == "--only" && i + 1 < argc)
+            only = argv[++i];
         else if (a == "-h" || a == "--help") {
-            std::printf("usage: %s \"<libpq connection string>\" [--quick]\n", argv[0]);
+            std::printf(usage, argv[0]);
             return 0;
         } else if (conninfo.empty())
             conninfo = a;
         else {
-            std::fprintf(stderr, "usage: %s \"<libpq connection string>\" [--quick]\n", argv[0]);
+            std::fprintf(stderr, usage, argv[0]);
             return 2;
         }
     }
-    if (conninfo.empty()) {
-        std::fprintf(stderr, "usage: %s \"<libpq connection string>\" [--quick]\n", argv[0]);
+    if (conninfo.empty() || !(only.empty() || only == "priority" || only == "correlation" || only == "condition")) {
+        std::fprintf(stderr, usage, argv[0]);
         return 2;
     }
     conn = PQconnectdb(conninfo.c_str());
@@ -1127,83 +1226,87 @@ int main(int argc, char** argv) {
     std::printf("load average at start: %s (%ld CPUs)\n", loadavg().c_str(), sysconf(_SC_NPROCESSORS_ONLN));
     std::fflush(stdout);
 
-    for (auto& p : payloads) {
-        std::vector<Set> sets;
-        for (long n : sizes) sets.push_back(run_set(p, n));
-        print_table(p, sets);
+    if (only.empty()) {
+        for (auto& p : payloads) {
+            std::vector<Set> sets;
+            for (long n : sizes) sets.push_back(run_set(p, n));
+            print_table(p, sets);
+        }
+
+        // ---------------- single dequeues: one transaction vs a commit each
+        Payload& p = payloads[0];
+        const long chunk = long_n >= 20000 ? 5000 : 500;
+        // The default navigation, spelled out: NEXT_MESSAGE continues after the previous message of
+        // the same transaction (a commit each starts every dequeue from the head of the queue).
+        const std::string deq_next = "deq_next_" + p.tag;
+        prepare(deq_next, "SELECT msgid, payload FROM aq.dequeue('" + p.queue + "', NULL::" + p.type +
+                              ", aq.dequeue_options(navigation => 'next_message', wait => '0'))");
+        auto single = [&] {
+            if (run_prepared(deq_next, {}) != 1) die("aq.dequeue returned no row");
+        };
+        progress("long test: " + with_commas(long_n) + " single dequeues in one transaction");
+        fill(p, long_n, false);
+        Chunked one_txn = chunked_dequeue(long_n, chunk, true, single, 0);
+        progress("long test: " + with_commas(long_n) + " single dequeues, commit each");
+        fill(p, long_n, false);
+        Chunked each = chunked_dequeue(long_n, chunk, false, single, 0);
+        progress("long test: naive plain-SQL single dequeues in one transaction (time-bounded)");
+        fill(p, long_n, true);
+        const std::string naive = "base_del1_" + p.tag;
+        const double naive_bound = 15.0;
+        Chunked naive_txn = chunked_dequeue(
+            long_n, chunk, true, [&] {
+                if (run_prepared(naive, {"1"}) != 1) die("naive delete returned no row");
+            },
+            naive_bound);
+        fresh(qt(p));
+        fresh(bt(p));
+
+        std::printf("\n== %s single dequeues: one transaction vs a commit each (payload: composite)\n",
+                    with_commas(long_n).c_str());
+        std::printf("   aq.dequeue(..., aq.dequeue_options(navigation => 'next_message', wait => '0')) one by one on a\n"
+                    "   queue of %s messages, in one transaction and with a commit each.\n",
+                    with_commas(long_n).c_str());
+        std::printf("  %-42s %9s %9s %9s   wall us/msg by chunk of %s\n", "", "msg/s", "us/msg", "cpu us",
+                    with_commas(chunk).c_str());
+        auto line = [&](const char* label, const Chunked& c) {
+            std::printf("  %-42s %9s %9s %9s  %s\n", label, with_commas(c.n / c.seconds).c_str(),
+                        fmt("%.1f", c.per_msg_us()).c_str(), have_server_cpu ? fmt("%.1f", c.cpu_per_msg_us()).c_str() : "n/a",
+                        chunk_line(c).c_str());
+        };
+        line("aq.dequeue, one transaction", one_txn);
+        line("aq.dequeue, commit each", each);
+        line("naive plain SQL (LIMIT 1), one transaction", naive_txn);
+        if (naive_txn.bounded_out)
+            std::printf("  (naive: stopped after %.0f s at %s of %s messages.)\n", naive_bound,
+                        with_commas(naive_txn.n).c_str(), with_commas(long_n).c_str());
+        std::printf("  The naive plain-SQL single dequeue re-walks the index entries of the rows it deleted earlier in\n"
+                    "  the same transaction, so each dequeue costs more than the last; aq keeps its position.\n");
+        double long_ratio = each.per_msg_us() > 0 ? one_txn.per_msg_us() / each.per_msg_us() : 0;
+        bool long_pass = long_ratio <= 1.0;
+        std::string long_cpu = have_server_cpu && each.cpu_per_msg_us() > 0
+                                   ? "  [CPU/msg ratio " + ratio(one_txn.cpu_per_msg_us() / each.cpu_per_msg_us()) + "]"
+                                   : "";
+        std::printf("  target: one transaction no slower per message than a commit each: %s us / %s us = %s <= 1.00x"
+                    "   %s%s\n",
+                    fmt("%.1f", one_txn.per_msg_us()).c_str(), fmt("%.1f", each.per_msg_us()).c_str(),
+                    ratio(long_ratio).c_str(), long_pass ? "PASS" : "FAIL", long_cpu.c_str());
+        if (!long_pass)
+            failures.push_back("single dequeues: one transaction / commit each per-message time <= 1.00x : " +
+                               ratio(long_ratio));
+        double first = one_txn.chunks.empty() ? 0 : one_txn.chunks.front().second / one_txn.chunks.front().first;
+        double last = one_txn.chunks.empty() ? 0 : one_txn.chunks.back().second / one_txn.chunks.back().first;
+        if (first > 0)
+            std::printf("  aq one transaction: last chunk / first chunk per-message time = %.2f (flat ~1 = no re-walk)\n",
+                        last / first);
+
+        std::fflush(stdout);
+
     }
 
-    // ---------------- single dequeues: one transaction vs a commit each
-    Payload& p = payloads[0];
-    const long chunk = long_n >= 20000 ? 5000 : 500;
-    // The default navigation, spelled out: NEXT_MESSAGE continues after the previous message of
-    // the same transaction (a commit each starts every dequeue from the head of the queue).
-    const std::string deq_next = "deq_next_" + p.tag;
-    prepare(deq_next, "SELECT msgid, payload FROM aq.dequeue('" + p.queue + "', NULL::" + p.type +
-                          ", aq.dequeue_options(navigation => 'next_message', wait => '0'))");
-    auto single = [&] {
-        if (run_prepared(deq_next, {}) != 1) die("aq.dequeue returned no row");
-    };
-    progress("long test: " + with_commas(long_n) + " single dequeues in one transaction");
-    fill(p, long_n, false);
-    Chunked one_txn = chunked_dequeue(long_n, chunk, true, single, 0);
-    progress("long test: " + with_commas(long_n) + " single dequeues, commit each");
-    fill(p, long_n, false);
-    Chunked each = chunked_dequeue(long_n, chunk, false, single, 0);
-    progress("long test: naive plain-SQL single dequeues in one transaction (time-bounded)");
-    fill(p, long_n, true);
-    const std::string naive = "base_del1_" + p.tag;
-    const double naive_bound = 15.0;
-    Chunked naive_txn = chunked_dequeue(
-        long_n, chunk, true, [&] {
-            if (run_prepared(naive, {"1"}) != 1) die("naive delete returned no row");
-        },
-        naive_bound);
-    fresh(qt(p));
-    fresh(bt(p));
-
-    std::printf("\n== %s single dequeues: one transaction vs a commit each (payload: composite)\n",
-                with_commas(long_n).c_str());
-    std::printf("   aq.dequeue(..., aq.dequeue_options(navigation => 'next_message', wait => '0')) one by one on a\n"
-                "   queue of %s messages, in one transaction and with a commit each.\n",
-                with_commas(long_n).c_str());
-    std::printf("  %-42s %9s %9s %9s   wall us/msg by chunk of %s\n", "", "msg/s", "us/msg", "cpu us",
-                with_commas(chunk).c_str());
-    auto line = [&](const char* label, const Chunked& c) {
-        std::printf("  %-42s %9s %9s %9s  %s\n", label, with_commas(c.n / c.seconds).c_str(),
-                    fmt("%.1f", c.per_msg_us()).c_str(), have_server_cpu ? fmt("%.1f", c.cpu_per_msg_us()).c_str() : "n/a",
-                    chunk_line(c).c_str());
-    };
-    line("aq.dequeue, one transaction", one_txn);
-    line("aq.dequeue, commit each", each);
-    line("naive plain SQL (LIMIT 1), one transaction", naive_txn);
-    if (naive_txn.bounded_out)
-        std::printf("  (naive: stopped after %.0f s at %s of %s messages.)\n", naive_bound,
-                    with_commas(naive_txn.n).c_str(), with_commas(long_n).c_str());
-    std::printf("  The naive plain-SQL single dequeue re-walks the index entries of the rows it deleted earlier in\n"
-                "  the same transaction, so each dequeue costs more than the last; aq keeps its position.\n");
-    double long_ratio = each.per_msg_us() > 0 ? one_txn.per_msg_us() / each.per_msg_us() : 0;
-    bool long_pass = long_ratio <= 1.0;
-    std::string long_cpu = have_server_cpu && each.cpu_per_msg_us() > 0
-                               ? "  [CPU/msg ratio " + ratio(one_txn.cpu_per_msg_us() / each.cpu_per_msg_us()) + "]"
-                               : "";
-    std::printf("  target: one transaction no slower per message than a commit each: %s us / %s us = %s <= 1.00x"
-                "   %s%s\n",
-                fmt("%.1f", one_txn.per_msg_us()).c_str(), fmt("%.1f", each.per_msg_us()).c_str(),
-                ratio(long_ratio).c_str(), long_pass ? "PASS" : "FAIL", long_cpu.c_str());
-    if (!long_pass)
-        failures.push_back("single dequeues: one transaction / commit each per-message time <= 1.00x : " +
-                           ratio(long_ratio));
-    double first = one_txn.chunks.empty() ? 0 : one_txn.chunks.front().second / one_txn.chunks.front().first;
-    double last = one_txn.chunks.empty() ? 0 : one_txn.chunks.back().second / one_txn.chunks.back().first;
-    if (first > 0)
-        std::printf("  aq one transaction: last chunk / first chunk per-message time = %.2f (flat ~1 = no re-walk)\n",
-                    last / first);
-
-    std::fflush(stdout);
-
-    priority_order_test();
-    correlation_test();
+    if (only.empty() || only == "priority") priority_order_test();
+    if (only.empty() || only == "correlation") correlation_test();
+    if (only.empty() || only == "condition") condition_test();
     drop_extra_queues();
 
     teardown(payloads);
