@@ -20,3 +20,20 @@ CREATE FUNCTION aq.dequeue_options(
 RETURNS aq.dequeue_options LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT ROW(consumer_name, dequeue_mode, navigation, visibility, wait, msgid, correlation, deq_condition)::aq.dequeue_options $$;
+
+-- ---------------------------------------------------------------- LISTEN
+
+-- Oracle's SYS.AQ$_AGENT: a consumer (name; NULL for a single-consumer queue), the queue it
+-- listens on (address: the queue's name) and a protocol (0, the only one: local queues).
+CREATE TYPE aq.agent AS (name text, address text, protocol integer);
+CREATE FUNCTION aq.agent(name text DEFAULT NULL, address text DEFAULT NULL, protocol integer DEFAULT 0)
+RETURNS aq.agent LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ROW(name, address, protocol)::aq.agent $$;
+
+-- Oracle's DBMS_AQ.LISTEN: waits until one of the agents' queues has a message a dequeue could
+-- take now, and returns that agent (the first in the list that has one); it takes nothing.  A
+-- commit wakes it, as it wakes a waiting dequeue.  wait: NULL waits forever, '0' not at all; at
+-- the end of the wait QA254 (ORA-25254).  The caller needs SELECT on the queue tables (DEQUEUE).
+CREATE FUNCTION aq.listen(agent_list aq.agent[], wait interval DEFAULT NULL)
+RETURNS aq.agent LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_listen';

@@ -230,6 +230,42 @@ Datum dequeue_impl(FunctionCallInfo fcinfo) {
     return HeapTupleGetDatum(heap_form_tuple(desc, sink.values, nulls));
 }
 
+// aq.listen(agent_list aq.agent[], wait interval) → aq.agent: the first agent whose queue has
+// a message, returned as given.
+constexpr int max_listen_agents = 1000;
+
+Datum listen_impl(FunctionCallInfo fcinfo) {
+    if (PG_ARGISNULL(0)) throw Error(sqlstate::null_value_not_allowed, "agent_list must not be NULL");
+    ArrayType* list = PG_GETARG_ARRAYTYPE_P(0);
+    int count = check_array(list, "agent_list");
+    if (count == 0) throw Error(sqlstate::invalid_parameter_value, "agent_list must not be empty");
+    if (count > max_listen_agents)
+        throw Error(sqlstate::invalid_parameter_value,
+                    "agent_list has " + std::to_string(count) + " agents",
+                    "LISTEN takes at most " + std::to_string(max_listen_agents) + ".");
+    Datum* elements;
+    int n;
+    deconstruct_array(list, ARR_ELEMTYPE(list), -1, false, TYPALIGN_DOUBLE, &elements, nullptr, &n);
+    auto* agents = static_cast<queue::ListenAgent*>(palloc(sizeof(queue::ListenAgent) * n));
+    for (int i = 0; i < n; i++) {
+        HeapTupleHeader agent = DatumGetHeapTupleHeader(elements[i]);
+        agents[i].name = text_field(agent, "name");
+        agents[i].address = text_field(agent, "address");
+        if (!agents[i].address)
+            throw Error(sqlstate::null_value_not_allowed,
+                        "agent " + std::to_string(i + 1) + " of agent_list has no address",
+                        "An agent's address is the name of the queue to listen on.");
+        queue::check_name("an agent's address (queue name)", agents[i].address);
+    }
+    std::optional<double> wait;
+    if (!PG_ARGISNULL(1)) {
+        const Interval* iv = PG_GETARG_INTERVAL_P(1);
+        wait = iv->time / 1e6 + iv->day * 86400.0 + iv->month * (30.0 * 86400.0);
+    }
+    int found = queue::listen(agents, n, queue::parse_wait(wait));
+    return elements[found];
+}
+
 }  // namespace
 
 }  // namespace aq
@@ -261,3 +297,4 @@ AQ_SQL_FUNCTION(aq_enqueue, aq::enqueue_impl)
 AQ_SQL_FUNCTION(aq_enqueue_array, aq::enqueue_array_impl)
 AQ_SQL_FUNCTION(aq_dequeue, aq::dequeue_impl)
 AQ_SQL_FUNCTION(aq_dequeue_array, aq::dequeue_array_impl)
+AQ_SQL_FUNCTION(aq_listen, aq::listen_impl)

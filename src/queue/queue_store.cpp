@@ -359,7 +359,8 @@ enum Statement : int32 {
     enqueue_with_properties = 1,
     next_delay = 2,       // when the next delayed message becomes visible
     expire_messages = 3,  // moves expired messages to their exception queues
-    dequeue_base = 256,   // + DequeueShape bits
+    ready_candidates = 4,  // LISTEN: the messages a dequeue could take now, in the queue's order
+    dequeue_base = 1024,  // + DequeueShape bits
 };
 
 // What a dequeue statement does; each combination is its own prepared statement.
@@ -436,6 +437,18 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "SELECT pg_catalog.min(delay) FROM ONLY %s"
             " WHERE q_id OPERATOR(pg_catalog.=) $1 AND delay OPERATOR(pg_catalog.>) $2",
             t);
+    if (statement == ready_candidates)
+        // What a remove dequeue would claim (see the dequeue statement below), without claiming
+        // it: ready, not expired (an exception queue's messages are expired by definition), not
+        // holding an attempt not counted yet, in the queue's order.  Whether another transaction
+        // is dequeuing one is for the caller to see (row_free).
+        return psprintf(
+            "SELECT ctid FROM ONLY %s WHERE q_id OPERATOR(pg_catalog.=) $1"
+            "   AND ($3 OR ((delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
+            "               AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)))"
+            "   AND (xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR aq._claimable(tableoid, ctid))"
+            " ORDER BY q_id, %s",
+            t, q.priority_order ? "priority, enq_time, msgid" : "enq_time, msgid");
     if (statement == expire_messages)
         // A message names its exception queue; if that is not an exception queue of the same
         // queue table, it goes to the queue table's default one (as Oracle's QMON does).
@@ -537,6 +550,11 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         argtypes[1] = INT4OID;
         argtypes[2] = TIMESTAMPTZOID;
         nargs = 3;
+    } else if (statement == ready_candidates) {
+        argtypes[0] = INT4OID;
+        argtypes[1] = TIMESTAMPTZOID;
+        argtypes[2] = BOOLOID;
+        nargs = 3;
     } else {
         memcpy(argtypes, dequeue_param_types, sizeof argtypes);
         nargs = dequeue_param_count;
@@ -548,7 +566,9 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
     // range of the correlation index (planning costs well under a millisecond).
     bool custom = statement >= dequeue_base && ((statement - dequeue_base) & by_correlation);
     char* sql = build_sql(q, statement);
-    SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, argtypes, custom ? CURSOR_OPT_CUSTOM_PLAN : CURSOR_OPT_GENERIC_PLAN);
+    int options = custom ? CURSOR_OPT_CUSTOM_PLAN : CURSOR_OPT_GENERIC_PLAN;
+    if (statement == ready_candidates) options |= CURSOR_OPT_FAST_PLAN;  // read through a cursor, the first rows first
+    SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, argtypes, options);
     if (!plan) elog(ERROR, "aq: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
     SPI_keepplan(plan);
     entry->plan = plan;
@@ -1103,6 +1123,152 @@ int dequeue(const DequeueRequest& r) {
                     "Catch SQLSTATE 'QA228' to treat an empty queue as the end of a batch.");
     }
     return delivered;
+}
+
+namespace {
+
+// Whether no transaction is deleting or locking the row version at tid (a dequeue holds it):
+// what FOR UPDATE SKIP LOCKED would not skip.  Its header is read under a share lock.
+bool row_free(Relation rel, ItemPointer tid) {
+    HeapTupleData tuple;
+    tuple.t_self = *tid;
+    Buffer buffer = InvalidBuffer;
+    bool found = heap_fetch(rel, SnapshotAny, &tuple, &buffer, false);
+    bool free = false;
+    if (found) {
+        LockBuffer(buffer, BUFFER_LOCK_SHARE);
+        TM_Result result = HeapTupleSatisfiesUpdate(&tuple, GetCurrentCommandId(false), buffer);
+        // A row this transaction holds (locked mode, or the lock an expiry move keeps) is one its
+        // own remove dequeue takes, as in bulk_dequeue.hpp; only a plain xid can be ours.
+        free = result == TM_Ok ||
+               (result == TM_BeingModified && !(tuple.t_data->t_infomask & HEAP_XMAX_IS_MULTI) &&
+                TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmax(tuple.t_data)));
+        LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+    }
+    if (BufferIsValid(buffer)) ReleaseBuffer(buffer);
+    return free;
+}
+
+// Whether the queue has a message a remove dequeue could take now.  Reads the candidates in the
+// queue's order through a cursor, a few at a time, and stops at the first that no transaction
+// holds: the cost is the messages being dequeued ahead of it.  Requires SPI.
+bool has_ready_message(const QueueInfo& q) {
+    SPIPlanPtr plan = statement_plan(q, ready_candidates, InvalidOid);
+    Datum args[3] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(GetCurrentTimestamp()), BoolGetDatum(q.exception_queue)};
+    // Not read-only: a fresh snapshot at each pass, which sees what committed while LISTEN slept.
+    Portal portal = SPI_cursor_open(nullptr, plan, args, nullptr, false);
+    Relation rel = table_open(q.relid, AccessShareLock);
+    bool ready = false;
+    constexpr int chunk = 16;
+    for (bool more = true; more && !ready;) {
+        CHECK_FOR_INTERRUPTS();
+        SPI_cursor_fetch(portal, true, chunk);
+        for (uint64 i = 0; i < SPI_processed && !ready; i++) {
+            bool isnull;
+            Datum tid = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+            ready = !isnull && row_free(rel, reinterpret_cast<ItemPointer>(DatumGetPointer(tid)));
+        }
+        more = SPI_processed == static_cast<uint64>(chunk);
+        SPI_freetuptable(SPI_tuptable);
+    }
+    table_close(rel, NoLock);  // kept to the end of the transaction, as the statement's lock
+    SPI_cursor_close(portal);
+    return ready;
+}
+
+}  // namespace
+
+int listen(const ListenAgent* agents, int count, const Wait& wait) {
+    int found = -1;
+    bool cannot_wait = false;
+    int problem_at = -1;
+    bool consumer_named = false;  // for a single-consumer queue
+    Problem problem;
+    base::call([&] {
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
+        auto* queues = static_cast<QueueInfo*>(palloc(sizeof(QueueInfo) * count));
+        auto* ids = static_cast<int32*>(palloc(sizeof(int32) * count));
+        auto* seen = static_cast<uint64*>(palloc(sizeof(uint64) * count));
+        auto look_up_all = [&]() {
+            for (int i = 0; i < count; i++) {
+                bool known = lookup(agents[i].address, queues[i]);
+                problem = check_queue(known, queues[i], known ? queues[i].payload_type : InvalidOid, false);
+                if (problem.kind != QueueProblem::none) {
+                    problem_at = i;
+                    return false;
+                }
+                if (agents[i].name) {
+                    consumer_named = true;
+                    problem_at = i;
+                    return false;
+                }
+                ids[i] = queues[i].queue_id;
+            }
+            return true;
+        };
+        TimestampTz deadline = 0;
+        if (!wait.forever)
+            deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), static_cast<int64>(wait.seconds * 1000.0));
+        MemoryContext pass_context = AllocSetContextCreate(CurrentMemoryContext, "aq listen pass", ALLOCSET_SMALL_SIZES);
+        MemoryContext outer_context = MemoryContextSwitchTo(pass_context);
+        wakeup::begin_listen();
+        // Every pass looks the queues up again: one may have been stopped or dropped meanwhile.
+        while (look_up_all()) {
+            MemoryContextReset(pass_context);
+            for (int i = 0; i < count; i++) seen[i] = wakeup::generation(ids[i]);  // before the checks: wakeup.hpp
+            for (int i = 0; i < count && found < 0; i++) {
+                // An exception queue has what expired in its queue table once it is moved there,
+                // which a dequeue from it does first (and so does LISTEN, but never read-only).
+                if (queues[i].exception_queue && !XactReadOnly) expire_messages_of(queues[i]);
+                if (has_ready_message(queues[i])) found = i;
+            }
+            if (found >= 0) break;
+            if (IsolationUsesXactSnapshot() && (wait.forever || wait.seconds > 0)) {
+                cannot_wait = true;
+                break;
+            }
+            TimestampTz now = GetCurrentTimestamp();
+            long timeout_ms = -1;
+            if (!wait.forever) {
+                if (now >= deadline) break;
+                timeout_ms = static_cast<long>((deadline - now + 999) / 1000);
+            }
+            // Delayed messages become ready without a commit; exception queues check once a second.
+            for (int i = 0; i < count; i++) {
+                long until = queues[i].exception_queue ? 1000 : -1;
+                TimestampTz visible_at = queues[i].exception_queue ? 0 : next_visible_time(queues[i]);
+                if (visible_at > now) until = static_cast<long>((visible_at - now + 999) / 1000);
+                if (until >= 0 && (timeout_ms < 0 || until < timeout_ms)) timeout_ms = until;
+            }
+            wakeup::sleep_any(ids, seen, count, timeout_ms);
+            CHECK_FOR_INTERRUPTS();
+        }
+        wakeup::end_listen();
+        MemoryContextSwitchTo(outer_context);
+        MemoryContextDelete(pass_context);
+        SPI_finish();
+    });
+    if (problem.kind != QueueProblem::none) throw_problem(problem, agents[problem_at].address, "payload_type");
+    if (consumer_named)
+        throw Error(sqlstate::invalid_parameter_value,
+                    std::string("agent ") + std::to_string(problem_at + 1) + " names consumer \"" + agents[problem_at].name +
+                        "\" of queue \"" + agents[problem_at].address + "\", a single-consumer queue",
+                    "Only a multi-consumer queue has consumers (Oracle's ORA-25231).", "Pass the agent with name => NULL.");
+    if (cannot_wait)
+        throw Error(sqlstate::feature_not_supported,
+                    "no message available in the queues listened to, and LISTEN cannot wait in a REPEATABLE READ"
+                    " or SERIALIZABLE transaction",
+                    "Its snapshot would never show messages committed while it waits.",
+                    "Listen in a READ COMMITTED transaction, or pass wait => '0'.");
+    if (found < 0) {
+        char waited[96];
+        snprintf(waited, sizeof waited, "LISTEN waited %g s on %d queue%s (ORA-25254 analogue).", wait.forever ? 0.0 : wait.seconds,
+                 count, count == 1 ? "" : "s");
+        throw Error(sqlstate::listen_timeout, "no message available in the queues listened to",
+                    wait.seconds == 0 ? "LISTEN did not wait (wait => 0)." : waited,
+                    "Catch SQLSTATE 'QA254' to treat it as a timeout.");
+    }
+    return found;
 }
 
 }  // namespace aq::queue

@@ -81,6 +81,19 @@ struct DequeueRequest {
 // nothing within its wait throws the QA228 timeout).
 int dequeue(const DequeueRequest& request);
 
+// LISTEN (Oracle's DBMS_AQ.LISTEN): an agent names a queue (address) and, for a multi-consumer
+// queue, a consumer (name; NULL for a single-consumer queue).
+struct ListenAgent {
+    const char* name;
+    const char* address;
+};
+
+// Waits until the queue of one of the agents has a message that a remove dequeue could take now
+// (ready, not expired, not being dequeued, no attempt pending), without taking or locking it; woken
+// by commits as a waiting dequeue is (wakeup.hpp).  Returns the index of the first such agent in
+// the list.  Raises QA254 when the wait runs out (Oracle's ORA-25254).
+int listen(const ListenAgent* agents, int count, const Wait& wait);
+
 // Forgets every navigation position (a subtransaction rolled back: its dequeued
 // messages are back in the queue, possibly before the position).
 void forget_positions();

@@ -32,9 +32,12 @@ struct Channel {
 
 struct SharedState {
     Channel channels[channel_count];
+    pg_atomic_uint32 listeners;  // backends in LISTEN
+    ConditionVariable listen_cv;
 };
 
 SharedState* shared = nullptr;
+bool listening = false;  // this backend counts in shared->listeners
 
 // Queues touched by the current transaction (backend-local, plain data).
 constexpr int max_pending = 32;
@@ -64,19 +67,26 @@ Channel& channel_of(int32_t queue_id) {
 }
 
 void wake(const Pending& p) {
-    if (!shared) return;
+    if (!shared || (!p.overflow && p.count == 0)) return;
     if (p.overflow) {
         for (auto& ch : shared->channels) {
             pg_atomic_fetch_add_u64(&ch.generation, 1);
             ConditionVariableBroadcast(&ch.cv);
         }
-        return;
+    } else {
+        for (int i = 0; i < p.count; i++) {
+            Channel& ch = channel_of(p.ids[i]);
+            pg_atomic_fetch_add_u64(&ch.generation, 1);
+            ConditionVariableBroadcast(&ch.cv);
+        }
     }
-    for (int i = 0; i < p.count; i++) {
-        Channel& ch = channel_of(p.ids[i]);
-        pg_atomic_fetch_add_u64(&ch.generation, 1);
-        ConditionVariableBroadcast(&ch.cv);
-    }
+    // After the generations (see the protocol): the listeners that may wait for them.
+    if (pg_atomic_read_u32(&shared->listeners) > 0) ConditionVariableBroadcast(&shared->listen_cv);
+}
+
+void stop_listening() {
+    if (listening && shared) pg_atomic_fetch_sub_u32(&shared->listeners, 1);
+    listening = false;
 }
 
 }  // namespace
@@ -94,6 +104,8 @@ void shmem_startup() {
             pg_atomic_init_u64(&ch.generation, 0);
             ConditionVariableInit(&ch.cv);
         }
+        pg_atomic_init_u32(&shared->listeners, 0);
+        ConditionVariableInit(&shared->listen_cv);
     }
     LWLockRelease(AddinShmemInitLock);
 }
@@ -135,6 +147,35 @@ void sleep(int32_t queue_id, uint64_t seen, long timeout_ms) {
     check_client_connection();
 }
 
+void begin_listen() {
+    if (listening || !shared) return;
+    pg_atomic_fetch_add_u32(&shared->listeners, 1);
+    listening = true;
+}
+
+void end_listen() {
+    stop_listening();
+}
+
+void sleep_any(const int32_t* queue_ids, const uint64_t* seen, int count, long timeout_ms) {
+    auto changed = [&] {
+        for (int i = 0; i < count; i++)
+            if (generation(queue_ids[i]) != seen[i]) return true;
+        return false;
+    };
+    if (!shared) {
+        sleep(count > 0 ? queue_ids[0] : 0, 0, timeout_ms);  // polls
+        return;
+    }
+    if (timeout_ms < 0 || timeout_ms > longest_sleep_ms) timeout_ms = longest_sleep_ms;
+    ConditionVariablePrepareToSleep(&shared->listen_cv);
+    while (!changed()) {
+        if (ConditionVariableTimedSleep(&shared->listen_cv, timeout_ms, AQ_WAIT_EVENT("AqListen"))) break;  // timed out
+    }
+    ConditionVariableCancelSleep();
+    check_client_connection();
+}
+
 void note_enqueue(int32_t queue_id) {
     enqueued.add(queue_id);
 }
@@ -152,12 +193,14 @@ void at_commit() {
     wake(enqueued);
     enqueued.clear();
     dequeued.clear();
+    stop_listening();
 }
 
 void at_abort() {
     wake(dequeued);
     enqueued.clear();
     dequeued.clear();
+    stop_listening();
 }
 
 void at_prepare() {

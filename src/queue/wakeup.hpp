@@ -20,6 +20,15 @@
 // scan did not see always changes the generation before the sleeper checks it: no
 // wake-up is lost.  No lock is held anywhere in this protocol.
 //
+// LISTEN (several queues at once) cannot sleep on several condition variables, so it sleeps
+// on one more, the listen CV, and checks its own queues' channel generations at each wake-up.
+// A listener counts itself in `listeners` (an atomic fetch-add, a full barrier) before it reads
+// the generations; a commit, after it has incremented a generation (also a full barrier), reads
+// `listeners` and broadcasts the listen CV when it is not 0.  So either the commit sees the
+// listener and wakes it, or the listener sees the new generation: no wake-up is lost there
+// either.  A listener that ended without saying so (an error in its wait) is uncounted at the
+// end of its transaction; until then commits broadcast for nobody, which costs only that.
+//
 // Without shared_preload_libraries = 'aq' there is no shared memory: waits then poll
 // the queue table every `poll_interval_ms` (documented in the README).
 #pragma once
@@ -43,6 +52,14 @@ uint64_t generation(int32_t queue_id);
 // Sleeps until the queue's generation differs from `seen`, timeout_ms (-1: no limit) or
 // longest_sleep_ms passes, whichever is first; then checks that the client is still there.  May raise PostgreSQL errors (interrupts): call it through base::call.
 void sleep(int32_t queue_id, uint64_t seen, long timeout_ms);
+
+// LISTEN: sleeps until the generation of any of the `count` queues differs from seen[i] (read
+// after begin_listen), timeout_ms (-1: no limit) or longest_sleep_ms passes; then checks the client
+// as sleep() does.  Between begin_listen and end_listen (or the end of the transaction) this
+// backend counts as a listener.  May raise PostgreSQL errors: call it through base::call.
+void begin_listen();
+void sleep_any(const int32_t* queue_ids, const uint64_t* seen, int count, long timeout_ms);
+void end_listen();
 
 // Remember queues for the end of the current transaction.
 void note_enqueue(int32_t queue_id);

@@ -1,7 +1,7 @@
 -- pgTAP: the public surface of aq 0.1.0 (functions, signatures, types, catalog tables).
 -- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.
 BEGIN;
-SELECT plan(125);
+SELECT plan(128);
 
 ------------------------------------------------------------------------------ schema / extension
 
@@ -40,6 +40,9 @@ SELECT has_function('aq', 'message_properties', ARRAY['integer', 'interval', 'in
 SELECT has_function('aq', 'enqueue_options', ARRAY['text', 'text'], 'aq.enqueue_options(text, text) exists');
 SELECT has_function('aq', 'purge_condition', ARRAY['text', 'text', 'text', 'timestamp with time zone', 'bigint[]'],
                     'aq.purge_condition(text, text, text, timestamptz, bigint[]) exists');
+SELECT has_function('aq', 'listen', ARRAY['aq.agent[]', 'interval'], 'aq.listen(aq.agent[], interval) exists');
+SELECT function_returns('aq', 'listen', ARRAY['aq.agent[]', 'interval'], 'aq.agent', 'aq.listen returns aq.agent');
+SELECT has_composite('aq', 'agent', 'composite type aq.agent exists (SYS.AQ$_AGENT)');
 SELECT has_function('aq', 'dequeue_options',
                     ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text', 'text'],
                     'aq.dequeue_options(text, text, text, text, interval, bigint, text, text) exists');
@@ -71,13 +74,13 @@ SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", count(*)::int FROM pg_proc p
        WHERE p.pronamespace = 'aq'::regnamespace AND p.proname NOT LIKE E'\\_%'
        GROUP BY p.proname ORDER BY p.proname$$,
-    $$VALUES ('alter_queue', 1), ('commit', 1), ('commit_mode', 1), ('commit_settings', 1), ('commit_stats', 1),
+    $$VALUES ('agent', 1), ('alter_queue', 1), ('commit', 1), ('commit_mode', 1), ('commit_settings', 1), ('commit_stats', 1),
              ('create_queue', 1), ('create_queue_table', 1), ('dequeue', 1),
              ('dequeue_array', 1), ('dequeue_options', 1), ('disable_fast_ingest', 1), ('drop_queue', 1),
              ('drop_queue_table', 1), ('enable_fast_ingest', 1),
              ('enqueue', 1), ('enqueue_array', 1), ('enqueue_options', 1), ('get_apply_hwm_seqid', 1),
              ('get_write_hwm_seqid', 1), ('grant_queue_privilege', 1),
-             ('last_commit', 1), ('message_properties', 1), ('purge_condition', 1), ('purge_queue_table', 1), ('revoke_queue_privilege', 1),
+             ('last_commit', 1), ('listen', 1), ('message_properties', 1), ('purge_condition', 1), ('purge_queue_table', 1), ('revoke_queue_privilege', 1),
              ('seqid_epoch', 1), ('start_queue', 1), ('stop_queue', 1), ('write_end', 1), ('writes_flush', 1)$$,
     'exactly the documented public functions exist, each without overloads');
 
@@ -123,6 +126,7 @@ SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", p.proargnames::text[] COLLATE "default", p.pronargdefaults::int FROM pg_proc p
        WHERE p.pronamespace = 'aq'::regnamespace AND p.proname NOT LIKE E'\\_%' ORDER BY p.proname$$,
     $$VALUES
+      ('agent', ARRAY['name','address','protocol'], 3),
       ('alter_queue', ARRAY['queue_name','max_retries','retry_delay','retention_time','comment'], 4),
       ('commit', ARRAY['mode'], 1),
       ('commit_mode', ARRAY['commit_wait','commit_logging','synchronous_commit','wait_decided_by',
@@ -150,6 +154,7 @@ SELECT results_eq(
       ('grant_queue_privilege', ARRAY['privilege','queue_name','grantee','grant_option'], 1),
       ('last_commit', ARRAY['commit_lsn','flushed_lsn','durable','durable_on_return','commit_wait',
                             'commit_logging','synchronous_commit','committed_at'], 0),
+      ('listen', ARRAY['agent_list','wait'], 1),
       ('message_properties', ARRAY['priority','delay','expiration','correlation','exception_queue'], 5),
       ('purge_condition', ARRAY['queue_name','msg_state','correlation','enqueued_before','msgids'], 5),
       ('purge_queue_table', ARRAY['queue_table','purge_condition'], 1),

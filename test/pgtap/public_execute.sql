@@ -23,6 +23,8 @@ INSERT INTO documented VALUES
     ('aq.enqueue_options(text,text)', 'API'),
     ('aq.dequeue_options(text,text,text,text,interval,bigint,text,text)', 'API'),
     ('aq.purge_condition(text,text,text,timestamp with time zone,bigint[])', 'API'),
+    ('aq.agent(text,text,integer)', 'API'),
+    ('aq.listen(aq.agent[],interval)', 'API: reads only queues whose tables the caller may read'),
     ('aq.commit(text)', 'commit modes'),
     ('aq.commit_mode()', 'commit modes'),
     ('aq.commit_settings()', 'commit modes'),
