@@ -1189,6 +1189,7 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
         auto* queues = static_cast<QueueInfo*>(palloc(sizeof(QueueInfo) * count));
         auto* ids = static_cast<int32*>(palloc(sizeof(int32) * count));
         auto* seen = static_cast<uint64*>(palloc(sizeof(uint64) * count));
+        auto* changed = static_cast<bool*>(palloc(sizeof(bool) * count));
         auto look_up_all = [&]() {
             for (int i = 0; i < count; i++) {
                 bool known = lookup(agents[i].address, queues[i]);
@@ -1212,11 +1213,20 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
         MemoryContext pass_context = AllocSetContextCreate(CurrentMemoryContext, "aq listen pass", ALLOCSET_SMALL_SIZES);
         MemoryContext outer_context = MemoryContextSwitchTo(pass_context);
         wakeup::begin_listen();
+        // After a wake-up by commits only the queues whose generation moved are checked (in list
+        // order); the first pass and every pass after a timeout (a delay passed, an expiry, rows
+        // written by hand) check them all.
+        bool check_all = true;
         // Every pass looks the queues up again: one may have been stopped or dropped meanwhile.
         while (look_up_all()) {
             MemoryContextReset(pass_context);
-            for (int i = 0; i < count; i++) seen[i] = wakeup::generation(ids[i]);  // before the checks: wakeup.hpp
+            for (int i = 0; i < count; i++) {
+                uint64 now_seen = wakeup::generation(ids[i]);  // before the checks: wakeup.hpp
+                changed[i] = check_all || now_seen != seen[i];
+                seen[i] = now_seen;
+            }
             for (int i = 0; i < count && found < 0; i++) {
+                if (!changed[i]) continue;
                 // An exception queue has what expired in its queue table once it is moved there,
                 // which a dequeue from it does first (and so does LISTEN, but never read-only).
                 if (queues[i].exception_queue && !XactReadOnly) expire_messages_of(queues[i]);
@@ -1240,7 +1250,7 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
                 if (visible_at > now) until = static_cast<long>((visible_at - now + 999) / 1000);
                 if (until >= 0 && (timeout_ms < 0 || until < timeout_ms)) timeout_ms = until;
             }
-            wakeup::sleep_any(ids, seen, count, timeout_ms);
+            check_all = !wakeup::sleep_any(ids, seen, count, timeout_ms);
             CHECK_FOR_INTERRUPTS();
         }
         wakeup::end_listen();

@@ -157,7 +157,7 @@ void end_listen() {
     stop_listening();
 }
 
-void sleep_any(const int32_t* queue_ids, const uint64_t* seen, int count, long timeout_ms) {
+bool sleep_any(const int32_t* queue_ids, const uint64_t* seen, int count, long timeout_ms) {
     auto changed = [&] {
         for (int i = 0; i < count; i++)
             if (generation(queue_ids[i]) != seen[i]) return true;
@@ -165,15 +165,17 @@ void sleep_any(const int32_t* queue_ids, const uint64_t* seen, int count, long t
     };
     if (!shared) {
         sleep(count > 0 ? queue_ids[0] : 0, 0, timeout_ms);  // polls
-        return;
+        return false;
     }
     if (timeout_ms < 0 || timeout_ms > longest_sleep_ms) timeout_ms = longest_sleep_ms;
     ConditionVariablePrepareToSleep(&shared->listen_cv);
-    while (!changed()) {
+    bool moved;
+    while (!(moved = changed())) {
         if (ConditionVariableTimedSleep(&shared->listen_cv, timeout_ms, AQ_WAIT_EVENT("AqListen"))) break;  // timed out
     }
     ConditionVariableCancelSleep();
     check_client_connection();
+    return moved || changed();
 }
 
 void note_enqueue(int32_t queue_id) {

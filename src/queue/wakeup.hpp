@@ -55,10 +55,10 @@ void sleep(int32_t queue_id, uint64_t seen, long timeout_ms);
 
 // LISTEN: sleeps until the generation of any of the `count` queues differs from seen[i] (read
 // after begin_listen), timeout_ms (-1: no limit) or longest_sleep_ms passes; then checks the client
-// as sleep() does.  Between begin_listen and end_listen (or the end of the transaction) this
+// as sleep() does.  Returns whether a generation moved (false: the time ran out, or no shared memory).  Between begin_listen and end_listen (or the end of the transaction) this
 // backend counts as a listener.  May raise PostgreSQL errors: call it through base::call.
 void begin_listen();
-void sleep_any(const int32_t* queue_ids, const uint64_t* seen, int count, long timeout_ms);
+bool sleep_any(const int32_t* queue_ids, const uint64_t* seen, int count, long timeout_ms);
 void end_listen();
 
 // Remember queues for the end of the current transaction.

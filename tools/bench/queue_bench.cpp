@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -1095,6 +1097,98 @@ void condition_test() {
     std::fflush(stdout);
 }
 
+// ---- 5. LISTEN on 10 queues: the wake-up latency
+
+// A second connection (a thread of its own) runs aq.listen on 10 queues, wait 30 s, and then
+// dequeues the message it was woken for.  This connection waits until the listener's backend is
+// asleep (pg_stat_activity: wait_event_type 'Extension'), enqueues one message into one of the 10
+// (in turn) in autocommit, and notes when that call returned, i.e. the commit was done.  The
+// latency is from there to the return of aq.listen in the other thread (steady_clock, one
+// process; a listener woken before the producer's client saw its commit counts as 0).
+void listen_test(const std::string& conninfo) {
+    const int queues = 10;
+    const long rounds = quick ? 100 : 1000;
+    exec("SELECT aq.create_queue_table('aq_bench_listen_qt', 'text', queue_table_schema => 'aq_bench')");
+    extra_queue_tables.push_back("aq_bench_listen_qt");
+    for (int i = 1; i <= queues; i++) {
+        exec("SELECT aq.create_queue('aq_bench_listen_q" + std::to_string(i) + "', 'aq_bench_listen_qt')");
+        exec("SELECT aq.start_queue('aq_bench_listen_q" + std::to_string(i) + "')");
+    }
+    PGconn* lc = PQconnectdb(conninfo.c_str());
+    if (PQstatus(lc) != CONNECTION_OK) die("listen test: second connection failed");
+    PGresult* pr = PQexec(lc, "SELECT pg_backend_pid()");
+    if (!result_ok(pr)) die("listen test: pg_backend_pid failed", pr);
+    std::string listener_pid = PQgetvalue(pr, 0, 0);
+    PQclear(pr);
+    prepare("listen_asleep", "SELECT count(*) FROM pg_stat_activity WHERE pid = " + listener_pid +
+                                 " AND state = 'active' AND wait_event_type = 'Extension' AND query LIKE '%aq.listen(%'");
+    prepare("listen_enq", "SELECT aq.enqueue('aq_bench_listen_q' || $1, 'm'::text)");
+
+    std::atomic<long> woken{0};         // rounds the listener has completed
+    std::atomic<bool> failed{false};
+    std::vector<Clock::time_point> wake_at(rounds), commit_at(rounds);
+    std::vector<std::string> woken_for(rounds);
+    std::thread listener([&] {
+        std::string agents = "ARRAY[";
+        for (int i = 1; i <= queues; i++)
+            agents += std::string(i > 1 ? ", " : "") + "aq.agent(address => 'aq_bench_listen_q" + std::to_string(i) + "')";
+        agents += "]";
+        std::string listen_sql = "SELECT (aq.listen(" + agents + ", '30 s')).address";
+        for (long k = 0; k < rounds && !failed; k++) {
+            PGresult* r = PQexec(lc, listen_sql.c_str());
+            wake_at[k] = Clock::now();
+            if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+                std::fprintf(stderr, "queue-bench: aq.listen failed: %s\n", PQerrorMessage(lc));
+                failed = true;
+                PQclear(r);
+                break;
+            }
+            woken_for[k] = PQgetvalue(r, 0, 0);
+            PQclear(r);
+            std::string deq = "SELECT payload FROM aq.dequeue('" + woken_for[k] + "', NULL::text, aq.dequeue_options(wait => '0'))";
+            r = PQexec(lc, deq.c_str());
+            if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) failed = true;
+            PQclear(r);
+            woken = k + 1;
+        }
+    });
+    progress("listen: " + with_commas(rounds) + " wake-ups of aq.listen on " + std::to_string(queues) + " queues");
+    for (long k = 0; k < rounds && !failed; k++) {
+        auto t0 = Clock::now();
+        while (run_prepared_long("listen_asleep", {}) != 1) {
+            if (failed || seconds_since(t0) > 30) die("listen test: the listener does not sleep");
+            usleep(200);
+        }
+        std::string queue = std::to_string(k % queues + 1);
+        if (run_prepared_long("listen_enq", {queue.c_str()}) <= 0) die("listen test: enqueue failed");
+        commit_at[k] = Clock::now();
+        while (woken.load() <= k && !failed) {
+            if (seconds_since(commit_at[k]) > 30) die("listen test: the listener was not woken");
+            usleep(50);
+        }
+        if (woken_for[k] != "aq_bench_listen_q" + queue)
+            correctness_error("aq.listen returned " + woken_for[k] + " for an enqueue into aq_bench_listen_q" + queue);
+    }
+    listener.join();
+    PQfinish(lc);
+    if (failed) die("listen test: the listener failed");
+    CallTimes t;
+    for (long k = 0; k < rounds; k++)
+        t.ms.push_back(std::max(0.0, std::chrono::duration<double>(wake_at[k] - commit_at[k]).count() * 1e3));
+    std::printf("\n== LISTEN on %d queues: wake-up latency after the enqueue's commit\n", queues);
+    std::printf("   aq.listen(<10 agents>, '30 s') in a second connection, asleep before each enqueue; one enqueue\n"
+                "   (autocommit) into each queue in turn; from the return of the enqueue call to the return of\n"
+                "   aq.listen, steady_clock in one process. %s rounds.\n", with_commas(rounds).c_str());
+    std::printf("  %-46s %6s %8s %8s %8s %8s\n", "", "rounds", "mean ms", "p50 ms", "p99 ms", "max ms");
+    std::printf("  %-46s %6zu %8.3f %8.3f %8.3f %8.3f\n", "wake-up latency", t.ms.size(), t.mean(), t.percentile(50),
+                t.percentile(99), t.percentile(100));
+    bool pass = t.percentile(99) < 5.0;
+    std::printf("  target: p99 %.3f ms < 5 ms (%s of the target)   %s\n", t.percentile(99),
+                ratio(t.percentile(99) / 5.0).c_str(), pass ? "PASS" : "FAIL");
+    if (!pass) failures.push_back("LISTEN wake-up latency: p99 " + fmt("%.3f", t.percentile(99)) + " ms >= 5 ms");
+    std::fflush(stdout);
+}
+
 // ------------------------------------------------------------------ setup / teardown
 
 bool created_extension = false;
@@ -1158,7 +1252,7 @@ void teardown(const std::vector<Payload>& payloads) {
 
 int main(int argc, char** argv) {
     std::string conninfo, only;
-    const char* usage = "usage: %s \"<libpq connection string>\" [--quick] [--only priority|correlation|condition]\n";
+    const char* usage = "usage: %s \"<libpq connection string>\" [--quick] [--only priority|correlation|condition|listen]\n";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         if (a == "--quick")
@@ -1175,7 +1269,8 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    if (conninfo.empty() || !(only.empty() || only == "priority" || only == "correlation" || only == "condition")) {
+    if (conninfo.empty() ||
+        !(only.empty() || only == "priority" || only == "correlation" || only == "condition" || only == "listen")) {
         std::fprintf(stderr, usage, argv[0]);
         return 2;
     }
@@ -1307,6 +1402,7 @@ int main(int argc, char** argv) {
     if (only.empty() || only == "priority") priority_order_test();
     if (only.empty() || only == "correlation") correlation_test();
     if (only.empty() || only == "condition") condition_test();
+    if (only.empty() || only == "listen") listen_test(conninfo);
     drop_extra_queues();
 
     teardown(payloads);
