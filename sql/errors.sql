@@ -50,7 +50,6 @@ SELECT try_sql($$SELECT aq.enqueue_array('err_q', ARRAY[ROW('a')::err_ot], ARRAY
 
 -- Bad option and property values.
 SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(dequeue_mode => 'destroy'))$$);
-SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(dequeue_mode => 'remove_nodata'))$$);
 SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(navigation => 'sideways'))$$);
 SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(navigation => 'next_transaction'))$$);
 SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(visibility => 'immediate'))$$);

@@ -178,9 +178,27 @@ COMMIT;
 SELECT try_sql($$SELECT deq('retry_q')$$) AS during_retry_delay;
 SELECT payload, (p).attempts FROM aq.dequeue('retry_q', NULL::text, aq.dequeue_options(wait => '10 s')) AS d(m, payload, p);
 
+------------------------------------------------------------------------------ remove_nodata
+-- Removes without returning the payload (Oracle's REMOVE_NODATA): typically a message browsed
+-- or locked before, removed by msgid.  The properties come back.
+SELECT cardinality(aq.enqueue_array('fifo_q', ARRAY['nodata-1', 'nodata-2', 'nodata-3', 'nodata-4'],
+       ARRAY[aq.message_properties(priority => 7), NULL, NULL, NULL])) AS enqueued;
+CREATE TEMP TABLE browsed AS
+SELECT msgid, payload FROM aq.dequeue('fifo_q', NULL::text,
+       aq.dequeue_options(dequeue_mode => 'browse', navigation => 'first_message', wait => '0'));
+SELECT payload AS browsed FROM browsed;
+SELECT d.msgid = b.msgid AS same_message, d.payload IS NULL AS no_payload, (d.p).priority
+  FROM aq.dequeue('fifo_q', NULL::text, aq.dequeue_options(dequeue_mode => 'remove_nodata', msgid => (SELECT msgid FROM browsed),
+                                                           wait => '0')) AS d(msgid, payload, p), browsed b;
+-- The array form (the bulk path), and the single form without msgid.
+SELECT count(*) AS removed, count(payload) AS payloads
+  FROM aq.dequeue_array('fifo_q', NULL::text, 2, aq.dequeue_options(dequeue_mode => 'REMOVE_NODATA', wait => '0'));
+SELECT payload IS NULL AS no_payload FROM aq.dequeue('fifo_q', NULL::text, aq.dequeue_options(dequeue_mode => 'remove_nodata', wait => '0'));
+SELECT count(*) AS left_in_fifo_qt FROM fifo_qt WHERE user_data LIKE 'nodata-%';
+DROP TABLE browsed;
+
 ------------------------------------------------------------------------------ bad options
 SELECT try_sql($$SELECT aq.enqueue_array('fifo_q', ARRAY['a', 'b'], ARRAY[aq.message_properties()])$$);
-SELECT try_sql($$SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'remove_nodata', wait => '0'))$$);
 SELECT try_sql($$SELECT deq('fifo_q', aq.dequeue_options(navigation => 'next_transaction', wait => '0'))$$);
 SELECT try_sql($$SELECT aq.create_queue('q_bad_type', 'fifo_qt', queue_type => 'persistent')$$);
 

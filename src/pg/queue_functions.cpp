@@ -175,8 +175,8 @@ struct TuplestoreSink {
 
 void put_into_tuplestore(void* context, const queue::DequeuedRow& row) {
     auto* sink = static_cast<TuplestoreSink*>(context);
-    Datum values[3] = {row.msgid, row.payload, row.properties};
-    bool nulls[3] = {false, false, false};
+    Datum values[3] = {row.msgid, row.no_payload ? (Datum)0 : row.payload, row.properties};
+    bool nulls[3] = {false, row.no_payload, false};
     tuplestore_putvalues(sink->store, sink->desc, values, nulls);
 }
 
@@ -201,13 +201,15 @@ struct SingleRowSink {
     int16 payload_len;
     bool payload_byval;
     Datum values[3];
+    bool nulls[3];
 };
 
 void copy_single_row(void* context, const queue::DequeuedRow& row) {
     auto* sink = static_cast<SingleRowSink*>(context);
     MemoryContext old = MemoryContextSwitchTo(sink->context);
     sink->values[0] = row.msgid;  // int8 is by value
-    sink->values[1] = datumCopy(row.payload, sink->payload_byval, sink->payload_len);
+    sink->nulls[1] = row.no_payload;
+    sink->values[1] = row.no_payload ? (Datum)0 : datumCopy(row.payload, sink->payload_byval, sink->payload_len);
     sink->values[2] = datumCopy(row.properties, false, -1);
     MemoryContextSwitchTo(old);
 }
@@ -225,9 +227,9 @@ Datum dequeue_impl(FunctionCallInfo fcinfo) {
     sink.context = CurrentMemoryContext;
     get_typlenbyval(payload_type, &sink.payload_len, &sink.payload_byval);
     queue::DequeueRequest request{queue_name, payload_type, 1, &options, copy_single_row, &sink};
+    sink.nulls[0] = sink.nulls[1] = sink.nulls[2] = false;
     queue::dequeue(request);
-    bool nulls[3] = {false, false, false};
-    return HeapTupleGetDatum(heap_form_tuple(desc, sink.values, nulls));
+    return HeapTupleGetDatum(heap_form_tuple(desc, sink.values, sink.nulls));
 }
 
 // aq.listen(agent_list aq.agent[], wait interval) → aq.agent: the first agent whose queue has

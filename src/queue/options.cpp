@@ -29,8 +29,8 @@ DequeueMode parse_dequeue_mode(const char* value) {
     if (!value || equals_ignoring_case(value, "remove")) return DequeueMode::remove;
     if (equals_ignoring_case(value, "browse")) return DequeueMode::browse;
     if (equals_ignoring_case(value, "locked")) return DequeueMode::locked;
-    if (equals_ignoring_case(value, "remove_nodata")) not_supported("dequeue_mode", value);
-    bad_value("dequeue_mode", value, "remove, browse, locked");
+    if (equals_ignoring_case(value, "remove_nodata")) return DequeueMode::remove_nodata;
+    bad_value("dequeue_mode", value, "remove, browse, locked, remove_nodata");
 }
 
 Navigation parse_navigation(const char* value) {

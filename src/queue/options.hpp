@@ -19,7 +19,11 @@ inline constexpr int max_name_bytes = 63;         // NAMEDATALEN - 1
 inline constexpr int64_t max_dequeue_array_size = 100000;
 inline constexpr double max_wait_seconds = 1e9;  // ~31 years; longer waits are FOREVER
 
-enum class DequeueMode { remove, browse, locked };
+enum class DequeueMode { remove, browse, locked, remove_nodata };
+// Whether the mode removes what it dequeues (remove_nodata: without returning the payload).
+inline bool removes(DequeueMode mode) {
+    return mode == DequeueMode::remove || mode == DequeueMode::remove_nodata;
+}
 enum class Navigation { next_message, first_message };
 
 // How long a dequeue may wait for a message.

@@ -726,7 +726,8 @@ struct SinkReceiver {
 bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     auto* r = reinterpret_cast<SinkReceiver*>(self);
     slot_getallattrs(slot);
-    DequeuedRow row{slot->tts_values[0], slot->tts_values[1], slot->tts_values[2]};
+    DequeuedRow row{slot->tts_values[0], slot->tts_values[1], slot->tts_values[2],
+                    r->request->options->mode == DequeueMode::remove_nodata};
     r->request->sink(r->request->sink_context, row);
     r->rows++;
     r->last_msgid = DatumGetInt64(slot->tts_values[0]);
@@ -764,7 +765,8 @@ struct BulkSinkState {
 
 void bulk_sink(void* context, const BulkDequeuedMessage& m) {
     auto* s = static_cast<BulkSinkState*>(context);
-    s->request->sink(s->request->sink_context, DequeuedRow{m.msgid, m.payload, m.properties});
+    s->request->sink(s->request->sink_context,
+                     DequeuedRow{m.msgid, m.payload, m.properties, s->request->options->mode == DequeueMode::remove_nodata});
     s->last_msgid = DatumGetInt64(m.msgid);
     s->last_enq_time = m.enq_time;
     s->last_priority = m.priority;
@@ -801,7 +803,7 @@ bool head_scan_due(int32 queue_id) {
 // queue table allows it (-1 otherwise).
 int claim_in_bulk(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
-    if (o.mode != DequeueMode::remove || o.msgid || o.correlation || o.condition || a.queue->exception_queue) return -1;
+    if (!removes(o.mode) || o.msgid || o.correlation || o.condition || a.queue->exception_queue) return -1;
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
     BulkSinkState state{a.request, a.queue->relid, 0, 0, 0};
@@ -1080,7 +1082,7 @@ int dequeue(const DequeueRequest& r) {
             // Removing: messages may have come back (or arrived with a higher priority) before
             // the position, so look from the head once more before waiting.  Browse and
             // locked walk forward only: from the head they would return the same messages.
-            if (delivered == 0 && after && o.mode == DequeueMode::remove) delivered = claim(ClaimArgs{&q, &r, nullptr});
+            if (delivered == 0 && after && removes(o.mode)) delivered = claim(ClaimArgs{&q, &r, nullptr});
             if (delivered > 0) break;
             if (IsolationUsesXactSnapshot() && (o.wait.forever || o.wait.seconds > 0)) {
                 cannot_wait = true;

@@ -61,8 +61,9 @@ ArrayType* enqueue_array(const EnqueueRequest& request);
 // One dequeued message, handed to the sink while the batch is being read.
 struct DequeuedRow {
     Datum msgid;
-    Datum payload;
+    Datum payload;     // not to be returned when no_payload
     Datum properties;  // aq.message_properties
+    bool no_payload;   // dequeue_mode remove_nodata: the payload is returned as NULL
 };
 
 using RowSink = void (*)(void* context, const DequeuedRow& row);

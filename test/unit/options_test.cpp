@@ -28,7 +28,11 @@ BOOST_AUTO_TEST_CASE(dequeue_mode_accepts_oracle_names_case_insensitively) {
     BOOST_TEST((parse_dequeue_mode("REMOVE") == DequeueMode::remove));
     BOOST_TEST((parse_dequeue_mode("Browse") == DequeueMode::browse));
     BOOST_TEST((parse_dequeue_mode("locked") == DequeueMode::locked));
-    BOOST_TEST(sqlstate_of([] { parse_dequeue_mode("remove_nodata"); }) == "0A000");
+    BOOST_TEST((parse_dequeue_mode("Remove_NoData") == DequeueMode::remove_nodata));
+    BOOST_TEST(removes(DequeueMode::remove_nodata));
+    BOOST_TEST(removes(DequeueMode::remove));
+    BOOST_TEST(!removes(DequeueMode::locked));
+    BOOST_TEST(!removes(DequeueMode::browse));
     BOOST_TEST(sqlstate_of([] { parse_dequeue_mode("destroy"); }) == "22023");
     BOOST_TEST(sqlstate_of([] { parse_dequeue_mode(""); }) == "22023");
 }
