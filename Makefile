@@ -24,6 +24,7 @@ OBJS = \
 	src/pg/module.o \
 	src/pg/queue_functions.o \
 	src/pg/retry_functions.o \
+	src/pg/wait_time.o \
 	src/queue/bulk_dequeue.o \
 	src/queue/bulk_enqueue.o \
 	src/queue/condition.o \

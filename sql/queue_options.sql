@@ -197,6 +197,40 @@ SELECT payload IS NULL AS no_payload FROM aq.dequeue('fifo_q', NULL::text, aq.de
 SELECT count(*) AS left_in_fifo_qt FROM fifo_qt WHERE user_data LIKE 'nodata-%';
 DROP TABLE browsed;
 
+------------------------------------------------------------------------------ waits in Oracle's forms
+-- aq.wait_time: 'forever' (or NULL), 'no_wait' (or 0), a number of seconds (-1 is
+-- DBMS_AQ.FOREVER), or an interval; integers, numerics and intervals convert implicitly.
+SELECT 'forever'::aq.wait_time AS forever, 'DBMS_AQ.FOREVER'::aq.wait_time AS qualified, '-1'::aq.wait_time AS minus_one,
+       'no_wait'::aq.wait_time AS no_wait, '5'::aq.wait_time AS five, '2.5 s'::aq.wait_time AS interval_text,
+       '00:01:00'::aq.wait_time AS minute, 0.25::aq.wait_time AS numeric, 3::aq.wait_time AS integer,
+       interval '1 day'::aq.wait_time AS a_day, 1e12::aq.wait_time AS beyond_years,
+       2::smallint::aq.wait_time AS smallint, 4::bigint::aq.wait_time AS bigint, 0.5::float8::aq.wait_time AS float8;
+-- A driver's typed parameter of any integer type, one implicit step.
+PREPARE wait_param(bigint) AS SELECT (aq.dequeue_options(wait => $1)).wait;
+EXECUTE wait_param(-1);
+EXECUTE wait_param(9);
+DEALLOCATE wait_param;
+-- The constructor takes every form; the options keep an interval (NULL = forever).
+SELECT (aq.dequeue_options(wait => 5)).wait AS five, (aq.dequeue_options(wait => -1)).wait IS NULL AS minus_one_forever,
+       (aq.dequeue_options(wait => 'forever')).wait IS NULL AS forever, (aq.dequeue_options(wait => 'no_wait')).wait AS no_wait,
+       (aq.dequeue_options(wait => 1.5)).wait AS numeric, (aq.dequeue_options(wait => interval '2 min')).wait AS an_interval,
+       (aq.dequeue_options(wait => '3 s')).wait AS text_interval, (aq.dequeue_options()).wait IS NULL AS default_forever;
+SELECT aq.enqueue('fifo_q', 'waited'::text) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue('fifo_q', NULL::text, aq.dequeue_options(wait => 'no_wait'));
+SELECT try_sql($$SELECT deq('fifo_q', aq.dequeue_options(wait => 0))$$) AS zero_waits_not;
+-- Any role may use the type (its input and output, its casts).
+CREATE ROLE regress_wait_user;
+SET ROLE regress_wait_user;
+SELECT ('2.5'::aq.wait_time)::text AS as_text, 7::aq.wait_time AS cast, (aq.dequeue_options(wait => 'forever')).wait IS NULL AS forever;
+RESET ROLE;
+DROP ROLE regress_wait_user;
+-- Wrong ones.
+SELECT try_sql($$SELECT aq.dequeue_options(wait => 'soon')$$) AS not_a_wait;
+SELECT try_sql($$SELECT aq.dequeue_options(wait => -2)$$) AS minus_two;
+SELECT try_sql($$SELECT aq.dequeue_options(wait => '-0.5')$$) AS minus_half;
+SELECT try_sql($$SELECT aq.dequeue_options(wait => interval '-1 s')$$) AS negative_interval;
+SELECT try_sql($$SELECT 'NaN'::float8::aq.wait_time$$) AS nan;
+
 ------------------------------------------------------------------------------ bad options
 SELECT try_sql($$SELECT aq.enqueue_array('fifo_q', ARRAY['a', 'b'], ARRAY[aq.message_properties()])$$);
 SELECT try_sql($$SELECT deq('fifo_q', aq.dequeue_options(navigation => 'next_transaction', wait => '0'))$$);

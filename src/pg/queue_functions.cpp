@@ -19,6 +19,7 @@ extern "C" {
 
 #include "base/guard.hpp"
 #include "pg/trigger.hpp"
+#include "pg/wait_time.hpp"
 #include "queue/options.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/wakeup.hpp"
@@ -232,7 +233,7 @@ Datum dequeue_impl(FunctionCallInfo fcinfo) {
     return HeapTupleGetDatum(heap_form_tuple(desc, sink.values, sink.nulls));
 }
 
-// aq.listen(agent_list aq.agent[], wait interval) → aq.agent: the first agent whose queue has
+// aq.listen(agent_list aq.agent[], wait aq.wait_time) → aq.agent: the first agent whose queue has
 // a message, returned as given.
 constexpr int max_listen_agents = 1000;
 
@@ -259,12 +260,8 @@ Datum listen_impl(FunctionCallInfo fcinfo) {
                         "An agent's address is the name of the queue to listen on.");
         queue::check_name("an agent's address (queue name)", agents[i].address);
     }
-    std::optional<double> wait;
-    if (!PG_ARGISNULL(1)) {
-        const Interval* iv = PG_GETARG_INTERVAL_P(1);
-        wait = iv->time / 1e6 + iv->day * 86400.0 + iv->month * (30.0 * 86400.0);
-    }
-    int found = queue::listen(agents, n, queue::parse_wait(wait));
+    queue::Wait wait = PG_ARGISNULL(1) ? queue::Wait{} : wait_of_micros(PG_GETARG_INT64(1));
+    int found = queue::listen(agents, n, wait);
     return elements[found];
 }
 

@@ -1,6 +1,7 @@
 #include "queue/options.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <strings.h>
 
@@ -63,6 +64,39 @@ Wait parse_wait(std::optional<double> seconds) {
                     {}, "Use NULL to wait forever, 0 not to wait, or a positive interval.");
     if (std::isinf(s) || s > max_wait_seconds) return Wait{};  // as good as forever
     return Wait{false, s};
+}
+
+std::optional<double> parse_oracle_wait(const char* text) {
+    std::string s(text);
+    auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+    while (!s.empty() && blank(s.back())) s.pop_back();
+    size_t start = 0;
+    while (start < s.size() && blank(s[start])) start++;
+    s = s.substr(start);
+    std::string word = s;
+    if (word.size() > 8 && strncasecmp(word.c_str(), "dbms_aq.", 8) == 0) word = word.substr(8);
+    if (equals_ignoring_case(word.c_str(), "forever")) return HUGE_VAL;
+    if (equals_ignoring_case(word.c_str(), "no_wait")) return 0.0;
+    // A number: optional sign, digits, optional fraction; nothing else.
+    size_t i = 0;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) i++;
+    size_t digits = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') i++, digits++;
+    if (i < s.size() && s[i] == '.') {
+        i++;
+        while (i < s.size() && s[i] >= '0' && s[i] <= '9') i++, digits++;
+    }
+    if (digits == 0 || i != s.size()) return std::nullopt;
+    return oracle_wait_number(std::strtod(s.c_str(), nullptr));
+}
+
+double oracle_wait_number(double seconds) {
+    if (seconds == -1.0) return HUGE_VAL;  // DBMS_AQ.FOREVER
+    if (std::isnan(seconds) || seconds < 0)
+        throw Error(sqlstate::invalid_parameter_value, "wait must not be negative",
+                    "Oracle's DBMS_AQ.FOREVER is -1; no other negative number is a wait.",
+                    "Use NULL or 'forever' to wait forever, 0 or 'no_wait' not to wait, or a number of seconds.");
+    return seconds;
 }
 
 int32_t check_array_size(std::optional<int64_t> array_size) {

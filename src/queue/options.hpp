@@ -51,6 +51,15 @@ void check_visibility(const char* option, const char* value);
 void check_delivery_mode(const char* value);
 // From the wait interval in seconds; nullopt (or more than max_wait_seconds) = forever.
 Wait parse_wait(std::optional<double> seconds);
+
+// The text forms of aq.wait_time that are Oracle's: FOREVER and NO_WAIT (case-insensitive, bare
+// or as DBMS_AQ.FOREVER / DBMS_AQ.NO_WAIT), and a number of seconds (-1 is DBMS_AQ.FOREVER, as in
+// Oracle; another negative number is 22023).  Returns the seconds (infinity for FOREVER), or
+// nullopt for any other text (an interval such as '5 s', which the caller parses).
+std::optional<double> parse_oracle_wait(const char* text);
+// A wait given as a number of seconds, Oracle's way: -1 (DBMS_AQ.FOREVER) is infinity, another
+// negative number is 22023.
+double oracle_wait_number(double seconds);
 // 1 .. max_dequeue_array_size.
 int32_t check_array_size(std::optional<int64_t> array_size);
 // Queue and queue-table names are identifiers: 1 to 63 bytes, taken exactly as given.

@@ -40,12 +40,12 @@ SELECT has_function('aq', 'message_properties', ARRAY['integer', 'interval', 'in
 SELECT has_function('aq', 'enqueue_options', ARRAY['text', 'text'], 'aq.enqueue_options(text, text) exists');
 SELECT has_function('aq', 'purge_condition', ARRAY['text', 'text', 'text', 'timestamp with time zone', 'bigint[]'],
                     'aq.purge_condition(text, text, text, timestamptz, bigint[]) exists');
-SELECT has_function('aq', 'listen', ARRAY['aq.agent[]', 'interval'], 'aq.listen(aq.agent[], interval) exists');
-SELECT function_returns('aq', 'listen', ARRAY['aq.agent[]', 'interval'], 'aq.agent', 'aq.listen returns aq.agent');
+SELECT has_function('aq', 'listen', ARRAY['aq.agent[]', 'aq.wait_time'], 'aq.listen(aq.agent[], aq.wait_time) exists');
+SELECT function_returns('aq', 'listen', ARRAY['aq.agent[]', 'aq.wait_time'], 'aq.agent', 'aq.listen returns aq.agent');
 SELECT has_composite('aq', 'agent', 'composite type aq.agent exists (SYS.AQ$_AGENT)');
 SELECT has_function('aq', 'dequeue_options',
-                    ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text', 'text'],
-                    'aq.dequeue_options(text, text, text, text, interval, bigint, text, text) exists');
+                    ARRAY['text', 'text', 'text', 'text', 'aq.wait_time', 'bigint', 'text', 'text'],
+                    'aq.dequeue_options(text, text, text, text, aq.wait_time, bigint, text, text) exists');
 -- DBMS_AQ
 SELECT has_function('aq', 'enqueue', ARRAY['text', 'anyelement', 'aq.message_properties', 'aq.enqueue_options'],
                     'aq.enqueue(text, anyelement, aq.message_properties, aq.enqueue_options) exists');
@@ -109,7 +109,7 @@ SELECT function_returns('aq', 'message_properties', ARRAY['integer', 'interval',
                         'aq.message_properties', 'aq.message_properties() returns aq.message_properties');
 SELECT function_returns('aq', 'enqueue_options', ARRAY['text', 'text'], 'aq.enqueue_options',
                         'aq.enqueue_options() returns aq.enqueue_options');
-SELECT function_returns('aq', 'dequeue_options', ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text', 'text'],
+SELECT function_returns('aq', 'dequeue_options', ARRAY['text', 'text', 'text', 'text', 'aq.wait_time', 'bigint', 'text', 'text'],
                         'aq.dequeue_options', 'aq.dequeue_options() returns aq.dequeue_options');
 SELECT function_returns('aq', 'enqueue', ARRAY['text', 'anyelement', 'aq.message_properties', 'aq.enqueue_options'],
                         'bigint', 'aq.enqueue returns bigint');
@@ -225,7 +225,7 @@ SELECT volatility_is('aq', 'message_properties', ARRAY['integer', 'interval', 'i
                      'immutable', 'aq.message_properties() is immutable');
 SELECT volatility_is('aq', 'enqueue_options', ARRAY['text', 'text'], 'immutable',
                      'aq.enqueue_options() is immutable');
-SELECT volatility_is('aq', 'dequeue_options', ARRAY['text', 'text', 'text', 'text', 'interval', 'bigint', 'text', 'text'],
+SELECT volatility_is('aq', 'dequeue_options', ARRAY['text', 'text', 'text', 'text', 'aq.wait_time', 'bigint', 'text', 'text'],
                      'immutable', 'aq.dequeue_options() is immutable');
 
 -- the queue operations run as the caller (table privileges apply): nothing is SECURITY DEFINER

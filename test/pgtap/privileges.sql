@@ -33,7 +33,7 @@ INSERT INTO t_public VALUES
     ('aq.dequeue_array(text,anyelement,integer,aq.dequeue_options)'),
     ('aq.message_properties(integer,interval,interval,text,text)'),
     ('aq.enqueue_options(text,text)'),
-    ('aq.dequeue_options(text,text,text,text,interval,bigint,text,text)');
+    ('aq.dequeue_options(text,text,text,text,aq.wait_time,bigint,text,text)');
 
 SELECT ok(NOT has_function_privilege('public', sig::regprocedure, 'EXECUTE'),
           format('PUBLIC has no EXECUTE on %s', sig))

@@ -21,10 +21,21 @@ INSERT INTO documented VALUES
     ('aq.dequeue_array(text,anyelement,integer,aq.dequeue_options)', 'API'),
     ('aq.message_properties(integer,interval,interval,text,text)', 'API'),
     ('aq.enqueue_options(text,text)', 'API'),
-    ('aq.dequeue_options(text,text,text,text,interval,bigint,text,text)', 'API'),
+    ('aq.dequeue_options(text,text,text,text,aq.wait_time,bigint,text,text)', 'API'),
+    ('aq._wait_time(smallint)', 'the casts to aq.wait_time'),
+    ('aq._wait_time(integer)', 'the casts to aq.wait_time'),
+    ('aq._wait_time(bigint)', 'the casts to aq.wait_time'),
+    ('aq._wait_time(numeric)', 'the casts to aq.wait_time'),
+    ('aq._wait_time(double precision)', 'the casts to aq.wait_time'),
+    ('aq._wait_time(interval)', 'the casts to aq.wait_time'),
+    ('aq._wait_interval(aq.wait_time)', 'aq.dequeue_options() (as the caller)'),
+    ('aq._wait_time_in(cstring)', 'the type aq.wait_time'),
+    ('aq._wait_time_out(aq.wait_time)', 'the type aq.wait_time'),
+    ('aq._wait_time_recv(internal)', 'the type aq.wait_time'),
+    ('aq._wait_time_send(aq.wait_time)', 'the type aq.wait_time'),
     ('aq.purge_condition(text,text,text,timestamp with time zone,bigint[])', 'API'),
     ('aq.agent(text,text,integer)', 'API'),
-    ('aq.listen(aq.agent[],interval)', 'API: reads only queues whose tables the caller may read'),
+    ('aq.listen(aq.agent[],aq.wait_time)', 'API: reads only queues whose tables the caller may read'),
     ('aq.commit(text)', 'commit modes'),
     ('aq.commit_mode()', 'commit modes'),
     ('aq.commit_settings()', 'commit modes'),
@@ -68,8 +79,9 @@ SELECT is_empty($$SELECT sig FROM public_executes p JOIN pg_proc f ON f.oid = p.
                 'none of them is SECURITY DEFINER');
 SELECT is_empty($$SELECT sig FROM public_executes p JOIN pg_proc f ON f.oid = p.sig::regprocedure
                    JOIN pg_language l ON l.oid = f.prolang
-                   WHERE l.lanname = 'c' AND p.sig LIKE 'aq.\_%' AND p.sig NOT IN ('aq._memoptimize_write_area()', 'aq._claimable(oid,tid)')$$,
-                'no internal C function but the view''s and the dequeue statement''s is executable by PUBLIC');
+                   WHERE l.lanname = 'c' AND p.sig LIKE 'aq.\_%' AND p.sig NOT IN ('aq._memoptimize_write_area()', 'aq._claimable(oid,tid)')
+                     AND p.sig NOT LIKE 'aq.\_wait\_%'$$,
+                'no internal C function but the view''s, the dequeue statement''s and aq.wait_time''s conversions is executable by PUBLIC');
 SELECT hasnt_function('aq', '_wake_waiters', ARRAY['integer'],
                       'aq._wake_waiters is gone: any role could wake (and spin) any queue''s waiters');
 SELECT ok(NOT has_function_privilege('public', 'aq._queues_changed()', 'EXECUTE'),

@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE aq_options
 #include <boost/test/included/unit_test.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -72,6 +73,29 @@ BOOST_AUTO_TEST_CASE(wait_seconds) {
     BOOST_TEST(parse_wait(1.0 / 0.0).forever);
     BOOST_TEST(sqlstate_of([] { parse_wait(-0.001); }) == "22023");
     BOOST_TEST(sqlstate_of([] { parse_wait(std::nan("")); }) == "22023");
+}
+
+BOOST_AUTO_TEST_CASE(oracle_wait_constants_and_numbers) {
+    BOOST_TEST(std::isinf(*parse_oracle_wait("FOREVER")));
+    BOOST_TEST(std::isinf(*parse_oracle_wait(" dbms_aq.Forever ")));
+    BOOST_TEST(*parse_oracle_wait("no_wait") == 0.0);
+    BOOST_TEST(*parse_oracle_wait("DBMS_AQ.NO_WAIT") == 0.0);
+    BOOST_TEST(std::isinf(*parse_oracle_wait("-1")));
+    BOOST_TEST(*parse_oracle_wait("0") == 0.0);
+    BOOST_TEST(*parse_oracle_wait("5") == 5.0);
+    BOOST_TEST(*parse_oracle_wait("+2.5") == 2.5);
+    BOOST_TEST(*parse_oracle_wait(".5") == 0.5);
+    BOOST_TEST(!parse_oracle_wait("5 s").has_value());
+    BOOST_TEST(!parse_oracle_wait("00:00:05").has_value());
+    BOOST_TEST(!parse_oracle_wait("").has_value());
+    BOOST_TEST(!parse_oracle_wait("-").has_value());
+    BOOST_TEST(!parse_oracle_wait("forever and ever").has_value());
+    BOOST_TEST(sqlstate_of([] { parse_oracle_wait("-2"); }) == "22023");
+    BOOST_TEST(sqlstate_of([] { parse_oracle_wait("-0.5"); }) == "22023");
+    BOOST_TEST(std::isinf(oracle_wait_number(-1)));
+    BOOST_TEST(oracle_wait_number(3) == 3.0);
+    BOOST_TEST(sqlstate_of([] { oracle_wait_number(-3); }) == "22023");
+    BOOST_TEST(sqlstate_of([] { oracle_wait_number(std::nan("")); }) == "22023");
 }
 
 BOOST_AUTO_TEST_CASE(array_size_limits) {
