@@ -73,6 +73,8 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
         ("payload", po::value(&base.payload_bytes)->default_value(64), "payload bytes per message (32 .. 1000000)")
         ("priorities", po::value(&base.priorities)->default_value(1), "aq: priorities 1..N (priority-sorted queue)")
         ("delay", po::value(&base.delay_seconds)->default_value(0), "aq: delay every message by this many seconds")
+        ("conditions", po::value(&base.conditions)->default_value(0),
+         "aq: N consumer groups by deq_condition (consumer k takes ids = k mod N), 0 = none")
         ("csv", po::value(&command.csv), "append one CSV row per run to FILE")
         ("faults", po::bool_switch(&command.faults),
          "inject faults while the load runs: kill -9 and pg_terminate_backend of consumers' backends, in turn")
@@ -89,6 +91,7 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
     if (base.payload_bytes < 32 || base.payload_bytes > 1000000) throw po::error("--payload must be 32 .. 1000000");
     if (base.priorities < 1) throw po::error("--priorities must be 1 or more");
     if (base.delay_seconds < 0) throw po::error("--delay must not be negative");
+    if (base.conditions < 0) throw po::error("--conditions must not be negative");
     if (f.interval_seconds <= 0) throw po::error("--fault-interval must be positive");
     if (f.crashes < 0 || (f.crashes > 0 && f.data_directory.empty())) throw po::error("--crashes needs --datadir");
     f.conninfo = conninfo;

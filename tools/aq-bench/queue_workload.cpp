@@ -57,6 +57,11 @@ struct System {
     virtual void setup(Session& s, const QueueConfig& c) = 0;
     // Registers the loop's statements on a producer's, consumer's or the drain's session.
     virtual void prepare(Session& s) = 0;
+    // A consumer's session (number: 0 .. consumers - 1); the same as any other unless a system says.
+    virtual void prepare_consumer(Session& s, int number) {
+        (void)number;
+        prepare(s);
+    }
     // One autocommit statement enqueuing the batch.
     virtual Outcome produce(Session& s, const std::vector<std::string>& payloads) = 0;
     // BEGIN; dequeue up to n; COMMIT (Session::transaction: two round trips, pg.hpp).  The payload texts
@@ -104,6 +109,17 @@ struct AqSystem : System {
                         "    FROM generate_series(1, cardinality($1::text[])) i))");
         s.prepare("aqb_consume",
                   "SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int, aq.dequeue_options(wait => '0.2 s'))");
+    }
+    // With --conditions N, consumer k takes only the messages whose id (the payload's first field) is
+    // k modulo N, through deq_condition: N disjoint consumer groups, each checked exactly-once with
+    // the rest (the final drain takes, without a condition, whatever no group did).
+    void prepare_consumer(Session& s, int number) override {
+        prepare(s);
+        if (c.conditions <= 0) return;
+        std::string condition = "pg_catalog.split_part(tab.user_data, '':'', 1)::bigint % " + std::to_string(c.conditions) +
+                                " = " + std::to_string(number % c.conditions);
+        s.prepare("aqb_consume", "SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int,"
+                                 " aq.dequeue_options(wait => '0.2 s', deq_condition => '" + condition + "'))");
     }
     Outcome produce(Session& s, const std::vector<std::string>& payloads) override {
         if (plain_enqueue()) return s.exec_prepared("aqb_produce", {array_literal(payloads)});
@@ -252,7 +268,7 @@ void producer(Shared& sh, int number) {
 
 void consumer(Shared& sh, int number) {
     Session s(sh.c.conninfo);
-    sh.system.prepare(s);
+    sh.system.prepare_consumer(s, number);
     s.connect();
     if (sh.faults) sh.faults->register_consumer(number, s.backend_pid());
     std::vector<std::string> got;

@@ -33,6 +33,7 @@ struct QueueConfig {
     int payload_bytes = 64;
     int priorities = 1;         // aq: priorities 1..n (queue table sorted by priority,enq_time when > 1)
     double delay_seconds = 0;   // aq: every message delayed by this much
+    int conditions = 0;         // aq: consumer k dequeues with deq_condition "id % conditions = k % conditions"
 };
 
 struct QueueResult {
