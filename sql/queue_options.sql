@@ -218,6 +218,13 @@ SELECT (aq.dequeue_options(wait => 5)).wait AS five, (aq.dequeue_options(wait =>
 SELECT aq.enqueue('fifo_q', 'waited'::text) > 0 AS enqueued;
 SELECT payload FROM aq.dequeue('fifo_q', NULL::text, aq.dequeue_options(wait => 'no_wait'));
 SELECT try_sql($$SELECT deq('fifo_q', aq.dequeue_options(wait => 0))$$) AS zero_waits_not;
+-- Oracle's constants as Oracle code names them, DBMS_AQ.<name>, for every enumerated option.
+SELECT aq.enqueue('fifo_q', 'constants'::text, enqueue_options => aq.enqueue_options(visibility => 'DBMS_AQ.ON_COMMIT',
+       delivery_mode => 'dbms_aq.persistent')) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue('fifo_q', NULL::text, aq.dequeue_options(dequeue_mode => 'DBMS_AQ.BROWSE',
+       navigation => 'DBMS_AQ.FIRST_MESSAGE', visibility => 'DBMS_AQ.ON_COMMIT', wait => 'DBMS_AQ.NO_WAIT'));
+SELECT payload FROM aq.dequeue('fifo_q', NULL::text, aq.dequeue_options(dequeue_mode => 'dbms_aq.remove', wait => 'dbms_aq.no_wait'));
+SELECT try_sql($$SELECT deq('fifo_q', aq.dequeue_options(dequeue_mode => 'DBMS_AQ.DESTROY', wait => '0'))$$) AS unknown_constant;
 -- Any role may use the type (its input and output, its casts).
 CREATE ROLE regress_wait_user;
 SET ROLE regress_wait_user;

@@ -13,6 +13,12 @@ bool equals_ignoring_case(const char* a, const char* b) {
     return strcasecmp(a, b) == 0;
 }
 
+// An option's value as Oracle code names it: the constant, bare or as DBMS_AQ.<constant>.
+bool is_constant(const char* value, const char* name) {
+    if (strncasecmp(value, "dbms_aq.", 8) == 0) value += 8;
+    return equals_ignoring_case(value, name);
+}
+
 [[noreturn]] void bad_value(const char* option, const char* value, const char* valid) {
     throw Error(sqlstate::invalid_parameter_value,
                 std::string("invalid value for ") + option + ": \"" + value + "\"",
@@ -27,31 +33,31 @@ bool equals_ignoring_case(const char* a, const char* b) {
 }  // namespace
 
 DequeueMode parse_dequeue_mode(const char* value) {
-    if (!value || equals_ignoring_case(value, "remove")) return DequeueMode::remove;
-    if (equals_ignoring_case(value, "browse")) return DequeueMode::browse;
-    if (equals_ignoring_case(value, "locked")) return DequeueMode::locked;
-    if (equals_ignoring_case(value, "remove_nodata")) return DequeueMode::remove_nodata;
+    if (!value || is_constant(value, "remove")) return DequeueMode::remove;
+    if (is_constant(value, "browse")) return DequeueMode::browse;
+    if (is_constant(value, "locked")) return DequeueMode::locked;
+    if (is_constant(value, "remove_nodata")) return DequeueMode::remove_nodata;
     bad_value("dequeue_mode", value, "remove, browse, locked, remove_nodata");
 }
 
 Navigation parse_navigation(const char* value) {
-    if (!value || equals_ignoring_case(value, "next_message")) return Navigation::next_message;
-    if (equals_ignoring_case(value, "first_message")) return Navigation::first_message;
-    if (equals_ignoring_case(value, "next_transaction") || equals_ignoring_case(value, "first_message_multi_group") ||
-        equals_ignoring_case(value, "next_message_multi_group"))
+    if (!value || is_constant(value, "next_message")) return Navigation::next_message;
+    if (is_constant(value, "first_message")) return Navigation::first_message;
+    if (is_constant(value, "next_transaction") || is_constant(value, "first_message_multi_group") ||
+        is_constant(value, "next_message_multi_group"))
         not_supported("navigation", value);
     bad_value("navigation", value, "next_message, first_message");
 }
 
 void check_visibility(const char* option, const char* value) {
-    if (!value || equals_ignoring_case(value, "on_commit")) return;
-    if (equals_ignoring_case(value, "immediate")) not_supported(option, value);
+    if (!value || is_constant(value, "on_commit")) return;
+    if (is_constant(value, "immediate")) not_supported(option, value);
     bad_value(option, value, "on_commit");
 }
 
 void check_delivery_mode(const char* value) {
-    if (!value || equals_ignoring_case(value, "persistent")) return;
-    if (equals_ignoring_case(value, "buffered") || equals_ignoring_case(value, "persistent_or_buffered"))
+    if (!value || is_constant(value, "persistent")) return;
+    if (is_constant(value, "buffered") || is_constant(value, "persistent_or_buffered"))
         not_supported("delivery_mode", value);
     bad_value("delivery_mode", value, "persistent");
 }

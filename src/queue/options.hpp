@@ -1,8 +1,8 @@
 // Validation of enqueue/dequeue options and names — pure C++, no PostgreSQL header,
 // so every rule here is unit-tested by test/unit/options_test.cpp.
 //
-// Enumerated options take Oracle's constant names (DBMS_AQ.REMOVE, FIRST_MESSAGE ...),
-// case-insensitively; a wrong value is an aq::Error (22023) that lists the valid ones.
+// Enumerated options take Oracle's constant names (REMOVE, FIRST_MESSAGE ...), bare or as
+// DBMS_AQ.<name>, case-insensitively; a wrong value is an aq::Error (22023) that lists the valid ones.
 // A NULL option (nullptr / std::nullopt) means "Oracle's default".
 #pragma once
 

@@ -30,6 +30,10 @@ BOOST_AUTO_TEST_CASE(dequeue_mode_accepts_oracle_names_case_insensitively) {
     BOOST_TEST((parse_dequeue_mode("Browse") == DequeueMode::browse));
     BOOST_TEST((parse_dequeue_mode("locked") == DequeueMode::locked));
     BOOST_TEST((parse_dequeue_mode("Remove_NoData") == DequeueMode::remove_nodata));
+    BOOST_TEST((parse_dequeue_mode("DBMS_AQ.BROWSE") == DequeueMode::browse));
+    BOOST_TEST((parse_dequeue_mode("dbms_aq.remove_nodata") == DequeueMode::remove_nodata));
+    BOOST_TEST(sqlstate_of([] { parse_dequeue_mode("dbms_aq."); }) == "22023");
+    BOOST_TEST(sqlstate_of([] { parse_dequeue_mode("other_pkg.browse"); }) == "22023");
     BOOST_TEST(removes(DequeueMode::remove_nodata));
     BOOST_TEST(removes(DequeueMode::remove));
     BOOST_TEST(!removes(DequeueMode::locked));
@@ -51,12 +55,16 @@ BOOST_AUTO_TEST_CASE(invalid_value_lists_the_valid_ones) {
 BOOST_AUTO_TEST_CASE(navigation) {
     BOOST_TEST((parse_navigation(nullptr) == Navigation::next_message));
     BOOST_TEST((parse_navigation("FIRST_MESSAGE") == Navigation::first_message));
+    BOOST_TEST((parse_navigation("DBMS_AQ.NEXT_MESSAGE") == Navigation::next_message));
+    BOOST_TEST(sqlstate_of([] { parse_navigation("dbms_aq.next_transaction"); }) == "0A000");
     BOOST_TEST(sqlstate_of([] { parse_navigation("next_transaction"); }) == "0A000");
 }
 
 BOOST_AUTO_TEST_CASE(visibility_and_delivery_mode) {
     BOOST_TEST(sqlstate_of([] { check_visibility("visibility", nullptr); }) == "none");
     BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "On_Commit"); }) == "none");
+    BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "DBMS_AQ.ON_COMMIT"); }) == "none");
+    BOOST_TEST(sqlstate_of([] { check_delivery_mode("dbms_aq.persistent"); }) == "none");
     BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "immediate"); }) == "0A000");
     BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "soon"); }) == "22023");
     BOOST_TEST(sqlstate_of([] { check_delivery_mode("persistent"); }) == "none");
