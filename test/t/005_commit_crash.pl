@@ -20,11 +20,14 @@
 use strict;
 use warnings;
 
+use FindBin;
 use Time::HiRes qw(time usleep);
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib $FindBin::Bin;
+use AqCrash qw(kill_server);
 
 my $run_seconds = $ENV{AQ_TAP_CRASH_SECONDS} // 1;
 my $lines_per_client = 100_000;    # far more than a client commits in $run_seconds
@@ -47,37 +50,11 @@ my $have_amcheck = $node->safe_psql('postgres',
 $node->safe_psql('postgres', 'CREATE EXTENSION amcheck') if $have_amcheck;
 note('amcheck is not available: the index is checked by comparing counts only') unless $have_amcheck;
 
-# Is $pid a live process (not gone, not a zombie waiting to be reaped)?
-sub alive
-{
-	my ($pid) = @_;
-	return 0 unless kill(0, $pid);
-	open(my $fh, '<', "/proc/$pid/stat") or return 0;
-	my $stat = <$fh>;
-	close $fh;
-	return ($stat // '') !~ /^\d+ \(.*\) [ZX] /s;
-}
-
-# kill -9 of the postmaster and all its children at once.  The postmaster is stopped first
-# so that it forks nobody between the listing of its children and the kill.  Returns when
-# every one of them is gone, so that the restart finds the shared memory unused.
+# A postmaster crash (test/t/AqCrash.pm): every process of the server killed at once.
 sub crash_server
 {
-	open(my $fh, '<', $node->data_dir . '/postmaster.pid')
-	  or die "no postmaster.pid: $!";
-	chomp(my $pm = <$fh>);
-	close $fh;
-	kill 'STOP', $pm;
-	my @children = split ' ', `pgrep -P $pm`;
-	kill 'KILL', @children;
-	$node->kill9;    # the postmaster (kill -9 of the pid the framework knows)
-	# The children must be dead (no longer attached to the shared memory); the postmaster
-	# must be gone altogether, even as a zombie: the new postmaster refuses to start while
-	# kill(0) still finds the pid in postmaster.pid.
-	my $deadline = time + 30;
-	usleep(10_000) while ((grep { alive($_) } @children) || kill(0, $pm)) && time < $deadline;
-	ok(!(grep { alive($_) } @children) && !kill(0, $pm),
-		'the postmaster and its ' . scalar(@children) . ' children are gone');
+	my $left = kill_server($node);
+	ok($left eq '', 'the postmaster and its children are gone' . ($left ? ": left $left" : ''));
 }
 
 # One run: $clients psql processes (connection options $pgoptions) commit into $table for

@@ -34,7 +34,7 @@ use Test::More;
 use FindBin;
 use lib $FindBin::Bin;
 use AqIngest;
-use AqCrash qw(kill9_backend);
+use AqCrash qw(kill9_backend kill_server wait_gone);
 
 my $t_start = time;
 my $tmp     = PostgreSQL::Test::Utils::tempdir;
@@ -55,16 +55,6 @@ CREATE TABLE crash_t (id bigint NOT NULL, phase text NOT NULL);
 SELECT aq.enable_fast_ingest('crash_t');
 });
 
-# Is $pid a live process (not gone, not a zombie)?
-sub alive
-{
-	my ($pid) = @_;
-	return 0 unless kill(0, $pid);
-	open(my $fh, '<', "/proc/$pid/stat") or return 0;
-	my $stat = <$fh>;
-	close $fh;
-	return ($stat // '') !~ /^\d+ \(.*\) [ZX] /s;
-}
 
 sub set_delay { AqIngest::set_drain_delay($node, $_[0]); }
 
@@ -293,13 +283,11 @@ scenario('postmaster', 10_000_000, sub {
 		}
 	}
 	$node->kill9;
-	my $deadline = time + 20;
-	usleep(50_000) while (kill(0, $pm) || grep { alive($_) } @children) && time < $deadline;
-	my @left = grep { alive($_) } @children;
+	my @left = grep { $_ != $pm } wait_gone($node, $pm, 20, @children);
 	is(join(', ', map { "$_ ($what{$_})" } @left), '',
 		'postmaster: every child of the killed postmaster exited by itself within 20 s');
 	kill 'KILL', @left if @left;
-	usleep(50_000) while (grep { alive($_) } @left) && time < $deadline + 10;
+	wait_gone($node, $pm, 10, @left);
 	$node->start;
 });
 
@@ -329,16 +317,8 @@ scenario('postmaster', 10_000_000, sub {
 	  or die 'the busy writers did not get going';
 	usleep(300_000);
 	my $buffered = area()->{rows_buffered};
-	open(my $fh, '<', $node->data_dir . '/postmaster.pid') or die "no postmaster.pid: $!";
-	chomp(my $pm = <$fh>);
-	close $fh;
-	kill 'STOP', $pm;
-	my @children = split ' ', `pgrep -P $pm`;
-	kill 'KILL', @children;
-	$node->kill9;
-	my $deadline = time + 30;
-	usleep(20_000) while ((grep { alive($_) } @children) || kill(0, $pm)) && time < $deadline;
-	ok(!(grep { alive($_) } @children) && !kill(0, $pm), "$name: the server and its children were killed at once");
+	my $left = kill_server($node);
+	ok($left eq '', "$name: the server and its children were killed at once" . ($left ? ": left $left" : ''));
 	$_->finish for @h;
 	# (Output goes to files: a pipe nobody reads while the writers run would fill up and stop them.)
 	@out = map { slurp_file("$tmp/busy_$_.out") } 0 .. 2;

@@ -19,7 +19,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use lib $FindBin::Bin;
-use AqCrash qw(kill9_backend);
+use AqCrash qw(kill9_backend kill_server);
 
 my $node = PostgreSQL::Test::Cluster->new('dequeue_attempts');
 $node->init;
@@ -41,7 +41,6 @@ SELECT aq.create_queue('poison_q', 'poison_qt', max_retries => 3, retry_delay =>
 SELECT aq.start_queue('poison_q');
 });
 
-sub alive { my ($pid) = @_; return kill(0, $pid) && `ps -o stat= -p $pid` !~ /Z/; }
 
 # A consumer that dequeues one message of $queue and then sits idle in its transaction
 # (psql waits for more input).  Returns (handle, backend pid, the payload).
@@ -76,19 +75,12 @@ sub check_counted
 	is(attempts_of($payload), '1', "$case: exactly once");
 }
 
-# Every process of the server killed at once (the postmaster stopped first, so that it
-# forks nobody meanwhile), then started again: a postmaster crash.
+# Every process of the server killed at once (test/t/AqCrash.pm), then started again: a
+# postmaster crash.
 sub crash_server
 {
-	open(my $fh, '<', $node->data_dir . '/postmaster.pid') or die "no postmaster.pid: $!";
-	chomp(my $pm = <$fh>);
-	close $fh;
-	kill 'STOP', $pm;
-	my @children = split ' ', `pgrep -P $pm`;
-	kill 'KILL', @children;
-	$node->kill9;
-	my $deadline = time + 30;
-	usleep(10_000) while ((grep { alive($_) } @children) || kill(0, $pm)) && time < $deadline;
+	my $left = kill_server($node);
+	die "the crashed server's processes did not go: $left" if $left;
 	$node->start;
 }
 
