@@ -56,8 +56,7 @@ std::optional<double> seconds_field(HeapTupleHeader row, const char* field) {
     bool isnull;
     Datum d = GetAttributeByName(row, field, &isnull);
     if (isnull) return std::nullopt;
-    const Interval* iv = DatumGetIntervalP(d);
-    return iv->time / 1e6 + iv->day * 86400.0 + iv->month * (30.0 * 86400.0);
+    return interval_seconds(DatumGetIntervalP(d));
 }
 
 const char* queue_name_arg(FunctionCallInfo fcinfo) {

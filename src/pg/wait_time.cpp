@@ -125,9 +125,12 @@ Datum wait_interval(FunctionCallInfo fcinfo) {
 
 }  // namespace
 
+double interval_seconds(const Interval* iv) {
+    return iv->time / 1e6 + iv->day * 86400.0 + iv->month * (30.0 * 86400.0);
+}
+
 int64 interval_wait_micros(const Interval* iv) {
-    // Months as 30 days, as EXTRACT(epoch) counts them.
-    return from_seconds(iv->time / 1e6 + iv->day * 86400.0 + iv->month * (30.0 * 86400.0));
+    return from_seconds(interval_seconds(iv));
 }
 
 queue::Wait wait_of_micros(int64 micros) {

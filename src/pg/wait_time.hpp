@@ -10,6 +10,9 @@ extern "C" {
 
 namespace aq {
 
+// An interval in seconds, months as 30 days (as EXTRACT(epoch) counts them).
+double interval_seconds(const Interval* iv);
+
 // An interval as an aq.wait_time's microseconds (-1: forever); 22023 if it is negative.
 int64 interval_wait_micros(const Interval* iv);
 
