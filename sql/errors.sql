@@ -74,7 +74,7 @@ SELECT try_sql($$SELECT aq.enqueue(NULL, ROW('x')::err_ot)$$);
 SELECT try_sql($$SELECT aq.create_queue(NULL, 'err_qt')$$);
 SELECT try_sql($$SELECT aq.create_queue_table(NULL, 'text')$$);
 
--- consumer_name (multi-consumer queues) is not supported; array payload types are refused
+-- consumer_name on a single-consumer queue is 22023; array payload types are refused
 -- (arrays of arrays cannot be passed); a queue table altered behind aq's back is reported,
 -- never read with the wrong type.
 SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(consumer_name => 'app1'))$$);

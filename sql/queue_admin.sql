@@ -157,7 +157,7 @@ SELECT aq.create_queue('old_q', 'old_qt');
 SELECT aq.start_queue('old_q');
 INSERT INTO old_qt (q_id, enq_time, corrid, user_data)
 SELECT queue_id, now(), 'c1', 'from 0.3.0' FROM aq.queues WHERE queue_name = 'old_q';
--- The 0.4.0 library with the SQL objects of 0.3.0 says what to do.
+-- The library with the SQL objects of 0.3.0 says what to do.
 SELECT aq.enqueue('old_q', 'x'::text);
 ALTER EXTENSION aq UPDATE;
 SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'aq') AS updated_to_default

@@ -21,6 +21,7 @@ extern "C" {
 #include "pg/trigger.hpp"
 #include "pg/wait_time.hpp"
 #include "queue/options.hpp"
+#include "queue/deliveries.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/wakeup.hpp"
 
@@ -69,10 +70,8 @@ queue::DequeueOptions dequeue_options_arg(FunctionCallInfo fcinfo, int n) {
     queue::DequeueOptions o;
     if (PG_ARGISNULL(n)) return o;
     HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(n);
-    if (text_field(row, "consumer_name"))
-        throw Error(sqlstate::feature_not_supported, "consumer_name is not supported by this version of aq",
-                    "Queues have a single consumer group; every dequeue takes each message once.",
-                    "Leave consumer_name NULL.");
+    o.consumer = text_field(row, "consumer_name");
+    if (o.consumer) queue::check_name("consumer_name", o.consumer);
     o.mode = queue::parse_dequeue_mode(text_field(row, "dequeue_mode"));
     o.navigation = queue::parse_navigation(text_field(row, "navigation"));
     queue::check_visibility("visibility", text_field(row, "visibility"));
@@ -286,6 +285,15 @@ Datum queues_changed_impl(FunctionCallInfo fcinfo) {
     if (!isnull) queue::wakeup::note_enqueue(queue_id);
     return PointerGetDatum(nullptr);
 }
+
+// aq._check_rule(queue_table regclass, rule text): a subscriber's rule, as add_subscriber and
+// alter_subscriber check it (deliveries.hpp).
+Datum check_rule_impl(FunctionCallInfo fcinfo) {
+    Oid relid = PG_GETARG_OID(0);
+    const char* rule = text_arg(fcinfo, 1);
+    base::call([&] { queue::deliveries::check_rule(relid, rule); });
+    PG_RETURN_VOID();
+}
 }  // namespace
 }  // namespace aq
 
@@ -296,3 +304,4 @@ AQ_SQL_FUNCTION(aq_enqueue_array, aq::enqueue_array_impl)
 AQ_SQL_FUNCTION(aq_dequeue, aq::dequeue_impl)
 AQ_SQL_FUNCTION(aq_dequeue_array, aq::dequeue_array_impl)
 AQ_SQL_FUNCTION(aq_listen, aq::listen_impl)
+AQ_SQL_FUNCTION(aq_check_rule, aq::check_rule_impl)

@@ -130,8 +130,8 @@ Oid message_properties_type() {
 
 // aq.message_properties of a removed message, as the dequeue statement's ROW(...) builds it.
 Datum properties_of(TupleDesc properties_desc, const Datum* v, const bool* isnull) {
-    Datum fields[8];
-    bool nulls[8] = {false, true, true, true, false, true, false, false};
+    Datum fields[11];  // the last three (recipient_list, transaction_group, end_of_group) are NULL
+    bool nulls[11] = {false, true, true, true, false, true, false, false, true, true, true};
     fields[0] = v[col_priority];
     TimestampTz ready_at = DatumGetTimestampTz(v[col_enq_time]);
     if (!isnull[col_delay]) {
@@ -215,7 +215,9 @@ int bulk_dequeue(const BulkDequeue& r) {
     CheckCmdReplicaIdentity(rel, CMD_DELETE);  // a publication of deletes needs a replica identity
     Oid properties_type = message_properties_type();
     TupleDesc properties_desc = lookup_rowtype_tupdesc(properties_type, -1);  // pinned, not copied
-    if (properties_desc->natts != 8) elog(ERROR, "aq: type aq.message_properties does not have the 8 fields of aq 0.4.0");
+    // 8 fields up to 0.5.0, 11 since (properties_of fills only those the type has).
+    if (properties_desc->natts != 8 && properties_desc->natts != 11)
+        elog(ERROR, "aq: type aq.message_properties has %d fields, not those of aq 0.4.0 or 0.6.0", properties_desc->natts);
 
     // The floor is read before the snapshot is taken (scan_floor.hpp).
     bool floor_applies = !r.priority_order && !r.after;

@@ -11,6 +11,7 @@ extern "C" {
 #include "parser/parse_relation.h"
 #include "parser/parser.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 }
 
@@ -142,8 +143,10 @@ const char* extra_clause(const SelectStmt* s) {
 
 // Oracle names a payload's field as a column followed by more names (tab.user_data.amount);
 // PostgreSQL reads that as schema.table.column, and wants (tab.user_data).amount.  So while a
-// condition is analyzed, such a reference becomes that field selection.  Anything else (the
-// statement's own columns, a plain column of the condition) is left to PostgreSQL.
+// condition is analyzed, such a reference becomes that field selection.  A bare column becomes
+// tab.<column>: the statement may read other tables with columns of the same names (a
+// multi-consumer dequeue reads the delivery rows too).  Anything else (the statement's own
+// columns) is left to PostgreSQL.
 Node* oracle_field_reference(ParseState* pstate, ColumnRef* ref) {
     Node* result = nullptr;
     base::entry_void([&] {
@@ -151,16 +154,21 @@ Node* oracle_field_reference(ParseState* pstate, ColumnRef* ref) {
             auto* s = static_cast<Statement*>(pstate->p_ref_hook_state);
             if (!s->in_condition || !IsA(linitial(ref->fields), String)) return;
             int column_at = strcmp(strVal(linitial(ref->fields)), table_alias) == 0 ? 1 : 0;
-            if (list_length(ref->fields) <= column_at + 1) return;
-            for (int i = column_at + 1; i < list_length(ref->fields); i++)
+            int n = list_length(ref->fields);
+            if (n <= column_at || (column_at == 1 && n == 2)) return;  // tab alone, or tab.<column>
+            for (int i = column_at; i < n; i++)
                 if (!IsA(list_nth(ref->fields, i), String)) return;
             ColumnRef* column = makeNode(ColumnRef);
-            column->fields = list_copy_head(ref->fields, column_at + 1);
+            column->fields = list_make2(makeString(pstrdup(table_alias)), list_nth(ref->fields, column_at));
             column->location = ref->location;
-            A_Indirection* selection = makeNode(A_Indirection);
-            selection->arg = reinterpret_cast<Node*>(column);
-            selection->indirection = list_copy_tail(ref->fields, column_at + 1);
-            result = transformExpr(pstate, reinterpret_cast<Node*>(selection), pstate->p_expr_kind);
+            Node* node = reinterpret_cast<Node*>(column);
+            if (n > column_at + 1) {
+                A_Indirection* selection = makeNode(A_Indirection);
+                selection->arg = node;
+                selection->indirection = list_copy_tail(ref->fields, column_at + 1);
+                node = reinterpret_cast<Node*>(selection);
+            }
+            result = transformExpr(pstate, node, pstate->p_expr_kind);
         });
     });
     return result;
@@ -253,6 +261,81 @@ void setup_statement(ParseState* pstate, void* arg) {
     pstate->p_paramref_hook = statement_param;
     pstate->p_pre_columnref_hook = oracle_field_reference;
     pstate->p_ref_hook_state = arg;
+}
+
+// ---------------------------------------------------------------- plans
+
+namespace {
+
+struct CachedPlan {
+    Oid relid;
+    Oid payload_type;
+    int32 statement;
+    char qualified_table[4 * (2 * NAMEDATALEN + 2) + 8];  // up to two qualified names
+    const char* text;  // in context
+    MemoryContext context;
+    SPIPlanPtr plan;
+    uint64 last_used;
+};
+
+constexpr int cached_plan_count = 32;
+CachedPlan cached_plans[cached_plan_count];
+uint64 plan_clock = 0;
+
+void forget(CachedPlan& entry) {
+    if (entry.plan) SPI_freeplan(entry.plan);
+    if (entry.context) MemoryContextDelete(entry.context);
+    entry = CachedPlan{};
+}
+
+}  // namespace
+
+SPIPlanPtr prepared_plan(const PlanRequest& r) {
+    CachedPlan* victim = nullptr;
+    for (auto& entry : cached_plans) {
+        if (entry.plan && entry.relid == r.relid && entry.payload_type == r.payload_type &&
+            entry.statement == r.statement && strcmp(entry.text, r.text) == 0) {
+            if (strcmp(entry.qualified_table, r.qualified_table) == 0) {
+                entry.last_used = ++plan_clock;
+                return entry.plan;
+            }
+            victim = &entry;  // the table was renamed (or its OID reused): prepare it again
+            break;
+        }
+    }
+    if (!victim) {  // an empty entry, or the least recently used
+        victim = &cached_plans[0];
+        for (auto& entry : cached_plans)
+            if (victim->plan && (!entry.plan || entry.last_used < victim->last_used)) victim = &entry;
+    }
+    // Parsed and checked in the caller's context first: an error leaves nothing behind.
+    Node* raw = parse(r.text, r.option);
+    check(raw, r.text, r.option, r.relid);
+    forget(*victim);
+    MemoryContext context = AllocSetContextCreate(TopMemoryContext, "aq condition", ALLOCSET_SMALL_SIZES);
+    MemoryContext previous = MemoryContextSwitchTo(context);
+    auto* setup = static_cast<Statement*>(palloc0(sizeof(Statement)));
+    setup->param_types = r.param_types;
+    setup->nparams = r.nparams;
+    setup->raw = static_cast<Node*>(copyObjectImpl(raw));
+    setup->text = pstrdup(r.text);
+    setup->option = r.option;
+    MemoryContextSwitchTo(previous);
+    victim->context = context;
+    victim->text = setup->text;
+    SPIPlanPtr plan = SPI_prepare_params(r.build_sql(r.context), setup_statement, setup, r.cursor_options);
+    if (!plan) {
+        forget(*victim);
+        elog(ERROR, "aq: SPI_prepare of a statement with %s failed: %s", r.option, SPI_result_code_string(SPI_result));
+    }
+    SPI_keepplan(plan);
+    victim->plan = plan;
+    victim->relid = r.relid;
+    victim->payload_type = r.payload_type;
+    victim->statement = r.statement;
+    strlcpy(victim->qualified_table, r.qualified_table, sizeof victim->qualified_table);
+    victim->last_used = ++plan_clock;
+    return plan;
 }
 
 }  // namespace aq::queue::condition

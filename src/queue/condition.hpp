@@ -35,6 +35,7 @@ extern "C" {
 #include "postgres.h"
 #include "nodes/nodes.h"
 #include "parser/parse_node.h"
+#include "executor/spi.h"
 }
 
 namespace aq::queue::condition {
@@ -62,5 +63,29 @@ struct Statement {
 
 // A ParserSetupHook: arg is a Statement*.
 void setup_statement(ParseState* pstate, void* arg);
+
+// The plans of statements with a condition (a dequeue's deq_condition, a subscriber's rule),
+// prepared once per (table, payload type, statement, condition text) and kept in a small cache
+// that drops the least recently used.  Each entry owns a memory context holding the condition's
+// text, its raw tree and the Statement that the plan cache re-analyzes with; it is freed only
+// together with the plan.  A condition is parsed and checked against the table (positions in
+// errors are positions in the condition) before anything is kept.  An entry whose table was
+// renamed (or whose OID was reused) is prepared again.
+struct PlanRequest {
+    Oid relid;                    // the table the condition is over (alias tab)
+    Oid payload_type;
+    int32 statement;              // the caller's statement kind
+    const char* qualified_table;  // its current name
+    const char* text;             // the condition
+    const char* option;           // its name, for errors
+    const Oid* param_types;       // the statement's parameters; the placeholder is $(nparams + 1)
+    int nparams;
+    int cursor_options;
+    char* (*build_sql)(const void* context);  // the statement, called only to prepare it
+    const void* context;
+};
+
+// Requires an SPI connection.
+SPIPlanPtr prepared_plan(const PlanRequest& request);
 
 }  // namespace aq::queue::condition

@@ -39,6 +39,7 @@ struct DequeueOptions {
     std::optional<int64_t> msgid;
     const char* correlation = nullptr;  // LIKE pattern (% and _ as in Oracle); caller-owned
     const char* condition = nullptr;    // deq_condition (queue/condition.hpp); caller-owned
+    const char* consumer = nullptr;     // consumer_name of a multi-consumer queue; caller-owned
 };
 // Plain data: it lives in frames that call PostgreSQL, which may longjmp over them.
 static_assert(std::is_trivially_destructible_v<DequeueOptions>);

@@ -42,6 +42,8 @@ extern "C" {
 #include "queue/bulk_dequeue.hpp"
 #include "queue/bulk_enqueue.hpp"
 #include "queue/condition.hpp"
+#include "queue/deliveries.hpp"
+#include "queue/plan_cache.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
 #include "queue/scan_floor.hpp"
@@ -67,7 +69,23 @@ struct QueueInfo {
     bool exception_queue;        // queue_type exception_queue
     Oid owner;                   // of the queue table
     int32 default_exception_id;  // the queue table's aq$_<name>_e, or 0
+    bool multiple_consumers;     // messages reach consumers through the delivery table
+    Oid delivery_relid;          // of a multi-consumer queue table; InvalidOid when gone
+    char qualified_deliveries[qualified_name_size];
 };
+
+// The table a dequeue claims rows of: the delivery table of a multi-consumer queue table.
+Oid claim_relid(const QueueInfo& q) {
+    return q.multiple_consumers ? q.delivery_relid : q.relid;
+}
+const char* claim_table(const QueueInfo& q) {
+    return q.multiple_consumers ? q.qualified_deliveries : q.qualified_table;
+}
+
+deliveries::Tables tables_of(const QueueInfo& q, const char* queue_name) {
+    return deliveries::Tables{q.relid,    q.delivery_relid,  q.payload_type,          q.owner,
+                              q.queue_id, queue_name,        q.qualified_table,       q.qualified_deliveries};
+}
 
 SPIPlanPtr lookup_plan = nullptr;     // by queue name
 SPIPlanPtr lookup_id_plan = nullptr;  // by queue id
@@ -83,32 +101,43 @@ const char* const lookup_sql =
     "       (SELECT e.queue_id FROM aq.queues e WHERE e.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
     // aq._default_exception_queue's rule, inline: a call of that function costs more than the rest of the lookup.
     "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table OPERATOR(pg_catalog.||) '_e')),"
-    "       q.ctid, q.xmin, t.ctid, t.xmin"
+    "       q.ctid, q.xmin, t.ctid, t.xmin, %s"
     "  FROM aq.queues q"
     "  JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) q.queue_table_id"
     "  LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
-    "  LEFT JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
-    " WHERE ";
+    "  LEFT JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace%s"
+    " WHERE %s";
+
+// The lookup's multi-consumer columns, and where they come from (none before 0.6.0).
+const char* const consumer_columns =
+    "t.multiple_consumers, dc.oid,"
+    " pg_catalog.quote_ident(dn.nspname) OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(dc.relname)";
+const char* const consumer_joins =
+    "  LEFT JOIN pg_catalog.pg_class dc ON dc.oid OPERATOR(pg_catalog.=) t.delivery_relid::pg_catalog.oid"
+    "  LEFT JOIN pg_catalog.pg_namespace dn ON dn.oid OPERATOR(pg_catalog.=) dc.relnamespace";
 
 // The library may be newer than the database's aq objects (a package upgraded before
-// ALTER EXTENSION aq UPDATE): say so rather than fail on a missing column.
+// ALTER EXTENSION aq UPDATE): it works with those of 0.4.0 and later, without what came since
+// (multi-consumer queue tables: deliveries.hpp), and says what to do with older ones rather than
+// fail on a missing column.
+bool catalog_has_consumers = false;  // set by prepare_lookup
+
 void check_catalog_version() {
-    int rc = SPI_execute(
-        "SELECT FROM pg_catalog.pg_attribute WHERE attrelid OPERATOR(pg_catalog.=) 'aq.queues'::pg_catalog.regclass"
-        " AND attname OPERATOR(pg_catalog.=) 'queue_type' AND NOT attisdropped",
-        true, 1);
-    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: catalog version check failed: %s", SPI_result_code_string(rc));
-    if (SPI_processed == 0)
+    Oid queues = get_relname_relid("queues", get_namespace_oid("aq", false));
+    if (!OidIsValid(queues) || get_attnum(queues, "queue_type") == InvalidAttrNumber)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("the aq objects of this database are older than the aq library"),
                         errdetail("The library is version 0.4.0 or later; aq.queues has no queue_type column."),
                         errhint("Run ALTER EXTENSION aq UPDATE.")));
+    catalog_has_consumers = deliveries::available();
 }
 
 SPIPlanPtr prepare_lookup(const char* condition, Oid key_type) {
     check_catalog_version();
     Oid argtypes[1] = {key_type};
-    SPIPlanPtr plan = SPI_prepare(psprintf("%s%s", lookup_sql, condition), 1, argtypes);
+    const char* sql = catalog_has_consumers ? psprintf(lookup_sql, consumer_columns, consumer_joins, condition)
+                                            : psprintf(lookup_sql, "false, NULL::pg_catalog.oid, NULL::pg_catalog.text", "", condition);
+    SPIPlanPtr plan = SPI_prepare(sql, 1, argtypes);
     if (!plan) elog(ERROR, "aq: SPI_prepare of the queue lookup failed: %s", SPI_result_code_string(SPI_result));
     SPI_keepplan(plan);
     return plan;
@@ -177,20 +206,25 @@ void note_catalog_tables(CatalogRow* rows) {
     }
 }
 
-// The queue table's current name and owner; false if it is gone.
-bool refresh_table(QueueInfo& info) {
-    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(info.relid));
+// A table's current qualified name (and owner); false if it is gone.
+bool current_name(Oid relid, char* qualified, Oid* owner) {
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
     if (!HeapTupleIsValid(tuple)) return false;
     auto* form = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple));
     char* schema = get_namespace_name(form->relnamespace);
     bool ok = schema != nullptr;
     if (ok) {
-        strlcpy(info.qualified_table, quote_qualified_identifier(schema, NameStr(form->relname)),
-                sizeof info.qualified_table);
-        info.owner = form->relowner;
+        strlcpy(qualified, quote_qualified_identifier(schema, NameStr(form->relname)), qualified_name_size);
+        if (owner) *owner = form->relowner;
     }
     ReleaseSysCache(tuple);
     return ok;
+}
+
+// The queue table's (and delivery table's) current name and owner; false if one is gone.
+bool refresh_table(QueueInfo& info) {
+    if (!current_name(info.relid, info.qualified_table, &info.owner)) return false;
+    return !info.multiple_consumers || current_name(info.delivery_relid, info.qualified_deliveries, nullptr);
 }
 
 CachedLookup* cached_lookup(const char* queue_name) {
@@ -273,6 +307,11 @@ bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info, CatalogRow* rows) 
     info.owner = isnull ? InvalidOid : DatumGetObjectId(owner);
     Datum default_exception = SPI_getbinval(row, desc, 11, &isnull);
     info.default_exception_id = isnull ? 0 : DatumGetInt32(default_exception);
+    info.multiple_consumers = DatumGetBool(SPI_getbinval(row, desc, 16, &isnull));
+    Datum delivery_relid = SPI_getbinval(row, desc, 17, &isnull);
+    info.delivery_relid = isnull ? InvalidOid : DatumGetObjectId(delivery_relid);
+    char* deliveries = SPI_getvalue(row, desc, 18);
+    strlcpy(info.qualified_deliveries, deliveries ? deliveries : "", sizeof info.qualified_deliveries);
     if (rows) {
         for (int i = 0; i < 2; i++) {
             rows[i].tid = *reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(row, desc, 12 + 2 * i, &isnull)));
@@ -284,7 +323,17 @@ bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info, CatalogRow* rows) 
 }
 
 // What went wrong with a lookup, found inside base::call and thrown outside it.
-enum class QueueProblem { none, unknown, storage_missing, wrong_payload, exception_enqueue, enqueue_disabled, dequeue_disabled };
+enum class QueueProblem {
+    none,
+    unknown,
+    storage_missing,
+    wrong_payload,
+    exception_enqueue,
+    enqueue_disabled,
+    dequeue_disabled,
+    consumer_required,    // a multi-consumer queue's dequeue names no consumer
+    consumer_not_allowed  // a single-consumer queue's dequeue names one
+};
 
 struct Problem {
     QueueProblem kind = QueueProblem::none;
@@ -294,11 +343,21 @@ struct Problem {
 
 Problem check_queue(bool found, const QueueInfo& q, Oid payload_type, bool for_enqueue) {
     if (!found) return {QueueProblem::unknown};
-    if (!OidIsValid(q.relid)) return {QueueProblem::storage_missing};
+    if (!OidIsValid(q.relid) || (q.multiple_consumers && !OidIsValid(q.delivery_relid)))
+        return {QueueProblem::storage_missing};
     if (payload_type != q.payload_type) return {QueueProblem::wrong_payload, q.payload_type, payload_type};
     if (for_enqueue && q.exception_queue) return {QueueProblem::exception_enqueue};
     if (for_enqueue && !q.enqueue_enabled) return {QueueProblem::enqueue_disabled};
     if (!for_enqueue && !q.dequeue_enabled) return {QueueProblem::dequeue_disabled};
+    return {};
+}
+
+// Whether a dequeue (or LISTEN) names a consumer as the queue needs: a multi-consumer queue's
+// normal queue always, its exception queue optionally (NULL: any consumer's messages), a
+// single-consumer queue never.
+Problem check_consumer(const QueueInfo& q, const char* consumer) {
+    if (q.multiple_consumers && !q.exception_queue && !consumer) return {QueueProblem::consumer_required};
+    if (!q.multiple_consumers && consumer) return {QueueProblem::consumer_not_allowed};
     return {};
 }
 
@@ -342,6 +401,16 @@ std::string sql_literal(const char* text) {
         case QueueProblem::dequeue_disabled:
             throw Error(sqlstate::object_not_in_prerequisite_state, "queue " + q + " is not enabled for dequeue", {},
                         "Start it with aq.start_queue(" + sql_literal(queue_name) + ").");
+        case QueueProblem::consumer_required:
+            throw Error(sqlstate::invalid_parameter_value,
+                        "queue " + q + " is a multi-consumer queue: consumer_name must be given",
+                        "Each subscriber or recipient dequeues its own messages (ORA-25231 analogue).",
+                        "Pass aq.dequeue_options(consumer_name => ...), or aq.agent(name => ...) to LISTEN.");
+        case QueueProblem::consumer_not_allowed:
+            throw Error(sqlstate::invalid_parameter_value,
+                        "queue " + q + " is a single-consumer queue: consumer_name must be NULL",
+                        "Only a queue of a queue table created with multiple_consumers => true has consumers.",
+                        "Leave consumer_name NULL.");
         case QueueProblem::none:
             break;
     }
@@ -373,13 +442,15 @@ enum DequeueShape : int32 {
     priority_order = 32,  // sort_list priority,enq_time
     exception_queue = 64, // its messages are expired by definition: no delay/expiration filter
     correlation_exact = 128,  // a pattern without wildcards: corrid = $7, generic plan
-    with_condition = 256,     // deq_condition: the placeholder $9 (condition.hpp), one plan per condition text
+    with_condition = 256,     // deq_condition: the placeholder $10 (condition.hpp), one plan per condition text
+    by_consumer = 512,        // multi-consumer: the delivery rows of consumer $9
+    multi_consumer = 1024,    // multi-consumer: claims delivery rows (deliveries.hpp), reads the message
 };
 
 // The parameters of every dequeue statement.
-constexpr int dequeue_param_count = 8;
-const Oid dequeue_param_types[dequeue_param_count] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID,
-                                                      INT8OID, INT8OID,        TEXTOID, INT4OID};
+constexpr int dequeue_param_count = 9;
+const Oid dequeue_param_types[dequeue_param_count] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID,
+                                                      INT8OID, TEXTOID,        INT4OID, TEXTOID};
 
 // Oracle's correlation is a LIKE pattern (backslash escapes).  Without a wildcard it is a
 // value: a generic plan finds it on the correlation index, with no planning per call.  A
@@ -389,28 +460,28 @@ int32 correlation_shape(const char* pattern) {
     return pattern[strcspn(pattern, "%_\\")] == '\0' ? correlation_exact : by_correlation;
 }
 
-struct PlanKey {
-    Oid relid;
-    Oid payload_type;
-    int32 statement;
-};
-
-struct PlanEntry {
-    PlanKey key;
-    SPIPlanPtr plan;
-    char qualified_table[qualified_name_size];
-};
-
-HTAB* plan_cache = nullptr;
+// aq.message_properties of a dequeued row, from the columns under prefix p ("d." ...) and the
+// message's correlation under prefix m.
+char* properties_sql(const char* p, const char* m, bool expired) {
+    return psprintf(
+        "ROW(%1$spriority, %1$sdelay OPERATOR(pg_catalog.-) %1$senq_time,"
+        "    %1$sexpiration OPERATOR(pg_catalog.-) COALESCE(%1$sdelay, %1$senq_time), %2$scorrid,"
+        "    %1$sretry_count, %1$sexception_queue, %1$senq_time, '%3$s'%4$s)::aq.message_properties",
+        p, m, expired ? "expired" : "ready",
+        // recipient_list, transaction_group, end_of_group (0.6.0)
+        catalog_has_consumers ? ", NULL, NULL, NULL" : "");
+}
 
 // The statements run with the caller's search_path, so every operator, function and collation
 // in them is schema-qualified (OPERATOR(pg_catalog.x), pg_catalog."C"): nothing the caller's
 // schemas define can stand in for them.  Every read, update and delete of the queue table says
 // ONLY: a table that inherits from it (CREATE TABLE c () INHERITS (qt)) is not part of the
 // queue, and its rows, whose q_id and ctid may equal a queue message's, are never read, moved or
-// deleted through it.
+// deleted through it.  Statements that claim, expire or wait read the claim table: the delivery
+// table of a multi-consumer queue table (its rows have the same columns for that).
 char* build_sql(const QueueInfo& q, int32 statement) {
     const char* t = q.qualified_table;
+    const char* c = claim_table(q);
     if (statement == enqueue_plain)
         return psprintf(
             "INSERT INTO %s (q_id, enq_time, user_data)"
@@ -436,19 +507,23 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         return psprintf(
             "SELECT pg_catalog.min(delay) FROM ONLY %s"
             " WHERE q_id OPERATOR(pg_catalog.=) $1 AND delay OPERATOR(pg_catalog.>) $2",
-            t);
+            c);
     if (statement == ready_candidates)
         // What a remove dequeue would claim (see the dequeue statement below), without claiming
         // it: ready, not expired (an exception queue's messages are expired by definition), not
-        // holding an attempt not counted yet, in the queue's order.  Whether another transaction
-        // is dequeuing one is for the caller to see (row_free).
+        // holding an attempt not counted yet, in the queue's order; of consumer $4 (if not NULL)
+        // in a multi-consumer queue table.  Whether another transaction is dequeuing one is for
+        // the caller to see (row_free).
         return psprintf(
-            "SELECT ctid FROM ONLY %s WHERE q_id OPERATOR(pg_catalog.=) $1"
+            "SELECT ctid FROM ONLY %s WHERE q_id OPERATOR(pg_catalog.=) $1%s"
             "   AND ($3 OR ((delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
             "               AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)))"
             "   AND (xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR aq._claimable(tableoid, ctid))"
-            " ORDER BY q_id, %s",
-            t, q.priority_order ? "priority, enq_time, msgid" : "enq_time, msgid");
+            " ORDER BY q_id, %s%s",
+            c,
+            q.multiple_consumers ? " AND ($4::text IS NULL OR consumer_name OPERATOR(pg_catalog.=) $4)" : "",
+            q.multiple_consumers ? "consumer_name, " : "",
+            q.priority_order ? "priority, enq_time, msgid" : "enq_time, msgid");
     if (statement == expire_messages)
         // A message names its exception queue; if that is not an exception queue of the same
         // queue table, it goes to the queue table's default one (as Oracle's QMON does).
@@ -464,73 +539,96 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "              AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
             "      AND x.expiration OPERATOR(pg_catalog.<=) $3"
             "    LIMIT 10000 FOR UPDATE SKIP LOCKED))",
-            t, t);
+            c, c);
 
+    // A dequeue.  Single-consumer: the queue table's rows (alias tab with a condition).
+    // Multi-consumer: the delivery rows (d), joined to their messages (tab) where the
+    // correlation, the condition or the payload is read.
     int32 shape = statement - dequeue_base;
+    bool multi = shape & multi_consumer;
+    const char* p = multi ? "d." : "";    // the claimed rows' columns
+    const char* m = multi ? "tab." : "";  // the message's own columns
+    bool joined = multi && (shape & (by_correlation | correlation_exact | with_condition));
+    const char* from = multi ? psprintf("%s d%s", c, joined ? psprintf(" JOIN ONLY %s tab ON tab.msgid OPERATOR(pg_catalog.=) d.msgid", t) : "")
+                             : psprintf("%s%s", t, (shape & with_condition) ? " tab" : "");
     const char* order = (shape & priority_order) ? "priority, enq_time, msgid" : "enq_time, msgid";
+    char* prefixed_order = (shape & priority_order) ? psprintf("%1$spriority, %1$senq_time, %1$smsgid", p)
+                                                    : psprintf("%1$senq_time, %1$smsgid", p);
     const char* position = "";
     if (shape & after_position)
         position = (shape & priority_order)
-                       ? " AND ROW(priority, enq_time, msgid) OPERATOR(pg_catalog.>) ROW($8, $4, $5)"
-                       : " AND ROW(enq_time, msgid) OPERATOR(pg_catalog.>) ROW($4, $5)";
+                       ? psprintf(" AND ROW(%1$spriority, %1$senq_time, %1$smsgid) OPERATOR(pg_catalog.>) ROW($8, $4, $5)", p)
+                       : psprintf(" AND ROW(%1$senq_time, %1$smsgid) OPERATOR(pg_catalog.>) ROW($4, $5)", p);
     char* where = psprintf(
-        "q_id OPERATOR(pg_catalog.=) $1%s%s%s%s", position, (shape & by_msgid) ? " AND msgid OPERATOR(pg_catalog.=) $6" : "",
+        "%1$sq_id OPERATOR(pg_catalog.=) $1%2$s%3$s%4$s%5$s%6$s", p,
+        (shape & by_consumer) ? psprintf(" AND %sconsumer_name OPERATOR(pg_catalog.=) $9", p) : "", position,
+        (shape & by_msgid) ? psprintf(" AND %smsgid OPERATOR(pg_catalog.=) $6", p) : "",
         // In the C collation, as the correlation index is built: a LIKE prefix is then an index range.
-        (shape & by_correlation)      ? " AND corrid COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.~~) $7"
-        : (shape & correlation_exact) ? " AND corrid COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.=) $7"
+        (shape & by_correlation)      ? psprintf(" AND %scorrid COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.~~) $7", m)
+        : (shape & correlation_exact) ? psprintf(" AND %scorrid COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.=) $7", m)
                                       : "",
         (shape & exception_queue) ? ""
-                                  : " AND (delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
-                                    " AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)");
-    // The condition is analyzed in place of $9 (condition.hpp), as one expression: it cannot
-    // reach beyond its AND.  The table is tab there, as in Oracle's conditions.
-    if (shape & with_condition) where = psprintf("%s AND $9", where);
-    const char* alias = (shape & with_condition) ? " tab" : "";
+                                  : psprintf(" AND (%1$sdelay IS NULL OR %1$sdelay OPERATOR(pg_catalog.<=) $2)"
+                                             " AND (%1$sexpiration IS NULL OR %1$sexpiration OPERATOR(pg_catalog.>) $2)", p));
+    // The condition is analyzed in place of $10 (condition.hpp), as one expression: it cannot
+    // reach beyond its AND.  The message table is tab there, as in Oracle's conditions.
+    if (shape & with_condition) where = psprintf("%s AND $10", where);
     // A row version that holds an attempt not counted yet is not claimed (retries.hpp).
     if (!(shape & mode_browse))
-        where = psprintf("%s AND (xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid"
-                         " OR aq._claimable(tableoid, ctid))", where);
-    char* properties = psprintf(
-        "ROW(priority, delay OPERATOR(pg_catalog.-) enq_time,"
-        "    expiration OPERATOR(pg_catalog.-) COALESCE(delay, enq_time), corrid,"
-        "    retry_count, exception_queue, enq_time, '%s')::aq.message_properties",
-        (shape & exception_queue) ? "expired" : "ready");
-    if (shape & (mode_browse | mode_locked))
+        where = psprintf("%1$s AND (%2$sxmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid"
+                         " OR aq._claimable(%2$stableoid, %2$sctid))", where, p);
+    // The order of the claim table's index: a consumer's rows are contiguous in it.
+    char* index_order = psprintf("%1$sq_id, %2$s%3$s", p, (shape & by_consumer) ? psprintf("%sconsumer_name, ", p) : "",
+                                 prefixed_order);
+    const char* lock = multi ? " FOR UPDATE OF d SKIP LOCKED" : " FOR UPDATE SKIP LOCKED";
+    bool expired = shape & exception_queue;
+    if (shape & (mode_browse | mode_locked)) {
+        if (multi && !joined) from = psprintf("%s JOIN ONLY %s tab ON tab.msgid OPERATOR(pg_catalog.=) d.msgid", from, t);
+        return psprintf("SELECT %1$smsgid, %2$suser_data, %3$s, %1$senq_time, %1$spriority, %1$sctid FROM ONLY %4$s"
+                        " WHERE %5$s ORDER BY %6$s LIMIT $3%7$s",
+                        p, multi ? "tab." : "", properties_sql(p, m, expired), from, where, index_order,
+                        (shape & mode_locked) ? lock : "");
+    }
+    const char* returned = "msgid, priority, delay, expiration, retry_count, exception_queue, enq_time, ctid";
+    if (multi)
         return psprintf(
-            "SELECT msgid, user_data, %s, enq_time, priority, ctid FROM ONLY %s%s"
-            " WHERE %s ORDER BY q_id, %s LIMIT $3%s",
-            properties, t, alias, where, order, (shape & mode_locked) ? " FOR UPDATE SKIP LOCKED" : "");
+            "WITH claimed AS MATERIALIZED ("
+            "  SELECT d.ctid FROM ONLY %1$s WHERE %2$s ORDER BY %3$s LIMIT $3%4$s),"
+            " removed AS ("
+            "  DELETE FROM ONLY %5$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
+            "  RETURNING %6$s)"
+            " SELECT r.msgid, tab.user_data, %7$s, r.enq_time, r.priority, r.ctid"
+            "   FROM removed r JOIN ONLY %8$s tab ON tab.msgid OPERATOR(pg_catalog.=) r.msgid ORDER BY %9$s",
+            from, where, index_order, lock, c, returned, properties_sql("r.", "tab.", expired), t,
+            (shape & priority_order) ? "r.priority, r.enq_time, r.msgid" : "r.enq_time, r.msgid");
     return psprintf(
         "WITH claimed AS MATERIALIZED ("
-        "  SELECT ctid FROM ONLY %s%s WHERE %s ORDER BY q_id, %s LIMIT $3 FOR UPDATE SKIP LOCKED),"
+        "  SELECT ctid FROM ONLY %s WHERE %s ORDER BY %s LIMIT $3 FOR UPDATE SKIP LOCKED),"
         " removed AS ("
         "  DELETE FROM ONLY %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
         "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time, ctid)"
         " SELECT msgid, user_data, %s, enq_time, priority, ctid FROM removed ORDER BY %s",
-        t, alias, where, order, t, properties, order);
+        from, where, index_order, t, properties_sql("", "", expired), order);
+}
+
+// The names a statement was built with (plan_cache.hpp).
+const char* statement_names(const QueueInfo& q) {
+    return q.multiple_consumers ? psprintf("%s %s", q.qualified_table, q.qualified_deliveries) : q.qualified_table;
+}
+
+struct BuildArgs {
+    const QueueInfo* queue;
+    int32 statement;
+};
+
+char* build_statement(const void* context) {
+    const auto* b = static_cast<const BuildArgs*>(context);
+    return build_sql(*b->queue, b->statement);
 }
 
 // Requires an SPI connection.
 SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_array_type) {
-    if (!plan_cache) {
-        HASHCTL ctl;
-        memset(&ctl, 0, sizeof ctl);
-        ctl.keysize = sizeof(PlanKey);
-        ctl.entrysize = sizeof(PlanEntry);
-        plan_cache = hash_create("aq statement cache", 64, &ctl, HASH_ELEM | HASH_BLOBS);
-    }
-    PlanKey key;
-    memset(&key, 0, sizeof key);
-    key.relid = q.relid;
-    key.payload_type = q.payload_type;
-    key.statement = statement;
-    bool found;
-    auto* entry = static_cast<PlanEntry*>(hash_search(plan_cache, &key, HASH_ENTER, &found));
-    if (found && entry->plan && strcmp(entry->qualified_table, q.qualified_table) == 0) return entry->plan;
-    if (found && entry->plan) SPI_freeplan(entry->plan);
-    entry->plan = nullptr;
-
-    Oid argtypes[8];
+    Oid argtypes[dequeue_param_count];
     int nargs;
     if (statement == enqueue_plain || statement == enqueue_with_properties) {
         Oid payload_array_type = get_array_type(q.payload_type);
@@ -554,7 +652,8 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         argtypes[0] = INT4OID;
         argtypes[1] = TIMESTAMPTZOID;
         argtypes[2] = BOOLOID;
-        nargs = 3;
+        argtypes[3] = TEXTOID;
+        nargs = 4;
     } else {
         memcpy(argtypes, dequeue_param_types, sizeof argtypes);
         nargs = dequeue_param_count;
@@ -565,96 +664,25 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
     // correlation: only a custom plan sees the pattern's constant prefix and turns it into a
     // range of the correlation index (planning costs well under a millisecond).
     bool custom = statement >= dequeue_base && ((statement - dequeue_base) & by_correlation);
-    char* sql = build_sql(q, statement);
     int options = custom ? CURSOR_OPT_CUSTOM_PLAN : CURSOR_OPT_GENERIC_PLAN;
     if (statement == ready_candidates) options |= CURSOR_OPT_FAST_PLAN;  // read through a cursor, the first rows first
-    SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, argtypes, options);
-    if (!plan) elog(ERROR, "aq: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-    SPI_keepplan(plan);
-    entry->plan = plan;
-    strlcpy(entry->qualified_table, q.qualified_table, sizeof entry->qualified_table);
-    return plan;
+    BuildArgs build{&q, statement};
+    plan_cache::Request request{q.relid, q.payload_type, statement,       statement_names(q), argtypes,
+                                nargs,   options,        build_statement, &build};
+    return plan_cache::plan(request);
 }
 
 // ---------------------------------------------------------------- condition plans
-//
-// A dequeue with a deq_condition runs its own statement (shape with_condition), prepared once
-// per (queue table, payload type, shape, condition text) and kept in a small cache that drops
-// the least recently used.  Each entry owns a memory context holding the condition's text, its
-// raw tree and the condition::Statement that the plan cache re-analyzes with (condition.hpp);
-// it is freed only together with the plan.  A condition is parsed and checked against the queue
-// table (positions in errors are positions in the condition) before anything is kept.
 
-struct ConditionPlan {
-    Oid relid;
-    Oid payload_type;
-    int32 statement;
-    char qualified_table[qualified_name_size];
-    const char* text;  // in context
-    MemoryContext context;
-    SPIPlanPtr plan;
-    uint64 last_used;
-};
-
-constexpr int condition_plan_count = 32;
-ConditionPlan condition_plans[condition_plan_count];
-uint64 condition_plan_clock = 0;
-
-void forget_condition_plan(ConditionPlan& entry) {
-    if (entry.plan) SPI_freeplan(entry.plan);
-    if (entry.context) MemoryContextDelete(entry.context);
-    entry = ConditionPlan{};
-}
-
-// Requires an SPI connection.
+// A dequeue with a deq_condition runs its own statement (shape with_condition), one plan per
+// condition text (condition.hpp).  Requires an SPI connection.
 SPIPlanPtr condition_plan(const QueueInfo& q, int32 statement, const char* text) {
-    ConditionPlan* victim = nullptr;
-    for (auto& entry : condition_plans) {
-        if (entry.plan && entry.relid == q.relid && entry.payload_type == q.payload_type &&
-            entry.statement == statement && strcmp(entry.text, text) == 0) {
-            if (strcmp(entry.qualified_table, q.qualified_table) == 0) {
-                entry.last_used = ++condition_plan_clock;
-                return entry.plan;
-            }
-            victim = &entry;  // the table was renamed (or its OID reused): prepare it again
-            break;
-        }
-    }
-    if (!victim) {  // an empty entry, or the least recently used
-        victim = &condition_plans[0];
-        for (auto& entry : condition_plans)
-            if (victim->plan && (!entry.plan || entry.last_used < victim->last_used)) victim = &entry;
-    }
-    // Parsed and checked in the caller's context first: an error leaves nothing behind.
-    Node* raw = condition::parse(text, "deq_condition");
-    condition::check(raw, text, "deq_condition", q.relid);
-    forget_condition_plan(*victim);
-    MemoryContext context = AllocSetContextCreate(TopMemoryContext, "aq deq_condition", ALLOCSET_SMALL_SIZES);
-    MemoryContext previous = MemoryContextSwitchTo(context);
-    auto* setup = static_cast<condition::Statement*>(palloc0(sizeof(condition::Statement)));
-    setup->param_types = dequeue_param_types;
-    setup->nparams = dequeue_param_count;
-    setup->raw = static_cast<Node*>(copyObjectImpl(raw));
-    setup->text = pstrdup(text);
-    setup->option = "deq_condition";
-    MemoryContextSwitchTo(previous);
-    victim->context = context;
-    victim->text = setup->text;
+    BuildArgs sql{&q, statement};
     // Generic, as the other dequeue statements, except with a correlation pattern (see statement_plan).
     int options = ((statement - dequeue_base) & by_correlation) ? CURSOR_OPT_CUSTOM_PLAN : CURSOR_OPT_GENERIC_PLAN;
-    SPIPlanPtr plan = SPI_prepare_params(build_sql(q, statement), condition::setup_statement, setup, options);
-    if (!plan) {
-        forget_condition_plan(*victim);
-        elog(ERROR, "aq: SPI_prepare of a dequeue with deq_condition failed: %s", SPI_result_code_string(SPI_result));
-    }
-    SPI_keepplan(plan);
-    victim->plan = plan;
-    victim->relid = q.relid;
-    victim->payload_type = q.payload_type;
-    victim->statement = statement;
-    strlcpy(victim->qualified_table, q.qualified_table, sizeof victim->qualified_table);
-    victim->last_used = ++condition_plan_clock;
-    return plan;
+    condition::PlanRequest request{q.relid,   q.payload_type,  statement, statement_names(q), text, "deq_condition",
+                                   dequeue_param_types, dequeue_param_count, options, build_statement, &sql};
+    return condition::prepared_plan(request);
 }
 
 // ---------------------------------------------------------------- navigation position
@@ -663,11 +691,13 @@ SPIPlanPtr condition_plan(const QueueInfo& q, int32 statement, const char* text)
 // positions per queue: a consuming one (remove, locked), valid only in the transaction
 // that set it (a rollback returns its messages, and a new transaction starts from the
 // head), and a browse one that lasts for the session, like Oracle's browse cursor, until
-// FIRST_MESSAGE starts it again from the head.
+// FIRST_MESSAGE starts it again from the head.  In a multi-consumer queue each consumer has
+// its own positions.
 
 struct Position {
     int32 queue_id;
     bool browse;
+    char consumer[NAMEDATALEN];  // "" for a single-consumer queue
     LocalTransactionId lxid;  // consuming positions: the transaction that set it
     int32 priority;
     TimestampTz enq_time;
@@ -683,14 +713,15 @@ bool live(const Position& p) {
     return p.browse || (p.lxid == compat::my_local_xid() && p.lxid != InvalidLocalTransactionId);
 }
 
-Position* find_position(int32 queue_id, bool browse) {
+Position* find_position(int32 queue_id, const char* consumer, bool browse) {
     for (auto& p : positions)
-        if (p.queue_id == queue_id && p.browse == browse && live(p)) return &p;
+        if (p.queue_id == queue_id && p.browse == browse && live(p) && strcmp(p.consumer, consumer) == 0) return &p;
     return nullptr;
 }
 
-void remember_position(int32 queue_id, bool browse, int32 priority, TimestampTz enq_time, int64 msgid) {
-    Position* p = find_position(queue_id, browse);
+void remember_position(int32 queue_id, const char* consumer, bool browse, int32 priority, TimestampTz enq_time,
+                       int64 msgid) {
+    Position* p = find_position(queue_id, consumer, browse);
     if (!p) {
         for (auto& candidate : positions)
             if (!live(candidate)) {
@@ -699,7 +730,8 @@ void remember_position(int32 queue_id, bool browse, int32 priority, TimestampTz 
             }
         if (!p) p = &positions[next_position_slot++ % max_positions];  // the oldest browse restarts
     }
-    *p = Position{queue_id, browse, compat::my_local_xid(), priority, enq_time, msgid};
+    *p = Position{queue_id, browse, {}, compat::my_local_xid(), priority, enq_time, msgid};
+    strlcpy(p->consumer, consumer, sizeof p->consumer);
 }
 
 // ---------------------------------------------------------------- dequeue
@@ -716,7 +748,8 @@ struct ClaimArgs {
 struct SinkReceiver {
     DestReceiver pub;  // first member: PostgreSQL sees a DestReceiver*
     const DequeueRequest* request;
-    Oid claiming_relid;  // remove and locked modes: the queue table whose rows are claimed (retries.hpp)
+    Oid claiming_relid;  // remove and locked modes: the table whose rows are claimed (retries.hpp)
+    Datum* removed;      // multi-consumer remove modes: the messages whose delivery rows were removed
     int rows;
     int32 last_priority;
     TimestampTz last_enq_time;
@@ -731,6 +764,7 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     r->request->sink(r->request->sink_context, row);
     r->rows++;
     r->last_msgid = DatumGetInt64(slot->tts_values[0]);
+    if (r->removed && r->rows <= r->request->array_size) r->removed[r->rows - 1] = slot->tts_values[0];
     if (OidIsValid(r->claiming_relid)) retries::note_claimed(r->claiming_relid, reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[5])));
     r->last_enq_time = DatumGetTimestampTz(slot->tts_values[3]);
     r->last_priority = DatumGetInt32(slot->tts_values[4]);
@@ -803,7 +837,9 @@ bool head_scan_due(int32 queue_id) {
 // queue table allows it (-1 otherwise).
 int claim_in_bulk(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
-    if (!removes(o.mode) || o.msgid || o.correlation || o.condition || a.queue->exception_queue) return -1;
+    if (!removes(o.mode) || o.msgid || o.correlation || o.condition || a.queue->exception_queue ||
+        a.queue->multiple_consumers)
+        return -1;
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
     BulkSinkState state{a.request, a.queue->relid, 0, 0, 0};
@@ -818,7 +854,7 @@ int claim_in_bulk(const ClaimArgs& a) {
                         &state};
     int rows = bulk_dequeue(request);
     if (rows > 0) {
-        remember_position(a.queue->queue_id, false, state.last_priority, state.last_enq_time, state.last_msgid);
+        remember_position(a.queue->queue_id, "", false, state.last_priority, state.last_enq_time, state.last_msgid);
         wakeup::note_dequeue(a.queue->queue_id);  // a rollback brings them back: wake waiters then
     }
     return rows;
@@ -839,6 +875,8 @@ int claim(const ClaimArgs& a) {
     if (a.queue->priority_order) shape |= priority_order;
     if (a.queue->exception_queue) shape |= exception_queue;
     if (o.condition) shape |= with_condition;
+    if (a.queue->multiple_consumers) shape |= multi_consumer;
+    if (o.consumer) shape |= by_consumer;
     SPIPlanPtr plan = o.condition ? condition_plan(*a.queue, dequeue_base + shape, o.condition)
                                   : statement_plan(*a.queue, dequeue_base + shape, InvalidOid);
 
@@ -863,6 +901,7 @@ int claim(const ClaimArgs& a) {
     }
     if (o.msgid) set(5, Int64GetDatum(*o.msgid));
     if (o.correlation) set(6, CStringGetTextDatum(o.correlation));
+    if (o.consumer) set(8, CStringGetTextDatum(o.consumer));
 
     SinkReceiver receiver;
     memset(&receiver, 0, sizeof receiver);
@@ -872,7 +911,9 @@ int claim(const ClaimArgs& a) {
     receiver.pub.rDestroy = receiver_destroy;
     receiver.pub.mydest = DestNone;
     receiver.request = a.request;
-    receiver.claiming_relid = o.mode == DequeueMode::browse ? InvalidOid : a.queue->relid;
+    receiver.claiming_relid = o.mode == DequeueMode::browse ? InvalidOid : claim_relid(*a.queue);
+    bool sweeps = a.queue->multiple_consumers && removes(o.mode);
+    if (sweeps) receiver.removed = static_cast<Datum*>(palloc(sizeof(Datum) * a.request->array_size));
 
     SPIExecuteOptions options;
     memset(&options, 0, sizeof options);
@@ -901,8 +942,12 @@ int claim(const ClaimArgs& a) {
     if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "aq: dequeue statement failed: %s", SPI_result_code_string(rc));
 
     if (receiver.rows > 0) {
-        remember_position(a.queue->queue_id, o.mode == DequeueMode::browse, receiver.last_priority,
-                          receiver.last_enq_time, receiver.last_msgid);
+        remember_position(a.queue->queue_id, o.consumer ? o.consumer : "", o.mode == DequeueMode::browse,
+                          receiver.last_priority, receiver.last_enq_time, receiver.last_msgid);
+        // The messages whose last delivery this was go (deliveries.hpp).
+        if (sweeps)
+            deliveries::sweep(tables_of(*a.queue, a.request->queue_name), receiver.removed,
+                              Min(receiver.rows, a.request->array_size));
         // Removed or locked messages come back if the transaction rolls back: wake waiters then.
         if (o.mode != DequeueMode::browse) wakeup::note_dequeue(a.queue->queue_id);
     }
@@ -923,7 +968,7 @@ int execute_as_owner(const QueueInfo& q, SPIPlanPtr plan, Datum* args) {
 // (DELETE) from the table.  Requires SPI.
 void expire_messages_of(const QueueInfo& q) {
     if (q.default_exception_id == 0 || !OidIsValid(q.owner)) return;
-    if (pg_class_aclcheck(q.relid, GetUserId(), ACL_DELETE) != ACLCHECK_OK) return;
+    if (pg_class_aclcheck(claim_relid(q), GetUserId(), ACL_DELETE) != ACLCHECK_OK) return;
     SPIPlanPtr plan = statement_plan(q, expire_messages, InvalidOid);
     Datum args[3] = {Int32GetDatum(q.queue_table_id), Int32GetDatum(q.default_exception_id),
                      TimestampTzGetDatum(GetCurrentTimestamp())};
@@ -988,6 +1033,14 @@ bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz en
 
 }  // namespace
 
+// A multi-consumer queue's messages just inserted reach their recipients (deliveries.hpp).
+void deliver_messages(const EnqueueRequest& r, const QueueInfo& q, ArrayType* ids) {
+    Datum* items;
+    int n;
+    deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &items, nullptr, &n);
+    deliveries::deliver(tables_of(q, r.queue_name), items, n, r.properties);
+}
+
 // ---------------------------------------------------------------- public
 
 void forget_positions() {
@@ -1012,6 +1065,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         }
         TimestampTz enq_time = GetCurrentTimestamp();
         if (enqueue_in_bulk(r, q, enq_time, count, caller_context, &result)) {
+            if (q.multiple_consumers) deliver_messages(r, q, result);
             scan_floor::lower(q.queue_id, enq_time);  // after the index entries, before the commit
             wakeup::note_enqueue(q.queue_id);
             SPI_finish();
@@ -1034,6 +1088,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         bool isnull;
         for (int i = 0; i < count; i++) ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
         result = msgid_array(ids, count, caller_context);
+        if (q.multiple_consumers) deliver_messages(r, q, result);
 
         scan_floor::lower(q.queue_id, enq_time);  // after the index entries, before the commit
         wakeup::note_enqueue(q.queue_id);
@@ -1052,6 +1107,7 @@ int dequeue(const DequeueRequest& r) {
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
         QueueInfo q;
         problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
+        if (problem.kind == QueueProblem::none) problem = check_consumer(q, o.consumer);
         if (problem.kind != QueueProblem::none) {
             SPI_finish();
             return;
@@ -1077,7 +1133,7 @@ int dequeue(const DequeueRequest& r) {
             // calls: the expiry move is left to the next consuming dequeue (or sweep).
             if (!browse && !XactReadOnly && (q.exception_queue || (first_pass && expiry_sweep_due(q))))
                 expire_messages_of(q);
-            const Position* after = by_position ? find_position(q.queue_id, browse) : nullptr;
+            const Position* after = by_position ? find_position(q.queue_id, o.consumer ? o.consumer : "", browse) : nullptr;
             delivered = claim(ClaimArgs{&q, &r, after});
             // Removing: messages may have come back (or arrived with a higher priority) before
             // the position, so look from the head once more before waiting.  Browse and
@@ -1154,12 +1210,14 @@ bool row_free(Relation rel, ItemPointer tid) {
 // Whether the queue has a message a remove dequeue could take now.  Reads the candidates in the
 // queue's order through a cursor, a few at a time, and stops at the first that no transaction
 // holds: the cost is the messages being dequeued ahead of it.  Requires SPI.
-bool has_ready_message(const QueueInfo& q) {
+bool has_ready_message(const QueueInfo& q, const char* consumer) {
     SPIPlanPtr plan = statement_plan(q, ready_candidates, InvalidOid);
-    Datum args[3] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(GetCurrentTimestamp()), BoolGetDatum(q.exception_queue)};
+    Datum args[4] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(GetCurrentTimestamp()), BoolGetDatum(q.exception_queue),
+                     consumer ? CStringGetTextDatum(consumer) : (Datum)0};
+    const char nulls[4] = {' ', ' ', ' ', consumer ? ' ' : 'n'};
     // Not read-only: a fresh snapshot at each pass, which sees what committed while LISTEN slept.
-    Portal portal = SPI_cursor_open(nullptr, plan, args, nullptr, false);
-    Relation rel = table_open(q.relid, AccessShareLock);
+    Portal portal = SPI_cursor_open(nullptr, plan, args, nulls, false);
+    Relation rel = table_open(claim_relid(q), AccessShareLock);
     bool ready = false;
     constexpr int chunk = 16;
     for (bool more = true; more && !ready;) {
@@ -1184,7 +1242,7 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
     int found = -1;
     bool cannot_wait = false;
     int problem_at = -1;
-    bool consumer_named = false;  // for a single-consumer queue
+    bool consumer_named = false;  // of a single-consumer queue
     Problem problem;
     base::call([&] {
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
@@ -1200,9 +1258,11 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
                     problem_at = i;
                     return false;
                 }
-                if (agents[i].name) {
-                    consumer_named = true;
+                problem = check_consumer(queues[i], agents[i].name);
+                if (problem.kind != QueueProblem::none) {
                     problem_at = i;
+                    consumer_named = problem.kind == QueueProblem::consumer_not_allowed;
+                    if (consumer_named) problem = {};
                     return false;
                 }
                 ids[i] = queues[i].queue_id;
@@ -1232,7 +1292,7 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
                 // An exception queue has what expired in its queue table once it is moved there,
                 // which a dequeue from it does first (and so does LISTEN, but never read-only).
                 if (queues[i].exception_queue && !XactReadOnly) expire_messages_of(queues[i]);
-                if (has_ready_message(queues[i])) found = i;
+                if (has_ready_message(queues[i], agents[i].name)) found = i;
             }
             if (found >= 0) break;
             if (IsolationUsesXactSnapshot() && (wait.forever || wait.seconds > 0)) {

@@ -43,6 +43,7 @@ extern "C" {
 #include "commit/committer.hpp"
 #include "base/worker_spec.hpp"
 #include "queue/retries.hpp"
+#include "queue/deliveries.hpp"
 #include "queue/settler.hpp"
 #include "queue/wakeup.hpp"
 
@@ -288,7 +289,7 @@ Datum tid_array(const ItemPointerData* tids, int n) {
 bool read_queue_table(Oid relid, QueueTable* t) {
     Oid types[1] = {OIDOID};
     Datum args[1] = {ObjectIdGetDatum(relid)};
-    int rc = SPI_execute_with_args(
+    int rc = SPI_execute_with_args(psprintf(
         "SELECT t.queue_table_id, c.relowner,"
         "       (SELECT e.queue_id FROM aq.queues e WHERE e.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
         "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table"
@@ -296,9 +297,12 @@ bool read_queue_table(Oid relid, QueueTable* t) {
         "       pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.'"
         "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname)"
         "  FROM aq.queue_tables t"
-        "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
+        // The queue table, or the delivery table of a multi-consumer one (deliveries.hpp): its
+        // rows carry the columns settling updates.
+        "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid%s"
         "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
         " WHERE c.oid OPERATOR(pg_catalog.=) $1 AND c.relkind OPERATOR(pg_catalog.=) 'r'",
+        deliveries::available() ? " OR c.oid OPERATOR(pg_catalog.=) t.delivery_relid::pg_catalog.oid" : ""),
         1, types, args, nullptr, true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler queue table lookup failed: %s", SPI_result_code_string(rc));
     if (SPI_processed == 0) return false;
@@ -461,7 +465,11 @@ bool settle_table(Oid relid, const ItemPointerData* tids, int ntids) {
 
 // The queue tables of this database (for a scan).  Requires SPI.
 Oid* queue_tables(int* count) {
-    int rc = SPI_execute("SELECT relid::pg_catalog.oid FROM aq.queue_tables", true, 0);
+    int rc = SPI_execute(deliveries::available()
+                             ? "SELECT relid::pg_catalog.oid FROM aq.queue_tables UNION ALL"
+                               " SELECT delivery_relid::pg_catalog.oid FROM aq.queue_tables WHERE delivery_relid IS NOT NULL"
+                             : "SELECT relid::pg_catalog.oid FROM aq.queue_tables",
+                         true, 0);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler queue table list failed: %s", SPI_result_code_string(rc));
     Oid* oids = static_cast<Oid*>(palloc(sizeof(Oid) * Max(SPI_processed, 1)));
     *count = 0;

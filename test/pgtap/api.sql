@@ -1,7 +1,7 @@
 -- pgTAP: the public surface of aq 0.1.0 (functions, signatures, types, catalog tables).
 -- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.
 BEGIN;
-SELECT plan(128);
+SELECT plan(132);
 
 ------------------------------------------------------------------------------ schema / extension
 
@@ -15,8 +15,15 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 ------------------------------------------------------------------------------ functions: exact signatures
 
 -- DBMS_AQADM
-SELECT has_function('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text'],
-                    'aq.create_queue_table(text, regtype, text, text, text) exists');
+SELECT has_function('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text', 'boolean', 'text'],
+                    'aq.create_queue_table(text, regtype, text, text, text, boolean, text) exists');
+SELECT has_function('aq', 'add_subscriber', ARRAY['text', 'aq.agent', 'text', 'text', 'boolean', 'text'],
+                    'aq.add_subscriber(text, aq.agent, text, text, boolean, text) exists');
+SELECT has_function('aq', 'alter_subscriber', ARRAY['text', 'aq.agent', 'text', 'text'],
+                    'aq.alter_subscriber(text, aq.agent, text, text) exists');
+SELECT has_function('aq', 'remove_subscriber', ARRAY['text', 'aq.agent'],
+                    'aq.remove_subscriber(text, aq.agent) exists');
+SELECT has_table('aq', 'subscribers', 'table aq.subscribers exists');
 SELECT has_function('aq', 'drop_queue_table', ARRAY['text', 'boolean'],
                     'aq.drop_queue_table(text, boolean) exists');
 SELECT has_function('aq', 'purge_queue_table', ARRAY['text', 'aq.purge_condition'],
@@ -35,8 +42,8 @@ SELECT has_function('aq', 'grant_queue_privilege', ARRAY['text', 'text', 'text',
 SELECT has_function('aq', 'revoke_queue_privilege', ARRAY['text', 'text', 'text'],
                     'aq.revoke_queue_privilege(text, text, text) exists');
 -- constructors
-SELECT has_function('aq', 'message_properties', ARRAY['integer', 'interval', 'interval', 'text', 'text'],
-                    'aq.message_properties(integer, interval, interval, text, text) exists');
+SELECT has_function('aq', 'message_properties', ARRAY['integer', 'interval', 'interval', 'text', 'text', 'aq.agent[]'],
+                    'aq.message_properties(integer, interval, interval, text, text, aq.agent[]) exists');
 SELECT has_function('aq', 'enqueue_options', ARRAY['text', 'text'], 'aq.enqueue_options(text, text) exists');
 SELECT has_function('aq', 'purge_condition', ARRAY['text', 'text', 'text', 'timestamp with time zone', 'bigint[]'],
                     'aq.purge_condition(text, text, text, timestamptz, bigint[]) exists');
@@ -74,19 +81,19 @@ SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", count(*)::int FROM pg_proc p
        WHERE p.pronamespace = 'aq'::regnamespace AND p.proname NOT LIKE E'\\_%'
        GROUP BY p.proname ORDER BY p.proname$$,
-    $$VALUES ('agent', 1), ('alter_queue', 1), ('commit', 1), ('commit_mode', 1), ('commit_settings', 1), ('commit_stats', 1),
+    $$VALUES ('add_subscriber', 1), ('agent', 1), ('alter_queue', 1), ('alter_subscriber', 1), ('commit', 1), ('commit_mode', 1), ('commit_settings', 1), ('commit_stats', 1),
              ('create_queue', 1), ('create_queue_table', 1), ('dequeue', 1),
              ('dequeue_array', 1), ('dequeue_options', 1), ('disable_fast_ingest', 1), ('drop_queue', 1),
              ('drop_queue_table', 1), ('enable_fast_ingest', 1),
              ('enqueue', 1), ('enqueue_array', 1), ('enqueue_options', 1), ('get_apply_hwm_seqid', 1),
              ('get_write_hwm_seqid', 1), ('grant_queue_privilege', 1),
-             ('last_commit', 1), ('listen', 1), ('message_properties', 1), ('purge_condition', 1), ('purge_queue_table', 1), ('revoke_queue_privilege', 1),
-             ('seqid_epoch', 1), ('start_queue', 1), ('stop_queue', 1), ('write_end', 1), ('writes_flush', 1)$$,
+             ('last_commit', 1), ('listen', 1), ('message_properties', 1), ('purge_condition', 1), ('purge_queue_table', 1), ('remove_subscriber', 1),
+             ('revoke_queue_privilege', 1), ('seqid_epoch', 1), ('start_queue', 1), ('stop_queue', 1), ('write_end', 1), ('writes_flush', 1)$$,
     'exactly the documented public functions exist, each without overloads');
 
 ------------------------------------------------------------------------------ return types
 
-SELECT function_returns('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text'], 'void',
+SELECT function_returns('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text', 'boolean', 'text'], 'void',
                         'aq.create_queue_table returns void');
 SELECT function_returns('aq', 'drop_queue_table', ARRAY['text', 'boolean'], 'void',
                         'aq.drop_queue_table returns void');
@@ -105,7 +112,7 @@ SELECT function_returns('aq', 'grant_queue_privilege', ARRAY['text', 'text', 'te
                         'aq.grant_queue_privilege returns void');
 SELECT function_returns('aq', 'revoke_queue_privilege', ARRAY['text', 'text', 'text'], 'void',
                         'aq.revoke_queue_privilege returns void');
-SELECT function_returns('aq', 'message_properties', ARRAY['integer', 'interval', 'interval', 'text', 'text'],
+SELECT function_returns('aq', 'message_properties', ARRAY['integer', 'interval', 'interval', 'text', 'text', 'aq.agent[]'],
                         'aq.message_properties', 'aq.message_properties() returns aq.message_properties');
 SELECT function_returns('aq', 'enqueue_options', ARRAY['text', 'text'], 'aq.enqueue_options',
                         'aq.enqueue_options() returns aq.enqueue_options');
@@ -126,8 +133,10 @@ SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", p.proargnames::text[] COLLATE "default", p.pronargdefaults::int FROM pg_proc p
        WHERE p.pronamespace = 'aq'::regnamespace AND p.proname NOT LIKE E'\\_%' ORDER BY p.proname$$,
     $$VALUES
+      ('add_subscriber', ARRAY['queue_name','subscriber','rule','transformation','queue_to_queue','delivery_mode'], 4),
       ('agent', ARRAY['name','address','protocol'], 3),
       ('alter_queue', ARRAY['queue_name','max_retries','retry_delay','retention_time','comment'], 4),
+      ('alter_subscriber', ARRAY['queue_name','subscriber','rule','transformation'], 1),
       ('commit', ARRAY['mode'], 1),
       ('commit_mode', ARRAY['commit_wait','commit_logging','synchronous_commit','wait_decided_by',
                             'logging_decided_by','forced'], 0),
@@ -136,7 +145,8 @@ SELECT results_eq(
                              'log_writer_requests','log_writer_flushes'], 1),
       ('create_queue', ARRAY['queue_name','queue_table','max_retries','retry_delay','retention_time','comment',
                              'queue_type'], 5),
-      ('create_queue_table', ARRAY['queue_table','queue_payload_type','sort_list','comment','queue_table_schema'], 3),
+      ('create_queue_table', ARRAY['queue_table','queue_payload_type','sort_list','comment','queue_table_schema',
+                                   'multiple_consumers','message_grouping'], 5),
       ('dequeue', ARRAY['queue_name','payload_type','dequeue_options','msgid','payload','message_properties'], 1),
       ('dequeue_array', ARRAY['queue_name','payload_type','array_size','dequeue_options','msgid','payload',
                               'message_properties'], 1),
@@ -155,9 +165,10 @@ SELECT results_eq(
       ('last_commit', ARRAY['commit_lsn','flushed_lsn','durable','durable_on_return','commit_wait',
                             'commit_logging','synchronous_commit','committed_at'], 0),
       ('listen', ARRAY['agent_list','wait'], 1),
-      ('message_properties', ARRAY['priority','delay','expiration','correlation','exception_queue'], 5),
+      ('message_properties', ARRAY['priority','delay','expiration','correlation','exception_queue','recipient_list'], 6),
       ('purge_condition', ARRAY['queue_name','msg_state','correlation','enqueued_before','msgids'], 5),
       ('purge_queue_table', ARRAY['queue_table','purge_condition'], 1),
+      ('remove_subscriber', ARRAY['queue_name','subscriber'], 0),
       ('revoke_queue_privilege', ARRAY['privilege','queue_name','grantee'], 0),
       ('seqid_epoch', ARRAY['seqid'], 0),
       ('start_queue', ARRAY['queue_name','enqueue','dequeue'], 2),
@@ -167,11 +178,13 @@ SELECT results_eq(
     'argument names and number of defaults of every public function');
 
 -- the documented defaults of the admin functions, as written in the catalog
-SELECT matches(pg_get_function_arguments('aq.create_queue_table(text,regtype,text,text,text)'::regprocedure),
+SELECT matches(pg_get_function_arguments('aq.create_queue_table(text,regtype,text,text,text,boolean,text)'::regprocedure),
           '^queue_table text, queue_payload_type regtype, sort_list text DEFAULT ''enq_time''::text, '
           'comment text DEFAULT NULL::text, queue_table_schema text DEFAULT '
-          '("current_schema"\(\)|CURRENT_SCHEMA)$',
-          'aq.create_queue_table defaults: sort_list enq_time, comment NULL, schema current_schema()');
+          '("current_schema"\(\)|CURRENT_SCHEMA), multiple_consumers boolean DEFAULT false, '
+          'message_grouping text DEFAULT ''none''::text$',
+          'aq.create_queue_table defaults: sort_list enq_time, comment NULL, schema current_schema(), '
+          'single consumer, no grouping');
 SELECT is(pg_get_function_arguments('aq.create_queue(text,text,integer,interval,interval,text,text)'::regprocedure),
           'queue_name text, queue_table text, max_retries integer DEFAULT 5, '
           'retry_delay interval DEFAULT ''00:00:00''::interval, retention_time interval DEFAULT ''00:00:00''::interval, '
@@ -221,7 +234,7 @@ SELECT volatility_is('aq', 'dequeue', ARRAY['text', 'anyelement', 'aq.dequeue_op
                      'aq.dequeue is volatile');
 SELECT volatility_is('aq', 'dequeue_array', ARRAY['text', 'anyelement', 'integer', 'aq.dequeue_options'],
                      'volatile', 'aq.dequeue_array is volatile');
-SELECT volatility_is('aq', 'message_properties', ARRAY['integer', 'interval', 'interval', 'text', 'text'],
+SELECT volatility_is('aq', 'message_properties', ARRAY['integer', 'interval', 'interval', 'text', 'text', 'aq.agent[]'],
                      'immutable', 'aq.message_properties() is immutable');
 SELECT volatility_is('aq', 'enqueue_options', ARRAY['text', 'text'], 'immutable',
                      'aq.enqueue_options() is immutable');
@@ -246,9 +259,10 @@ SELECT results_eq(
        WHERE attrelid = 'aq.message_properties'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum$$,
     $$VALUES ('priority', 'integer'), ('delay', 'interval'), ('expiration', 'interval'), ('correlation', 'text'),
              ('attempts', 'integer'), ('exception_queue', 'text'), ('enqueue_time', 'timestamp with time zone'),
-             ('state', 'text')$$,
+             ('state', 'text'), ('recipient_list', 'aq.agent[]'), ('transaction_group', 'text'),
+             ('end_of_group', 'boolean')$$,
     'aq.message_properties has columns (priority, delay, expiration, correlation, attempts, exception_queue, '
-    'enqueue_time, state) with their types, in order');
+    'enqueue_time, state, recipient_list, transaction_group, end_of_group) with their types, in order');
 SELECT col_type_is('aq', 'message_properties', 'priority', 'integer', 'aq.message_properties.priority is integer');
 SELECT col_type_is('aq', 'message_properties', 'enqueue_time', 'timestamp with time zone',
                    'aq.message_properties.enqueue_time is timestamptz');
@@ -285,12 +299,12 @@ SELECT ok((aq.message_properties()).attempts IS NULL AND (aq.message_properties(
           AND (aq.message_properties()).state IS NULL,
           'message_properties(): attempts, enqueue_time, state are NULL (reported on dequeue only)');
 SELECT is(aq.message_properties(),
-          ROW(1, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::aq.message_properties,
-          'message_properties() = (1,,,,,,,)');
+          ROW(1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::aq.message_properties,
+          'message_properties() = (1,,,,,,,,,,)');
 -- named arguments land in the right fields
 SELECT is(aq.message_properties(exception_queue => 'eq', correlation => 'corr', expiration => '1 hour',
-                                delay => '5 seconds', priority => 7),
-          ROW(7, '5 seconds', '1 hour', 'corr', NULL, 'eq', NULL, NULL)::aq.message_properties,
+                                delay => '5 seconds', priority => 7, recipient_list => ARRAY[aq.agent('r')]),
+          ROW(7, '5 seconds', '1 hour', 'corr', NULL, 'eq', NULL, NULL, ARRAY[aq.agent('r')], NULL, NULL)::aq.message_properties,
           'message_properties(named args) maps each argument to its field');
 
 -- aq.enqueue_options(): on_commit, persistent
@@ -323,14 +337,15 @@ SELECT is((aq.dequeue_options(wait => '5 s')).wait, interval '5 seconds', 'deque
 SELECT has_table('aq', 'queue_tables', 'catalog table aq.queue_tables exists');
 SELECT columns_are('aq', 'queue_tables',
                    ARRAY['queue_table_id', 'queue_table', 'table_schema', 'relid', 'payload_type', 'sort_list',
-                         'comment', 'created'],
+                         'comment', 'created', 'multiple_consumers', 'message_grouping', 'delivery_relid'],
                    'aq.queue_tables has exactly the documented columns');
 SELECT results_eq(
     $$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod), attnotnull FROM pg_attribute
        WHERE attrelid = 'aq.queue_tables'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum$$,
     $$VALUES ('queue_table_id', 'integer', true), ('queue_table', 'text', true), ('table_schema', 'text', true),
              ('relid', 'regclass', true), ('payload_type', 'regtype', true), ('sort_list', 'text', true), ('comment', 'text', false),
-             ('created', 'timestamp with time zone', true)$$,
+             ('created', 'timestamp with time zone', true), ('multiple_consumers', 'boolean', true),
+             ('message_grouping', 'text', true), ('delivery_relid', 'regclass', false)$$,
     'aq.queue_tables column types and NOT NULL constraints');
 SELECT has_pk('aq', 'queue_tables', 'aq.queue_tables has a primary key');
 SELECT col_is_pk('aq', 'queue_tables', 'queue_table_id', 'aq.queue_tables primary key is queue_table_id');
@@ -364,8 +379,9 @@ SELECT col_default_is('aq', 'queue_tables', 'sort_list', 'enq_time',
 SELECT results_eq(
     $$SELECT c::regclass::text COLLATE "default" FROM pg_extension e, unnest(e.extconfig) AS c WHERE e.extname = 'aq' ORDER BY 1$$,
     $$VALUES ('aq.fast_ingest_progress'), ('aq.fast_ingest_rejects'), ('aq.fast_ingest_tables'),
-             ('aq.queue_tables'), ('aq.queue_tables_queue_table_id_seq'), ('aq.queues'), ('aq.queues_queue_id_seq')$$,
-    'aq''s catalog tables (queues, fast-ingest tables, rejects, progress) and id sequences are dumped by pg_dump');
+             ('aq.queue_tables'), ('aq.queue_tables_queue_table_id_seq'), ('aq.queues'), ('aq.queues_queue_id_seq'),
+             ('aq.subscribers'), ('aq.subscribers_subscriber_id_seq')$$,
+    'aq''s catalog tables (queues, subscribers, fast-ingest tables, rejects, progress) and id sequences are dumped by pg_dump');
 -- the catalog starts empty
 SELECT is_empty('SELECT * FROM aq.queue_tables', 'aq.queue_tables is empty in a fresh database');
 SELECT is_empty('SELECT * FROM aq.queues', 'aq.queues is empty in a fresh database');

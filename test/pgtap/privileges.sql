@@ -5,7 +5,7 @@
 -- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.  Run as a superuser;
 -- everything (roles included) is rolled back.
 BEGIN;
-SELECT plan(166);
+SELECT plan(169);
 
 SET LOCAL search_path = public;
 SET LOCAL client_min_messages = warning;
@@ -14,7 +14,10 @@ SET LOCAL client_min_messages = warning;
 
 CREATE TEMP TABLE t_admin (sig text PRIMARY KEY);
 INSERT INTO t_admin VALUES
-    ('aq.create_queue_table(text,regtype,text,text,text)'),
+    ('aq.create_queue_table(text,regtype,text,text,text,boolean,text)'),
+    ('aq.add_subscriber(text,aq.agent,text,text,boolean,text)'),
+    ('aq.alter_subscriber(text,aq.agent,text,text)'),
+    ('aq.remove_subscriber(text,aq.agent)'),
     ('aq.drop_queue_table(text,boolean)'),
     ('aq.purge_queue_table(text,aq.purge_condition)'),
     ('aq.create_queue(text,text,integer,interval,interval,text,text)'),
@@ -31,7 +34,7 @@ INSERT INTO t_public VALUES
     ('aq.enqueue_array(text,anyarray,aq.message_properties[],aq.enqueue_options)'),
     ('aq.dequeue(text,anyelement,aq.dequeue_options)'),
     ('aq.dequeue_array(text,anyelement,integer,aq.dequeue_options)'),
-    ('aq.message_properties(integer,interval,interval,text,text)'),
+    ('aq.message_properties(integer,interval,interval,text,text,aq.agent[])'),
     ('aq.enqueue_options(text,text)'),
     ('aq.dequeue_options(text,text,text,text,aq.wait_time,bigint,text,text)');
 
@@ -81,7 +84,8 @@ CREATE FUNCTION pg_temp.public_columns(rel regclass, priv text) RETURNS SETOF te
      WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped AND has_column_privilege('public', rel, a.attnum, priv)
 $$;
 SELECT set_eq($$SELECT pg_temp.public_columns('aq.queue_tables', 'INSERT')$$,
-              ARRAY['queue_table', 'table_schema', 'relid', 'payload_type', 'sort_list', 'comment'],
+              ARRAY['queue_table', 'table_schema', 'relid', 'payload_type', 'sort_list', 'comment',
+                    'multiple_consumers', 'message_grouping', 'delivery_relid'],
               'PUBLIC may INSERT exactly the non-identity columns of aq.queue_tables (not queue_table_id, not created)');
 SELECT set_eq($$SELECT pg_temp.public_columns('aq.queues', 'INSERT')$$,
               ARRAY['queue_name', 'queue_table_id', 'enqueue_enabled', 'dequeue_enabled', 'max_retries', 'retry_delay',
@@ -181,7 +185,7 @@ SELECT ok(NOT has_table_privilege('public', 'public.priv_qt', 'SELECT')
           'PUBLIC has no privilege on a new queue table');
 SELECT table_privs_are('public', 'aq$priv_qt', 'public', ARRAY['SELECT'],
                        'PUBLIC has SELECT (only) on the new queue table''s view aq$priv_qt');
-SELECT function_privs_are('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text'],
+SELECT function_privs_are('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text', 'boolean', 'text'],
                           'aq_tap_none', ARRAY[]::text[],
                           'a role without grants has no EXECUTE on aq.create_queue_table');
 SELECT function_privs_are('aq', 'grant_queue_privilege', ARRAY['text', 'text', 'text', 'boolean'],

@@ -140,8 +140,11 @@ sub function_grants
 	my $purge = $version lt '0.4.0'
 	  ? 'aq.purge_queue_table(text, text)'
 	  : 'aq.purge_queue_table(text, aq.purge_condition)';
+	my $create_queue_table = $version lt '0.6.0'
+	  ? 'aq.create_queue_table(text, regtype, text, text, text)'
+	  : 'aq.create_queue_table(text, regtype, text, text, text, boolean, text)';
 	sql($db, qq{
-		GRANT EXECUTE ON FUNCTION aq.create_queue_table(text, regtype, text, text, text), $create_queue,
+		GRANT EXECUTE ON FUNCTION $create_queue_table, $create_queue,
 		      aq.drop_queue_table(text, boolean), aq.start_queue(text, boolean, boolean),
 		      aq.stop_queue(text, boolean, boolean), aq.drop_queue(text),
 		      aq.grant_queue_privilege(text, text, text, boolean) TO app_owner;

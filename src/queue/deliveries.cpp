@@ -1,0 +1,346 @@
+// See deliveries.hpp for the protocol.
+extern "C" {
+#include "postgres.h"
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "nodes/params.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "catalog/namespace.h"
+#include "utils/lsyscache.h"
+}
+
+#include <cstring>
+
+#include "base/run_as.hpp"
+#include "compat/proc.hpp"
+#include "queue/condition.hpp"
+#include "queue/deliveries.hpp"
+#include "queue/plan_cache.hpp"
+
+namespace aq::queue::deliveries {
+
+namespace {
+
+enum Statement : int32 {
+    deliver_to_names = 4096,  // $1 message ids x $2 consumer names
+    deliver_by_rule = 4097,   // $1 message ids matching the rule, to consumer $2
+    deliver_listed = 4098,    // the pairs ($1[i], $2[i])
+    sweep_messages = 4099,    // removes messages $1 left without deliveries; returns those in doubt
+};
+
+constexpr const char* delivered_columns =
+    "(msgid, consumer_name, q_id, priority, enq_time, delay, expiration, exception_queue)";
+
+struct Build {
+    const Tables* tables;
+    int32 statement;
+};
+
+// Every name is qualified and every table read with ONLY (see queue_store.cpp's build_sql).
+char* build_sql(const void* context) {
+    const auto* b = static_cast<const Build*>(context);
+    const char* m = b->tables->messages;
+    const char* d = b->tables->deliveries;
+    switch (b->statement) {
+        case deliver_to_names:
+            return psprintf(
+                "INSERT INTO %s %s"
+                " SELECT tab.msgid, s.name, tab.q_id, tab.priority, tab.enq_time, tab.delay, tab.expiration,"
+                "        tab.exception_queue"
+                "   FROM ONLY %s tab CROSS JOIN pg_catalog.unnest($2) AS s(name)"
+                "  WHERE tab.msgid OPERATOR(pg_catalog.=) ANY ($1)",
+                d, delivered_columns, m);
+        case deliver_by_rule:
+            // The rule is analyzed in place of $3 (condition.hpp).
+            return psprintf(
+                "INSERT INTO %s %s"
+                " SELECT tab.msgid, $2, tab.q_id, tab.priority, tab.enq_time, tab.delay, tab.expiration,"
+                "        tab.exception_queue"
+                "   FROM ONLY %s tab WHERE tab.msgid OPERATOR(pg_catalog.=) ANY ($1) AND $3"
+                " RETURNING msgid",
+                d, delivered_columns, m);
+        case deliver_listed:
+            return psprintf(
+                "INSERT INTO %s %s"
+                " SELECT tab.msgid, r.name, tab.q_id, tab.priority, tab.enq_time, tab.delay, tab.expiration,"
+                "        tab.exception_queue"
+                "   FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS r(msgid, name)"
+                "   JOIN ONLY %s tab ON tab.msgid OPERATOR(pg_catalog.=) r.msgid",
+                d, delivered_columns, m);
+        default:
+            // The messages whose every remaining delivery is claimed: another consumer may be
+            // removing the last of them right now (see the protocol).
+            return psprintf(
+                "WITH gone AS ("
+                "  DELETE FROM ONLY %1$s m WHERE m.msgid OPERATOR(pg_catalog.=) ANY ($1)"
+                "     AND NOT EXISTS (SELECT FROM ONLY %2$s d WHERE d.msgid OPERATOR(pg_catalog.=) m.msgid)"
+                "  RETURNING m.msgid)"
+                " SELECT DISTINCT d.msgid FROM ONLY %2$s d WHERE d.msgid OPERATOR(pg_catalog.=) ANY ($1)"
+                "    AND NOT EXISTS (SELECT FROM ONLY %2$s e WHERE e.msgid OPERATOR(pg_catalog.=) d.msgid"
+                "                       AND e.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid)",
+                m, d);
+    }
+}
+
+const Oid ids_and_names[2] = {INT8ARRAYOID, TEXTARRAYOID};
+const Oid ids_and_name[2] = {INT8ARRAYOID, TEXTOID};
+const Oid ids_only[1] = {INT8ARRAYOID};
+
+const char* names_of(const Tables& t) {
+    return psprintf("%s %s", t.messages, t.deliveries);
+}
+
+SPIPlanPtr plan_of(const Tables& t, int32 statement) {
+    Build build{&t, statement};
+    plan_cache::Request request{t.relid,
+                                t.payload_type,
+                                statement,
+                                names_of(t),
+                                statement == sweep_messages ? ids_only : ids_and_names,
+                                statement == sweep_messages ? 1 : 2,
+                                CURSOR_OPT_GENERIC_PLAN,
+                                build_sql,
+                                &build};
+    return plan_cache::plan(request);
+}
+
+// A rule's statement is prepared (analyzed) and run as the owner with search_path pinned, so that
+// its names mean what they meant when the rule was checked.  Its parameters are a ParamListInfo
+// (a statement prepared with a parser setup has no argument types of its own).
+struct RuleRun {
+    const Tables* tables;
+    const char* rule;
+    Datum args[2];
+    int rc;
+};
+
+void run_rule(void* arg) {
+    auto* r = static_cast<RuleRun*>(arg);
+    Build build{r->tables, deliver_by_rule};
+    condition::PlanRequest request{r->tables->relid, r->tables->payload_type, deliver_by_rule, names_of(*r->tables),
+                                   r->rule,          "rule",                  ids_and_name,    2,
+                                   CURSOR_OPT_GENERIC_PLAN, build_sql, &build};
+    SPIPlanPtr plan = condition::prepared_plan(request);
+    ParamListInfo params = makeParamList(2);
+    for (int i = 0; i < 2; i++) {
+        params->params[i].ptype = ids_and_name[i];
+        params->params[i].pflags = PARAM_FLAG_CONST;
+        params->params[i].isnull = false;
+        params->params[i].value = r->args[i];
+    }
+    r->rc = SPI_execute_plan_with_paramlist(plan, params, false, 0);
+}
+
+Datum int8_array(const Datum* values, int n) {
+    return PointerGetDatum(construct_array(const_cast<Datum*>(values), n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+                                           TYPALIGN_DOUBLE));
+}
+
+Datum text_array(const Datum* values, int n) {
+    return PointerGetDatum(construct_array(const_cast<Datum*>(values), n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+void run(const Tables& t, SPIPlanPtr plan, Datum* args, int expected) {
+    int rc = base::execute_plan_as(t.owner, plan, args, nullptr, false, 0);
+    if (rc != expected) elog(ERROR, "aq: delivering messages failed: %s", SPI_result_code_string(rc));
+}
+
+[[noreturn]] void no_recipients(const Tables& t, Datum msgid) {
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("no recipients for message " INT64_FORMAT " in queue \"%s\"", DatumGetInt64(msgid), t.queue_name),
+                    errdetail("The queue has no subscriber whose rule the message matches, and the message has no"
+                              " recipient_list (ORA-24033 analogue)."),
+                    errhint("Add a subscriber with aq.add_subscriber(), or give the message a recipient_list.")));
+}
+
+// The consumer names of a message's recipient_list (an aq.agent[]), each once; false when the
+// list is NULL or empty.
+bool recipients_of(HeapTupleHeader properties, Datum** names, int* count) {
+    bool isnull;
+    Datum list = GetAttributeByName(properties, "recipient_list", &isnull);
+    if (isnull) return false;
+    ArrayType* agents = DatumGetArrayTypeP(list);
+    Datum* elements;
+    bool* nulls;
+    int n;
+    deconstruct_array(agents, ARR_ELEMTYPE(agents), -1, false, TYPALIGN_DOUBLE, &elements, &nulls, &n);
+    if (n == 0) return false;
+    *names = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+    *count = 0;
+    for (int i = 0; i < n; i++) {
+        Datum name = (Datum)0;
+        bool name_null = true;
+        if (!nulls[i]) {
+            HeapTupleHeader agent = DatumGetHeapTupleHeader(elements[i]);
+            name = GetAttributeByName(agent, "name", &name_null);
+            bool address_null;
+            (void)GetAttributeByName(agent, "address", &address_null);
+            if (!address_null)
+                ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                                errmsg("recipient_list element %d has an address", i + 1),
+                                errdetail("Recipients are consumers of this queue; forwarding to another queue"
+                                          " (propagation) is not supported."),
+                                errhint("Pass aq.agent(name => ...) without address.")));
+        }
+        if (name_null)
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("recipient_list element %d has no consumer name", i + 1)));
+        char* consumer = TextDatumGetCString(name);
+        if (consumer[0] == '\0' || strlen(consumer) >= NAMEDATALEN)
+            ereport(ERROR, (errcode(ERRCODE_INVALID_NAME),
+                            errmsg("recipient_list element %d: consumer name \"%s\" must have 1 to 63 bytes", i + 1, consumer)));
+        bool seen = false;
+        for (int j = 0; j < *count && !seen; j++) seen = strcmp(TextDatumGetCString((*names)[j]), consumer) == 0;
+        if (!seen) (*names)[(*count)++] = name;
+    }
+    return true;
+}
+
+// The messages a later transaction of this backend sweeps again (see the protocol).
+struct Pending {
+    Oid relid;
+    int64 msgid;
+    LocalTransactionId lxid;
+};
+constexpr int max_pending = 4096;
+Pending pending[max_pending];
+int pending_count = 0;
+
+}  // namespace
+
+void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties) {
+    Datum* properties_items = nullptr;
+    bool* properties_nulls = nullptr;
+    if (properties) {
+        int n;
+        deconstruct_array(properties, ARR_ELEMTYPE(properties), -1, false, TYPALIGN_DOUBLE, &properties_items,
+                          &properties_nulls, &n);
+    }
+    // Messages for the subscribers, and (message, consumer) pairs of recipient lists.
+    auto* subscribed = static_cast<Datum*>(palloc(sizeof(Datum) * count));
+    int nsubscribed = 0;
+    Datum* listed_ids = nullptr;
+    Datum* listed_names = nullptr;
+    int nlisted = 0;
+    int listed_capacity = 0;
+    for (int i = 0; i < count; i++) {
+        Datum* names;
+        int n;
+        if (!properties || properties_nulls[i] ||
+            !recipients_of(DatumGetHeapTupleHeader(properties_items[i]), &names, &n)) {
+            subscribed[nsubscribed++] = ids[i];
+            continue;
+        }
+        if (nlisted + n > listed_capacity) {
+            listed_capacity = Max(2 * listed_capacity, nlisted + n + 16);
+            listed_ids = static_cast<Datum*>(listed_ids ? repalloc(listed_ids, sizeof(Datum) * listed_capacity)
+                                                        : palloc(sizeof(Datum) * listed_capacity));
+            listed_names = static_cast<Datum*>(listed_names ? repalloc(listed_names, sizeof(Datum) * listed_capacity)
+                                                            : palloc(sizeof(Datum) * listed_capacity));
+        }
+        for (int j = 0; j < n; j++) {
+            listed_ids[nlisted] = ids[i];
+            listed_names[nlisted++] = names[j];
+        }
+    }
+
+    if (nsubscribed > 0) {
+        Oid types[1] = {INT4OID};
+        Datum args[1] = {Int32GetDatum(t.queue_id)};
+        int rc = SPI_execute_with_args(
+            "SELECT consumer_name, rule FROM aq.subscribers WHERE queue_id OPERATOR(pg_catalog.=) $1"
+            " ORDER BY subscriber_id",
+            1, types, args, nullptr, false, 0);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "aq: reading the subscribers failed: %s", SPI_result_code_string(rc));
+        int nsubscribers = static_cast<int>(SPI_processed);
+        if (nsubscribers == 0) no_recipients(t, subscribed[0]);
+        auto* plain = static_cast<Datum*>(palloc(sizeof(Datum) * nsubscribers));
+        auto* rule_names = static_cast<Datum*>(palloc(sizeof(Datum) * nsubscribers));
+        auto* rules = static_cast<char**>(palloc(sizeof(char*) * nsubscribers));
+        int nplain = 0;
+        int nrules = 0;
+        for (int i = 0; i < nsubscribers; i++) {
+            HeapTuple row = SPI_tuptable->vals[i];
+            bool isnull;
+            Datum name = datumCopy(SPI_getbinval(row, SPI_tuptable->tupdesc, 1, &isnull), false, -1);
+            char* rule = SPI_getvalue(row, SPI_tuptable->tupdesc, 2);
+            if (!rule) {
+                plain[nplain++] = name;
+            } else {
+                rule_names[nrules] = name;
+                rules[nrules++] = rule;
+            }
+        }
+        SPI_freetuptable(SPI_tuptable);
+        Datum subscribed_ids = int8_array(subscribed, nsubscribed);
+        if (nplain > 0) {
+            Datum args2[2] = {subscribed_ids, text_array(plain, nplain)};
+            run(t, plan_of(t, deliver_to_names), args2, SPI_OK_INSERT);
+        }
+        // Without a subscriber that takes everything, every message must match some rule.
+        auto* matched = static_cast<bool*>(palloc0(sizeof(bool) * nsubscribed));
+        for (int r = 0; r < nrules; r++) {
+            RuleRun rule{&t, rules[r], {subscribed_ids, rule_names[r]}, 0};
+            base::run_as(base::RunAs{t.owner}, run_rule, &rule);
+            if (rule.rc != SPI_OK_INSERT_RETURNING)
+                elog(ERROR, "aq: delivering messages by rule failed: %s", SPI_result_code_string(rule.rc));
+            if (nplain > 0) continue;
+            for (uint64 k = 0; k < SPI_processed; k++) {
+                bool isnull;
+                Datum id = SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull);
+                for (int i = 0; i < nsubscribed; i++)
+                    if (DatumGetInt64(subscribed[i]) == DatumGetInt64(id)) matched[i] = true;
+            }
+            SPI_freetuptable(SPI_tuptable);
+        }
+        if (nplain == 0)
+            for (int i = 0; i < nsubscribed; i++)
+                if (!matched[i]) no_recipients(t, subscribed[i]);
+    }
+    if (nlisted > 0) {
+        Datum args[2] = {int8_array(listed_ids, nlisted), text_array(listed_names, nlisted)};
+        run(t, plan_of(t, deliver_listed), args, SPI_OK_INSERT);
+    }
+}
+
+void sweep(const Tables& t, const Datum* ids, int count) {
+    // The messages of this table remembered by earlier transactions go into this sweep.
+    LocalTransactionId now = compat::my_local_xid();
+    auto* check = static_cast<Datum*>(palloc(sizeof(Datum) * (count + pending_count)));
+    int ncheck = 0;
+    for (int i = 0; i < count; i++) check[ncheck++] = ids[i];
+    int kept = 0;
+    for (int i = 0; i < pending_count; i++) {
+        if (pending[i].relid == t.relid && pending[i].lxid != now)
+            check[ncheck++] = Int64GetDatum(pending[i].msgid);
+        else
+            pending[kept++] = pending[i];
+    }
+    pending_count = kept;
+    Datum args[1] = {int8_array(check, ncheck)};
+    int rc = SPI_execute_plan(plan_of(t, sweep_messages), args, nullptr, false, 0);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: removing delivered messages failed: %s", SPI_result_code_string(rc));
+    for (uint64 i = 0; i < SPI_processed && pending_count < max_pending; i++) {
+        bool isnull;
+        Datum id = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+        pending[pending_count++] = Pending{t.relid, DatumGetInt64(id), now};
+    }
+    SPI_freetuptable(SPI_tuptable);
+}
+
+bool available() {
+    Oid queue_tables = get_relname_relid("queue_tables", get_namespace_oid("aq", false));
+    return OidIsValid(queue_tables) && get_attnum(queue_tables, "delivery_relid") != InvalidAttrNumber;
+}
+
+void check_rule(Oid relid, const char* rule) {
+    Node* raw = condition::parse(rule, "rule");
+    condition::check(raw, rule, "rule", relid);
+}
+
+}  // namespace aq::queue::deliveries
