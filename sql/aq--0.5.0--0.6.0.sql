@@ -229,9 +229,13 @@ BEGIN
             '  delay timestamptz,'
             '  expiration timestamptz,'
             '  retry_count integer NOT NULL DEFAULT 0,'
-            '  exception_queue text'
+            '  exception_queue text,'
+            -- Set when the delivery moves to an exception queue: it then keeps its message with it.
+            '  corrid text,'
+            '  enq_uid text,'
+            '  user_data %s'
             ') WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05)',
-            queue_table_schema, aq._delivery_table(queue_table));
+            queue_table_schema, aq._delivery_table(queue_table), queue_payload_type);
         deliveries := format('%I.%I', queue_table_schema, aq._delivery_table(queue_table))::regclass;
         EXECUTE format('COMMENT ON TABLE %s IS %L', deliveries,
                        format('aq deliveries of multi-consumer queue table %s: one row per message and recipient', queue_table));
@@ -246,9 +250,9 @@ BEGIN
 END $$;
 
 -- The objects around a queue table (create_queue_table): for a multi-consumer one also the
--- delivery table's indexes (its consumer's order; by message, for the removal of messages
--- nobody is left to receive; delays and expirations), an AQ$ view with a row per message and
--- recipient (Oracle's CONSUMER_NAME column), and the subscriber view aq$<queue_table>_s.
+-- delivery table's indexes (the queue's order, then the consumer; delays and expirations), an
+-- AQ$ view with a row per message and recipient (Oracle's CONSUMER_NAME column), and the
+-- subscriber view aq$<queue_table>_s.
 CREATE OR REPLACE FUNCTION aq._queue_table_objects(t aq.queue_tables) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -274,20 +278,21 @@ BEGIN
             '   FROM %s m LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id',
             t.table_schema, view_name, aq._default_exception_queue(t.queue_table), t.relid);
     ELSE
-        EXECUTE format('CREATE INDEX ON %s (q_id, consumer_name, %s)', t.delivery_relid, order_columns);
-        EXECUTE format('CREATE INDEX ON %s (msgid)', t.delivery_relid);
+        -- One index serves both: a consumer's dequeue walks its queue's order, skipping the other
+        -- consumers' entries by the last column; the deliveries of one message are adjacent.
+        EXECUTE format('CREATE INDEX ON %s (q_id, %s, consumer_name)', t.delivery_relid, order_columns);
         EXECUTE format('CREATE INDEX ON %s (q_id, delay) WHERE delay IS NOT NULL', t.delivery_relid);
         EXECUTE format('CREATE INDEX ON %s (q_id, expiration) WHERE expiration IS NOT NULL', t.delivery_relid);
         EXECUTE format(
             'CREATE VIEW %I.%I WITH (security_invoker = true) AS'
-            ' SELECT q.queue_name AS queue, m.msgid AS msg_id, m.corrid AS corr_id, m.priority AS msg_priority,'
+            ' SELECT q.queue_name AS queue, d.msgid AS msg_id, coalesce(d.corrid, m.corrid) AS corr_id, d.priority AS msg_priority,'
             '        CASE WHEN q.queue_type = ''exception_queue'' OR d.expiration <= pg_catalog.now() THEN ''EXPIRED'''
             '             WHEN d.delay > pg_catalog.now() THEN ''WAITING'' ELSE ''READY'' END AS msg_state,'
-            '        d.delay, d.expiration, m.enq_time, m.enq_uid AS enq_user_id, d.retry_count,'
+            '        d.delay, d.expiration, d.enq_time, coalesce(d.enq_uid, m.enq_uid) AS enq_user_id, d.retry_count,'
             '        coalesce(d.exception_queue, %L) AS exception_queue,'
             '        d.consumer_name::text AS consumer_name,'
-            '        m.user_data'
-            '   FROM %s d JOIN %s m ON m.msgid OPERATOR(pg_catalog.=) d.msgid'
+            '        coalesce(d.user_data, m.user_data) AS user_data'
+            '   FROM %s d LEFT JOIN %s m ON m.msgid OPERATOR(pg_catalog.=) d.msgid'
             '   LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) d.q_id',
             t.table_schema, view_name, aq._default_exception_queue(t.queue_table), t.delivery_relid, t.relid);
         -- The subscriber view names the delivery table in a clause that reads nothing, so that
@@ -430,14 +435,13 @@ BEGIN
         -- Two statements: the second must see what the first deleted.
         EXECUTE format(
             'WITH purged AS ('
-            '  DELETE FROM ONLY %s d USING ONLY %s m'
-            '   WHERE m.msgid = d.msgid'
-            '     AND ($1::integer IS NULL OR d.q_id = $1)'
+            '  DELETE FROM ONLY %s d'
+            '   WHERE ($1::integer IS NULL OR d.q_id = $1)'
             '     AND ($2::text IS NULL OR $2 = CASE WHEN d.q_id = ANY ($6) OR d.expiration <= now() THEN ''EXPIRED'''
             '                                        WHEN d.delay > now() THEN ''WAITING'' ELSE ''READY'' END)'
-            '     AND ($3::text IS NULL OR m.corrid LIKE $3)'
-            '     AND ($4::timestamptz IS NULL OR m.enq_time < $4)'
-            '     AND ($5::bigint[] IS NULL OR m.msgid = ANY ($5))'
+            '     AND ($3::text IS NULL OR coalesce(d.corrid, (SELECT m.corrid FROM ONLY %s m WHERE m.msgid = d.msgid)) LIKE $3)'
+            '     AND ($4::timestamptz IS NULL OR d.enq_time < $4)'
+            '     AND ($5::bigint[] IS NULL OR d.msgid = ANY ($5))'
             '  RETURNING d.msgid)'
             ' SELECT coalesce(array_agg(DISTINCT msgid), ''{}'') FROM purged',
             t.delivery_relid, aq._queue_relation(t))

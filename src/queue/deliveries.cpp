@@ -30,7 +30,7 @@ enum Statement : int32 {
     deliver_to_names = 4096,  // $1 message ids x $2 consumer names
     deliver_by_rule = 4097,   // $1 message ids matching the rule, to consumer $2
     deliver_listed = 4098,    // the pairs ($1[i], $2[i])
-    sweep_messages = 4099,    // removes messages $1 left without deliveries; returns those in doubt
+    sweep_queue = 4099,       // removes the messages of queue $1 (priority $2) before its first delivery
 };
 
 constexpr const char* delivered_columns =
@@ -72,24 +72,30 @@ char* build_sql(const void* context) {
                 "   FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS r(msgid, name)"
                 "   JOIN ONLY %s tab ON tab.msgid OPERATOR(pg_catalog.=) r.msgid",
                 d, delivered_columns, m);
-        default:
-            // The messages whose every remaining delivery is claimed: another consumer may be
-            // removing the last of them right now (see the protocol).
+        default: {
+            // The first delivery row of the queue ($1; of priority $2), and the messages before it.
+            bool by_priority = b->tables->priority_order;
+            const char* priority = by_priority ? " AND d.priority OPERATOR(pg_catalog.=) $2" : "";
             return psprintf(
-                "WITH gone AS ("
-                "  DELETE FROM ONLY %1$s m WHERE m.msgid OPERATOR(pg_catalog.=) ANY ($1)"
-                "     AND NOT EXISTS (SELECT FROM ONLY %2$s d WHERE d.msgid OPERATOR(pg_catalog.=) m.msgid)"
-                "  RETURNING m.msgid)"
-                " SELECT DISTINCT d.msgid FROM ONLY %2$s d WHERE d.msgid OPERATOR(pg_catalog.=) ANY ($1)"
-                "    AND NOT EXISTS (SELECT FROM ONLY %2$s e WHERE e.msgid OPERATOR(pg_catalog.=) d.msgid"
-                "                       AND e.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid)",
-                m, d);
+                "WITH first AS MATERIALIZED ("
+                "  SELECT d.enq_time, d.msgid FROM ONLY %1$s d WHERE d.q_id OPERATOR(pg_catalog.=) $1%3$s"
+                "   ORDER BY d.q_id, %4$sd.enq_time, d.msgid LIMIT 1),"
+                " gone AS MATERIALIZED ("
+                "  SELECT m.ctid FROM ONLY %2$s m WHERE m.q_id OPERATOR(pg_catalog.=) $1%5$s"
+                "     AND ROW(m.enq_time, m.msgid) OPERATOR(pg_catalog.<)"
+                "         ROW(COALESCE((SELECT enq_time FROM first), 'infinity'::pg_catalog.timestamptz),"
+                "             COALESCE((SELECT msgid FROM first), 9223372036854775807::pg_catalog.int8))"
+                "   ORDER BY m.q_id, %6$sm.enq_time, m.msgid LIMIT 10000 FOR UPDATE SKIP LOCKED)"
+                " DELETE FROM ONLY %2$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM gone))",
+                d, m, priority, by_priority ? "d.priority, " : "",
+                by_priority ? " AND m.priority OPERATOR(pg_catalog.=) $2" : "", by_priority ? "m.priority, " : "");
+        }
     }
 }
 
 const Oid ids_and_names[2] = {INT8ARRAYOID, TEXTARRAYOID};
 const Oid ids_and_name[2] = {INT8ARRAYOID, TEXTOID};
-const Oid ids_only[1] = {INT8ARRAYOID};
+const Oid queue_and_priority[2] = {INT4OID, INT4OID};
 
 const char* names_of(const Tables& t) {
     return psprintf("%s %s", t.messages, t.deliveries);
@@ -101,8 +107,8 @@ SPIPlanPtr plan_of(const Tables& t, int32 statement) {
                                 t.payload_type,
                                 statement,
                                 names_of(t),
-                                statement == sweep_messages ? ids_only : ids_and_names,
-                                statement == sweep_messages ? 1 : 2,
+                                statement == sweep_queue ? queue_and_priority : ids_and_names,
+                                statement == sweep_queue && !t.priority_order ? 1 : 2,
                                 CURSOR_OPT_GENERIC_PLAN,
                                 build_sql,
                                 &build};
@@ -145,8 +151,11 @@ Datum text_array(const Datum* values, int n) {
     return PointerGetDatum(construct_array(const_cast<Datum*>(values), n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
+// Every statement here is planned for index scans (plan_cache.hpp).
 void run(const Tables& t, SPIPlanPtr plan, Datum* args, int expected) {
+    int level = plan_cache::index_plans_begin(false);
     int rc = base::execute_plan_as(t.owner, plan, args, nullptr, false, 0);
+    plan_cache::index_plans_end(level);
     if (rc != expected) elog(ERROR, "aq: delivering messages failed: %s", SPI_result_code_string(rc));
 }
 
@@ -201,15 +210,12 @@ bool recipients_of(HeapTupleHeader properties, Datum** names, int* count) {
     return true;
 }
 
-// The messages a later transaction of this backend sweeps again (see the protocol).
-struct Pending {
-    Oid relid;
-    int64 msgid;
+// The transaction that last swept a queue (a few entries; a collision only means another sweep).
+struct SweptIn {
+    int32 queue_id;
     LocalTransactionId lxid;
 };
-constexpr int max_pending = 4096;
-Pending pending[max_pending];
-int pending_count = 0;
+SweptIn swept[16];
 
 }  // namespace
 
@@ -286,7 +292,9 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
         auto* matched = static_cast<bool*>(palloc0(sizeof(bool) * nsubscribed));
         for (int r = 0; r < nrules; r++) {
             RuleRun rule{&t, rules[r], {subscribed_ids, rule_names[r]}, 0};
+            int level = plan_cache::index_plans_begin(false);
             base::run_as(base::RunAs{t.owner}, run_rule, &rule);
+            plan_cache::index_plans_end(level);
             if (rule.rc != SPI_OK_INSERT_RETURNING)
                 elog(ERROR, "aq: delivering messages by rule failed: %s", SPI_result_code_string(rule.rc));
             if (nplain > 0) continue;
@@ -308,29 +316,55 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
     }
 }
 
-void sweep(const Tables& t, const Datum* ids, int count) {
-    // The messages of this table remembered by earlier transactions go into this sweep.
+void sweep(const Tables& t, const int32* priorities, int count) {
+    // Once per transaction and queue: within one transaction the deliveries it removed stay in
+    // its snapshot's way (they cannot be pruned before it ends), so later sweeps would walk them
+    // again; what it removed goes at the next transaction's sweep.
     LocalTransactionId now = compat::my_local_xid();
-    auto* check = static_cast<Datum*>(palloc(sizeof(Datum) * (count + pending_count)));
-    int ncheck = 0;
-    for (int i = 0; i < count; i++) check[ncheck++] = ids[i];
-    int kept = 0;
-    for (int i = 0; i < pending_count; i++) {
-        if (pending[i].relid == t.relid && pending[i].lxid != now)
-            check[ncheck++] = Int64GetDatum(pending[i].msgid);
-        else
-            pending[kept++] = pending[i];
+    SweptIn& last = swept[static_cast<uint32>(t.queue_id) % lengthof(swept)];
+    if (last.queue_id == t.queue_id && last.lxid == now) return;
+    last = SweptIn{t.queue_id, now};
+    SPIPlanPtr plan = plan_of(t, sweep_queue);
+    auto run_sweep = [&](int32 priority) {
+        Datum args[2] = {Int32GetDatum(t.queue_id), Int32GetDatum(priority)};
+        int level = plan_cache::index_plans_begin(false);
+        int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
+        plan_cache::index_plans_end(level);
+        if (rc != SPI_OK_DELETE) elog(ERROR, "aq: removing delivered messages failed: %s", SPI_result_code_string(rc));
+    };
+    if (!t.priority_order) {
+        run_sweep(0);
+        return;
     }
-    pending_count = kept;
-    Datum args[1] = {int8_array(check, ncheck)};
-    int rc = SPI_execute_plan(plan_of(t, sweep_messages), args, nullptr, false, 0);
-    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: removing delivered messages failed: %s", SPI_result_code_string(rc));
-    for (uint64 i = 0; i < SPI_processed && pending_count < max_pending; i++) {
+    if (count >= 0) {
+        for (int i = 0; i < count; i++) run_sweep(priorities[i]);
+        return;
+    }
+    // Many priorities: every one the queue's messages have.
+    Oid types[1] = {INT4OID};
+    Datum args[1] = {Int32GetDatum(t.queue_id)};
+    int rc = SPI_execute_with_args(psprintf("SELECT DISTINCT priority FROM ONLY %s WHERE q_id OPERATOR(pg_catalog.=) $1",
+                                            t.messages),
+                                   1, types, args, nullptr, false, 0);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: reading message priorities failed: %s", SPI_result_code_string(rc));
+    int n = static_cast<int>(SPI_processed);
+    auto* found = static_cast<int32*>(palloc(sizeof(int32) * Max(n, 1)));
+    for (int i = 0; i < n; i++) {
         bool isnull;
-        Datum id = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-        pending[pending_count++] = Pending{t.relid, DatumGetInt64(id), now};
+        found[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
     }
     SPI_freetuptable(SPI_tuptable);
+    for (int i = 0; i < n; i++) run_sweep(found[i]);
+}
+
+char* keep_message_sql(const char* messages, const char* alias, const char* moving) {
+    auto item = [&](const char* column) {
+        char* kept = psprintf("COALESCE(%1$s.%2$s, (SELECT x.%2$s FROM ONLY %3$s x WHERE x.msgid OPERATOR(pg_catalog.=) %1$s.msgid))",
+                              alias, column, messages);
+        return moving ? psprintf(", %1$s = CASE WHEN %2$s THEN %3$s ELSE %4$s.%1$s END", column, moving, kept, alias)
+                      : psprintf(", %s = %s", column, kept);
+    };
+    return psprintf("%s%s%s", item("corrid"), item("enq_uid"), item("user_data"));
 }
 
 bool available() {

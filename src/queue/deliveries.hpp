@@ -18,14 +18,21 @@
 //     xmax is the claim, so concurrent sessions of one consumer never take the same message and
 //     each consumer has its own attempts, retry delay and move to an exception queue
 //     (retries.hpp, settler.hpp: the delivery table has the columns those statements update).
-//  3. Removal.  After a remove dequeue deleted delivery rows, sweep() deletes, in the same
-//     transaction and as the caller, those messages that no delivery row is left for.  Its
-//     snapshot cannot see a delivery that another consumer is removing in a transaction still
-//     running; when every remaining delivery of a message is claimed (xmax set), the message is
-//     remembered and swept again by this backend's next sweep of the table in a later
-//     transaction (at most 4096 remembered; after that, and when the backend exits first, the
-//     message stays until aq.purge_queue_table).  Whichever of the last two consumers sweeps after
-//     the other has committed removes the message; rollbacks only leave it in place.
+//  3. Removal.  The delivery table's one index is the queue's order, (q_id, [priority,]
+//     enq_time, msgid), with the consumer last.  After a remove dequeue, sweep() finds the first
+//     delivery row of the queue its snapshot sees (per priority in a priority-ordered table) and
+//     deletes, as the caller, the queue's messages before it in that order (at most 10,000 a
+//     call, skipping rows another sweep is deleting).  Every delivery of such a message is
+//     invisible, so deleted by a committed transaction: an enqueue writes a message and its
+//     deliveries together, so a message that this snapshot sees has all of its deliveries seen
+//     unless they are gone, and a claim not yet committed still shows the row.  So a message is
+//     removed after its last delivery, by the next sweep of any consumer, and storage is bounded
+//     by the slowest consumer's backlog.
+//  4. Exception queues.  When a delivery moves to an exception queue (it expired, or its
+//     attempts ran out: queue_store.cpp, settler.cpp), it takes its message with it: the row
+//     gets the message's correlation, enqueuing user and payload, and is dequeued from the
+//     exception queue on its own.  So an exception queue that nobody reads never holds back the
+//     removal of its queue's messages, and a message keeps its id there.
 //
 // PostgreSQL-side code: call inside base::call, with an SPI connection.
 #pragma once
@@ -44,6 +51,8 @@ struct Tables {
     Oid payload_type;
     Oid owner;
     int32 queue_id;
+    int32 queue_table_id;
+    bool priority_order;
     const char* queue_name;
     const char* messages;    // qualified names
     const char* deliveries;
@@ -53,9 +62,14 @@ struct Tables {
 // the enqueue's aq.message_properties[] (nullptr: defaults), read for recipient_list.
 void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties);
 
-// After a remove dequeue deleted delivery rows of the messages ids[0 .. count): removes the
-// messages that no delivery row is left for.
-void sweep(const Tables& t, const Datum* ids, int count);
+// After a remove dequeue deleted delivery rows of the given priorities (of a priority-ordered
+// queue table; count -1: of any): removes the queue's messages that no delivery is left for.
+void sweep(const Tables& t, const int32* priorities, int count);
+
+// The SET items of an UPDATE of delivery rows (alias) that move them to an exception queue: the
+// row takes its message's correlation, enqueuing user and payload from the queue table
+// messages, when moving (an SQL condition; nullptr: always).
+char* keep_message_sql(const char* messages, const char* alias, const char* moving = nullptr);
 
 // Whether this database's aq objects have multi-consumer queue tables (those of 0.6.0 or later:
 // the library may be newer than them until ALTER EXTENSION aq UPDATE).

@@ -1,10 +1,12 @@
 // See plan_cache.hpp.
 extern "C" {
 #include "postgres.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 }
 
 #include <cstring>
+#include <initializer_list>
 
 #include "queue/plan_cache.hpp"
 
@@ -52,6 +54,19 @@ SPIPlanPtr plan(const Request& r) {
     entry->plan = plan;
     strlcpy(entry->name, r.name, sizeof entry->name);
     return plan;
+}
+
+int index_plans_begin(bool allow_sort) {
+    int level = NewGUCNestLevel();
+    for (const char* method : {"enable_seqscan", "enable_bitmapscan", "enable_sort", "jit"}) {
+        if (allow_sort && strcmp(method, "enable_sort") == 0) continue;
+        (void)set_config_option(method, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    }
+    return level;
+}
+
+void index_plans_end(int level) {
+    AtEOXact_GUC(true, level);
 }
 
 }  // namespace aq::queue::plan_cache

@@ -29,4 +29,14 @@ struct Request {
 
 SPIPlanPtr plan(const Request& request);
 
+// The statements over queue tables are planned (their generic plan is made at the first
+// execution in a backend, and again after an invalidation) without sequential or bitmap scans,
+// without sorts (unless allow_sort) and without JIT: on a new or drained queue table those look
+// cheapest, and the plan would then read the whole table at every call once it has grown.  A
+// disabled step that remains costs 1e10 to the planner, which would otherwise JIT-compile it at
+// every execution.  Returns the GUC nest level to pass to index_plans_end (an error in between
+// is undone by the transaction's abort).
+int index_plans_begin(bool allow_sort);
+void index_plans_end(int level);
+
 }  // namespace aq::queue::plan_cache

@@ -83,8 +83,9 @@ const char* claim_table(const QueueInfo& q) {
 }
 
 deliveries::Tables tables_of(const QueueInfo& q, const char* queue_name) {
-    return deliveries::Tables{q.relid,    q.delivery_relid,  q.payload_type,          q.owner,
-                              q.queue_id, queue_name,        q.qualified_table,       q.qualified_deliveries};
+    return deliveries::Tables{q.relid,          q.delivery_relid, q.payload_type,    q.owner,
+                              q.queue_id,       q.queue_table_id, q.priority_order,  queue_name,
+                              q.qualified_table, q.qualified_deliveries};
 }
 
 SPIPlanPtr lookup_plan = nullptr;     // by queue name
@@ -442,15 +443,17 @@ enum DequeueShape : int32 {
     priority_order = 32,  // sort_list priority,enq_time
     exception_queue = 64, // its messages are expired by definition: no delay/expiration filter
     correlation_exact = 128,  // a pattern without wildcards: corrid = $7, generic plan
-    with_condition = 256,     // deq_condition: the placeholder $10 (condition.hpp), one plan per condition text
+    with_condition = 256,     // deq_condition: the placeholder $11 (condition.hpp), one plan per condition text
     by_consumer = 512,        // multi-consumer: the delivery rows of consumer $9
     multi_consumer = 1024,    // multi-consumer: claims delivery rows (deliveries.hpp), reads the message
 };
 
 // The parameters of every dequeue statement.
-constexpr int dequeue_param_count = 9;
+// $1 queue, $2 now, $3 array size, $4 $5 $8 the position (enq_time, msgid, priority), $6 msgid,
+// $7 correlation, $9 consumer, $10 queue table (multi-consumer: where the other deliveries are).
+constexpr int dequeue_param_count = 10;
 const Oid dequeue_param_types[dequeue_param_count] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID,
-                                                      INT8OID, TEXTOID,        INT4OID, TEXTOID};
+                                                      INT8OID, TEXTOID,        INT4OID, TEXTOID,        INT4OID};
 
 // Oracle's correlation is a LIKE pattern (backslash escapes).  Without a wildcard it is a
 // value: a generic plan finds it on the correlation index, with no planning per call.  A
@@ -519,19 +522,19 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "   AND ($3 OR ((delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
             "               AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)))"
             "   AND (xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR aq._claimable(tableoid, ctid))"
-            " ORDER BY q_id, %s%s",
+            " ORDER BY q_id, %s",
             c,
             q.multiple_consumers ? " AND ($4::text IS NULL OR consumer_name OPERATOR(pg_catalog.=) $4)" : "",
-            q.multiple_consumers ? "consumer_name, " : "",
             q.priority_order ? "priority, enq_time, msgid" : "enq_time, msgid");
     if (statement == expire_messages)
         // A message names its exception queue; if that is not an exception queue of the same
-        // queue table, it goes to the queue table's default one (as Oracle's QMON does).
+        // queue table, it goes to the queue table's default one (as Oracle's QMON does).  A
+        // delivery takes its message with it (deliveries.hpp).
         return psprintf(
             "UPDATE ONLY %s m SET q_id = COALESCE((SELECT e.queue_id FROM aq.queues e"
             "   WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
             "     AND e.queue_table_id OPERATOR(pg_catalog.=) $1"
-            "     AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'), $2)"
+            "     AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'), $2)%s"
             " WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
             "   SELECT x.ctid FROM ONLY %s x"
             "    WHERE x.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
@@ -539,13 +542,16 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "              AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
             "      AND x.expiration OPERATOR(pg_catalog.<=) $3"
             "    LIMIT 10000 FOR UPDATE SKIP LOCKED))",
-            c, c);
+            c, q.multiple_consumers ? deliveries::keep_message_sql(t, "m") : "", c);
 
     // A dequeue.  Single-consumer: the queue table's rows (alias tab with a condition).
     // Multi-consumer: the delivery rows (d), joined to their messages (tab) where the
     // correlation, the condition or the payload is read.
     int32 shape = statement - dequeue_base;
-    bool multi = shape & multi_consumer;
+    // An exception queue's delivery rows hold their messages (deliveries.hpp): they are read as
+    // a single-consumer queue's rows are, from the delivery table.
+    bool multi = (shape & multi_consumer) && !(shape & exception_queue);
+    if ((shape & multi_consumer) && !multi) t = c;
     const char* p = multi ? "d." : "";    // the claimed rows' columns
     const char* m = multi ? "tab." : "";  // the message's own columns
     bool joined = multi && (shape & (by_correlation | correlation_exact | with_condition));
@@ -570,16 +576,15 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         (shape & exception_queue) ? ""
                                   : psprintf(" AND (%1$sdelay IS NULL OR %1$sdelay OPERATOR(pg_catalog.<=) $2)"
                                              " AND (%1$sexpiration IS NULL OR %1$sexpiration OPERATOR(pg_catalog.>) $2)", p));
-    // The condition is analyzed in place of $10 (condition.hpp), as one expression: it cannot
+    // The condition is analyzed in place of $11 (condition.hpp), as one expression: it cannot
     // reach beyond its AND.  The message table is tab there, as in Oracle's conditions.
-    if (shape & with_condition) where = psprintf("%s AND $10", where);
+    if (shape & with_condition) where = psprintf("%s AND $11", where);
     // A row version that holds an attempt not counted yet is not claimed (retries.hpp).
     if (!(shape & mode_browse))
         where = psprintf("%1$s AND (%2$sxmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid"
                          " OR aq._claimable(%2$stableoid, %2$sctid))", where, p);
-    // The order of the claim table's index: a consumer's rows are contiguous in it.
-    char* index_order = psprintf("%1$sq_id, %2$s%3$s", p, (shape & by_consumer) ? psprintf("%sconsumer_name, ", p) : "",
-                                 prefixed_order);
+    // The order of the claim table's index (a delivery table's has the consumer last).
+    char* index_order = psprintf("%sq_id, %s", p, prefixed_order);
     const char* lock = multi ? " FOR UPDATE OF d SKIP LOCKED" : " FOR UPDATE SKIP LOCKED";
     bool expired = shape & exception_queue;
     if (shape & (mode_browse | mode_locked)) {
@@ -599,7 +604,7 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "  RETURNING %6$s)"
             " SELECT r.msgid, tab.user_data, %7$s, r.enq_time, r.priority, r.ctid"
             "   FROM removed r JOIN ONLY %8$s tab ON tab.msgid OPERATOR(pg_catalog.=) r.msgid ORDER BY %9$s",
-            from, where, index_order, lock, c, returned, properties_sql("r.", "tab.", expired), t,
+            from, where, index_order, lock, c, returned, properties_sql("r.", "tab.", expired), q.qualified_table,
             (shape & priority_order) ? "r.priority, r.enq_time, r.msgid" : "r.enq_time, r.msgid");
     return psprintf(
         "WITH claimed AS MATERIALIZED ("
@@ -749,7 +754,9 @@ struct SinkReceiver {
     DestReceiver pub;  // first member: PostgreSQL sees a DestReceiver*
     const DequeueRequest* request;
     Oid claiming_relid;  // remove and locked modes: the table whose rows are claimed (retries.hpp)
-    Datum* removed;      // multi-consumer remove modes: the messages whose delivery rows were removed
+    bool sweeps;         // multi-consumer remove: the messages left without deliveries go (deliveries.hpp)
+    int32 priorities[8];  // ... of these priorities (a priority queue table's), up to 8 (more: all)
+    int npriorities;
     int rows;
     int32 last_priority;
     TimestampTz last_enq_time;
@@ -764,7 +771,13 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     r->request->sink(r->request->sink_context, row);
     r->rows++;
     r->last_msgid = DatumGetInt64(slot->tts_values[0]);
-    if (r->removed && r->rows <= r->request->array_size) r->removed[r->rows - 1] = slot->tts_values[0];
+    if (r->sweeps && r->npriorities <= int(lengthof(r->priorities))) {
+        int32 priority = DatumGetInt32(slot->tts_values[4]);
+        bool known = false;
+        for (int i = 0; i < r->npriorities && !known; i++) known = r->priorities[i] == priority;
+        if (!known && r->npriorities < int(lengthof(r->priorities))) r->priorities[r->npriorities] = priority;
+        if (!known) r->npriorities++;
+    }
     if (OidIsValid(r->claiming_relid)) retries::note_claimed(r->claiming_relid, reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[5])));
     r->last_enq_time = DatumGetTimestampTz(slot->tts_values[3]);
     r->last_priority = DatumGetInt32(slot->tts_values[4]);
@@ -774,7 +787,7 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
 // table's user_data column may have been altered since the queue table was registered.
 void receiver_startup(DestReceiver* self, int, TupleDesc desc) {
     auto* r = reinterpret_cast<SinkReceiver*>(self);
-    Oid payload = desc->natts == 6 ? TupleDescAttr(desc, 1)->atttypid : InvalidOid;
+    Oid payload = desc->natts >= 6 ? TupleDescAttr(desc, 1)->atttypid : InvalidOid;  // 7: multi-consumer remove
     if (payload != r->request->payload_type || TupleDescAttr(desc, 0)->atttypid != INT8OID ||
         TupleDescAttr(desc, 5)->atttypid != TIDOID ||
         TupleDescAttr(desc, 3)->atttypid != TIMESTAMPTZOID || TupleDescAttr(desc, 4)->atttypid != INT4OID)
@@ -902,6 +915,7 @@ int claim(const ClaimArgs& a) {
     if (o.msgid) set(5, Int64GetDatum(*o.msgid));
     if (o.correlation) set(6, CStringGetTextDatum(o.correlation));
     if (o.consumer) set(8, CStringGetTextDatum(o.consumer));
+    set(9, Int32GetDatum(a.queue->queue_table_id));
 
     SinkReceiver receiver;
     memset(&receiver, 0, sizeof receiver);
@@ -912,32 +926,22 @@ int claim(const ClaimArgs& a) {
     receiver.pub.mydest = DestNone;
     receiver.request = a.request;
     receiver.claiming_relid = o.mode == DequeueMode::browse ? InvalidOid : claim_relid(*a.queue);
-    bool sweeps = a.queue->multiple_consumers && removes(o.mode);
-    if (sweeps) receiver.removed = static_cast<Datum*>(palloc(sizeof(Datum) * a.request->array_size));
+    receiver.sweeps = a.queue->multiple_consumers && !a.queue->exception_queue && removes(o.mode);
 
     SPIExecuteOptions options;
     memset(&options, 0, sizeof options);
     options.params = params;
     options.read_only = false;
     options.dest = &receiver.pub;
-    // The generic plan is made at the first execution in this backend (and again after an
-    // invalidation), from the table's size at that moment.  On a new or drained queue a
-    // sequential or bitmap scan plus a sort looks cheapest, and that plan would then read the
-    // whole queue at every dequeue once it has grown.  So the statement is planned without
-    // them: the claim walks the sort order's index and the DELETE is a TID scan, at every
-    // size.  (By correlation the sort stays allowed: the correlation index is not in that order.)
-    // A disabled step that remains (the sort of the returned batch) costs 1e10 to the planner,
-    // which would then JIT-compile the statement at every execution: no JIT.
+    // Planned for index scans (plan_cache.hpp): the claim walks the sort order's index and the
+    // DELETE is a TID scan, at every size.  (By correlation the sort stays allowed: the
+    // correlation index is not in that order.)
     // A claim of this statement is recorded as a dequeue attempt even if the statement
     // fails after it (a cancel, statement_timeout): registered before it runs.
     if (o.mode != DequeueMode::browse) retries::before_claim();
-    int guc_level = NewGUCNestLevel();
-    for (const char* method : {"enable_seqscan", "enable_bitmapscan", "enable_sort", "jit"}) {
-        if (strcmp(method, "enable_sort") == 0 && (shape & by_correlation)) continue;
-        (void)set_config_option(method, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-    }
+    int guc_level = plan_cache::index_plans_begin(shape & by_correlation);
     int rc = SPI_execute_plan_extended(plan, &options);
-    AtEOXact_GUC(true, guc_level);
+    plan_cache::index_plans_end(guc_level);
     // SPI reports a query whose rows went to another DestReceiver as SPI_OK_UTILITY.
     if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "aq: dequeue statement failed: %s", SPI_result_code_string(rc));
 
@@ -945,9 +949,9 @@ int claim(const ClaimArgs& a) {
         remember_position(a.queue->queue_id, o.consumer ? o.consumer : "", o.mode == DequeueMode::browse,
                           receiver.last_priority, receiver.last_enq_time, receiver.last_msgid);
         // The messages whose last delivery this was go (deliveries.hpp).
-        if (sweeps)
-            deliveries::sweep(tables_of(*a.queue, a.request->queue_name), receiver.removed,
-                              Min(receiver.rows, a.request->array_size));
+        if (receiver.sweeps)
+            deliveries::sweep(tables_of(*a.queue, a.request->queue_name), receiver.priorities,
+                              receiver.npriorities > int(lengthof(receiver.priorities)) ? -1 : receiver.npriorities);
         // Removed or locked messages come back if the transaction rolls back: wake waiters then.
         if (o.mode != DequeueMode::browse) wakeup::note_dequeue(a.queue->queue_id);
     }

@@ -277,6 +277,8 @@ struct QueueTable {
     Oid owner;
     int32 default_exception_id;  // or 0
     char qualified[2 * (2 * NAMEDATALEN + 2) + 2];
+    bool deliveries;  // the delivery table of a multi-consumer queue table (deliveries.hpp)
+    char messages[2 * (2 * NAMEDATALEN + 2) + 2];  // then: its queue table
 };
 
 Datum tid_array(const ItemPointerData* tids, int n) {
@@ -295,7 +297,12 @@ bool read_queue_table(Oid relid, QueueTable* t) {
         "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table"
         "               OPERATOR(pg_catalog.||) '_e')),"
         "       pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.'"
-        "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname)"
+        "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname),"
+        "       c.oid OPERATOR(pg_catalog.<>) t.relid::pg_catalog.oid,"
+        "       (SELECT pg_catalog.quote_ident(mn.nspname) OPERATOR(pg_catalog.||) '.'"
+        "                 OPERATOR(pg_catalog.||) pg_catalog.quote_ident(mc.relname)"
+        "          FROM pg_catalog.pg_class mc JOIN pg_catalog.pg_namespace mn ON mn.oid OPERATOR(pg_catalog.=) mc.relnamespace"
+        "         WHERE mc.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid)"
         "  FROM aq.queue_tables t"
         // The queue table, or the delivery table of a multi-consumer one (deliveries.hpp): its
         // rows carry the columns settling updates.
@@ -314,6 +321,9 @@ bool read_queue_table(Oid relid, QueueTable* t) {
     Datum e = SPI_getbinval(row, desc, 3, &isnull);
     t->default_exception_id = isnull ? 0 : DatumGetInt32(e);
     strlcpy(t->qualified, SPI_getvalue(row, desc, 4), sizeof t->qualified);
+    t->deliveries = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
+    char* messages = SPI_getvalue(row, desc, 6);
+    strlcpy(t->messages, messages ? messages : "", sizeof t->messages);
     return true;
 }
 
@@ -448,12 +458,16 @@ bool settle_table(Oid relid, const ItemPointerData* tids, int ntids) {
         "                                 AND e.queue_table_id OPERATOR(pg_catalog.=) $4"
         "                                 AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'),"
         "                             CASE WHEN $3 OPERATOR(pg_catalog.=) 0 THEN NULL ELSE $3 END, m.q_id)"
-        "               ELSE m.q_id END"
+        "               ELSE m.q_id END%s"
         "  FROM aq.queues q"
         " WHERE q.queue_id OPERATOR(pg_catalog.=) m.q_id AND q.queue_type OPERATOR(pg_catalog.=) 'normal_queue'"
         "   AND m.ctid OPERATOR(pg_catalog.=) ANY ($1)"
         " RETURNING m.q_id",
-        t.qualified);
+        t.qualified,
+        // A delivery that moves to an exception queue takes its message with it (deliveries.hpp).
+        t.deliveries ? deliveries::keep_message_sql(t.messages, "m",
+                                                    "m.retry_count OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>) q.max_retries")
+                     : "");
     (void)run_as_owner(t, count_sql, 4, types, args, nullptr, nullptr);
     // The rest (exception queues, queues dropped since): rewritten, not counted.
     char* rewrite_sql = psprintf(
