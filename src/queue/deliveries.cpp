@@ -12,6 +12,7 @@ extern "C" {
 #include "utils/datum.h"
 #include "catalog/namespace.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 }
 
 #include <cstring>
@@ -25,6 +26,8 @@ extern "C" {
 namespace aq::queue::deliveries {
 
 namespace {
+
+constexpr int sweep_limit = 10000;  // messages a sweep removes at most
 
 enum Statement : int32 {
     deliver_to_names = 4096,  // $1 message ids x $2 consumer names
@@ -73,29 +76,38 @@ char* build_sql(const void* context) {
                 "   JOIN ONLY %s tab ON tab.msgid OPERATOR(pg_catalog.=) r.msgid",
                 d, delivered_columns, m);
         default: {
-            // The first delivery row of the queue ($1; of priority $2), and the messages before it.
+            // From ($3, $4) on, in the queue's order: the first delivery row of the queue ($1; of
+            // priority $2), and the messages before it, removed.  Returns where the next sweep of
+            // this transaction starts (see sweep()).
             bool by_priority = b->tables->priority_order;
-            const char* priority = by_priority ? " AND d.priority OPERATOR(pg_catalog.=) $2" : "";
             return psprintf(
                 "WITH first AS MATERIALIZED ("
                 "  SELECT d.enq_time, d.msgid FROM ONLY %1$s d WHERE d.q_id OPERATOR(pg_catalog.=) $1%3$s"
+                "     AND ROW(d.enq_time, d.msgid) OPERATOR(pg_catalog.>=) ROW($3, $4)"
                 "   ORDER BY d.q_id, %4$sd.enq_time, d.msgid LIMIT 1),"
                 " gone AS MATERIALIZED ("
-                "  SELECT m.ctid FROM ONLY %2$s m WHERE m.q_id OPERATOR(pg_catalog.=) $1%5$s"
+                "  SELECT m.ctid, m.enq_time, m.msgid FROM ONLY %2$s m WHERE m.q_id OPERATOR(pg_catalog.=) $1%5$s"
+                "     AND ROW(m.enq_time, m.msgid) OPERATOR(pg_catalog.>=) ROW($3, $4)"
                 "     AND ROW(m.enq_time, m.msgid) OPERATOR(pg_catalog.<)"
                 "         ROW(COALESCE((SELECT enq_time FROM first), 'infinity'::pg_catalog.timestamptz),"
                 "             COALESCE((SELECT msgid FROM first), 9223372036854775807::pg_catalog.int8))"
-                "   ORDER BY m.q_id, %6$sm.enq_time, m.msgid LIMIT 10000 FOR UPDATE SKIP LOCKED)"
-                " DELETE FROM ONLY %2$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM gone))",
-                d, m, priority, by_priority ? "d.priority, " : "",
-                by_priority ? " AND m.priority OPERATOR(pg_catalog.=) $2" : "", by_priority ? "m.priority, " : "");
+                "   ORDER BY m.q_id, %6$sm.enq_time, m.msgid LIMIT %7$d FOR UPDATE SKIP LOCKED),"
+                " removed AS ("
+                "  DELETE FROM ONLY %2$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM gone)) RETURNING 1)"
+                " SELECT (SELECT pg_catalog.count(*) FROM removed),"
+                "        (SELECT enq_time FROM first), (SELECT msgid FROM first),"
+                "        (SELECT g.enq_time FROM gone g ORDER BY g.enq_time DESC, g.msgid DESC LIMIT 1),"
+                "        (SELECT g.msgid FROM gone g ORDER BY g.enq_time DESC, g.msgid DESC LIMIT 1)",
+                d, m, by_priority ? " AND d.priority OPERATOR(pg_catalog.=) $2" : "", by_priority ? "d.priority, " : "",
+                by_priority ? " AND m.priority OPERATOR(pg_catalog.=) $2" : "", by_priority ? "m.priority, " : "",
+                sweep_limit);
         }
     }
 }
 
 const Oid ids_and_names[2] = {INT8ARRAYOID, TEXTARRAYOID};
 const Oid ids_and_name[2] = {INT8ARRAYOID, TEXTOID};
-const Oid queue_and_priority[2] = {INT4OID, INT4OID};
+const Oid sweep_params[4] = {INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID};
 
 const char* names_of(const Tables& t) {
     return psprintf("%s %s", t.messages, t.deliveries);
@@ -107,8 +119,8 @@ SPIPlanPtr plan_of(const Tables& t, int32 statement) {
                                 t.payload_type,
                                 statement,
                                 names_of(t),
-                                statement == sweep_queue ? queue_and_priority : ids_and_names,
-                                statement == sweep_queue && !t.priority_order ? 1 : 2,
+                                statement == sweep_queue ? sweep_params : ids_and_names,
+                                statement == sweep_queue ? 4 : 2,
                                 CURSOR_OPT_GENERIC_PLAN,
                                 build_sql,
                                 &build};
@@ -210,12 +222,16 @@ bool recipients_of(HeapTupleHeader properties, Datum** names, int* count) {
     return true;
 }
 
-// The transaction that last swept a queue (a few entries; a collision only means another sweep).
-struct SweptIn {
+// Where this transaction's next sweep of a queue (and priority) starts (see sweep()); a few
+// entries, a collision only means a sweep from the head.
+struct Resume {
     int32 queue_id;
+    int32 priority;
     LocalTransactionId lxid;
+    TimestampTz enq_time;
+    int64 msgid;
 };
-SweptIn swept[16];
+Resume resumes[16];
 
 }  // namespace
 
@@ -317,20 +333,41 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
 }
 
 void sweep(const Tables& t, const int32* priorities, int count) {
-    // Once per transaction and queue: within one transaction the deliveries it removed stay in
-    // its snapshot's way (they cannot be pruned before it ends), so later sweeps would walk them
-    // again; what it removed goes at the next transaction's sweep.
+    // A transaction's first sweep of a queue starts at the head.  The delivery rows the
+    // transaction removes stay in its snapshot's way until it ends (they cannot be pruned), so
+    // its later sweeps start where the last one stopped: the messages between there and the
+    // first delivery row after it are gone too, since their delivery rows have the same keys.
+    // What committed meanwhile before that point is left to a later transaction's sweep.
     LocalTransactionId now = compat::my_local_xid();
-    SweptIn& last = swept[static_cast<uint32>(t.queue_id) % lengthof(swept)];
-    if (last.queue_id == t.queue_id && last.lxid == now) return;
-    last = SweptIn{t.queue_id, now};
     SPIPlanPtr plan = plan_of(t, sweep_queue);
     auto run_sweep = [&](int32 priority) {
-        Datum args[2] = {Int32GetDatum(t.queue_id), Int32GetDatum(priority)};
+        Resume& r = resumes[(static_cast<uint32>(t.queue_id) * 31 + static_cast<uint32>(priority)) % lengthof(resumes)];
+        bool resumes_here = r.queue_id == t.queue_id && r.priority == priority && r.lxid == now;
+        if (resumes_here && r.enq_time == DT_NOEND) return;  // nothing left to sweep this transaction
+        Datum args[4] = {Int32GetDatum(t.queue_id), Int32GetDatum(priority),
+                         TimestampTzGetDatum(resumes_here ? r.enq_time : DT_NOBEGIN),
+                         Int64GetDatum(resumes_here ? r.msgid : PG_INT64_MIN)};
         int level = plan_cache::index_plans_begin(false);
-        int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
+        int rc = SPI_execute_plan(plan, args, nullptr, false, 1);
         plan_cache::index_plans_end(level);
-        if (rc != SPI_OK_DELETE) elog(ERROR, "aq: removing delivered messages failed: %s", SPI_result_code_string(rc));
+        if (rc != SPI_OK_SELECT) elog(ERROR, "aq: removing delivered messages failed: %s", SPI_result_code_string(rc));
+        HeapTuple row = SPI_tuptable->vals[0];
+        TupleDesc desc = SPI_tuptable->tupdesc;
+        bool removed_null, first_null, last_null;
+        int64 removed = DatumGetInt64(SPI_getbinval(row, desc, 1, &removed_null));
+        Datum first_time = SPI_getbinval(row, desc, 2, &first_null);
+        Datum first_id = SPI_getbinval(row, desc, 3, &first_null);
+        Datum last_time = SPI_getbinval(row, desc, 4, &last_null);
+        Datum last_id = SPI_getbinval(row, desc, 5, &last_null);
+        // Stopped at the limit: on from the last message removed; otherwise at the first delivery
+        // row (none: nothing is left).
+        Resume next{t.queue_id, priority, now, DT_NOEND, PG_INT64_MAX};
+        if (removed >= sweep_limit && !last_null)
+            next.enq_time = DatumGetTimestampTz(last_time), next.msgid = DatumGetInt64(last_id);
+        else if (!first_null)
+            next.enq_time = DatumGetTimestampTz(first_time), next.msgid = DatumGetInt64(first_id);
+        r = next;
+        SPI_freetuptable(SPI_tuptable);
     };
     if (!t.priority_order) {
         run_sweep(0);

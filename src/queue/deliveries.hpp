@@ -23,11 +23,15 @@
 //     delivery row of the queue its snapshot sees (per priority in a priority-ordered table) and
 //     deletes, as the caller, the queue's messages before it in that order (at most 10,000 a
 //     call, skipping rows another sweep is deleting).  Every delivery of such a message is
-//     invisible, so deleted by a committed transaction: an enqueue writes a message and its
-//     deliveries together, so a message that this snapshot sees has all of its deliveries seen
-//     unless they are gone, and a claim not yet committed still shows the row.  So a message is
-//     removed after its last delivery, by the next sweep of any consumer, and storage is bounded
-//     by the slowest consumer's backlog.
+//     invisible, so deleted by a committed transaction (or by this one): an enqueue writes a
+//     message and its deliveries together, so a message that this snapshot sees has all of its
+//     deliveries seen unless they are gone, and a claim not yet committed still shows the row.
+//     A transaction's later sweeps of the queue start where its last one stopped (the rows it
+//     removed stay in its snapshot's way until it ends, and would be walked again); the messages
+//     from there to the next delivery row are gone for the same reason, and what committed
+//     meanwhile before that point is left to the next transaction's sweep.  So a message goes
+//     with the last of its deliveries (or at the next sweep), and storage is bounded by the
+//     slowest consumer's backlog.
 //  4. Exception queues.  When a delivery moves to an exception queue (it expired, or its
 //     attempts ran out: queue_store.cpp, settler.cpp), it takes its message with it: the row
 //     gets the message's correlation, enqueuing user and payload, and is dequeued from the
