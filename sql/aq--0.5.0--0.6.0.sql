@@ -250,7 +250,7 @@ BEGIN
 END $$;
 
 -- The objects around a queue table (create_queue_table): for a multi-consumer one also the
--- delivery table's indexes (the queue's order, then the consumer; delays and expirations), an
+-- delivery table's indexes (per consumer in the queue's order; delays and expirations), an
 -- AQ$ view with a row per message and recipient (Oracle's CONSUMER_NAME column), and the
 -- subscriber view aq$<queue_table>_s.
 CREATE OR REPLACE FUNCTION aq._queue_table_objects(t aq.queue_tables) RETURNS void
@@ -278,9 +278,8 @@ BEGIN
             '   FROM %s m LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id',
             t.table_schema, view_name, aq._default_exception_queue(t.queue_table), t.relid);
     ELSE
-        -- One index serves both: a consumer's dequeue walks its queue's order, skipping the other
-        -- consumers' entries by the last column; the deliveries of one message are adjacent.
-        EXECUTE format('CREATE INDEX ON %s (q_id, %s, consumer_name)', t.delivery_relid, order_columns);
+        -- A consumer's deliveries in the queue's order (a dequeue reads only its own).
+        EXECUTE format('CREATE INDEX ON %s (q_id, consumer_name, %s)', t.delivery_relid, order_columns);
         EXECUTE format('CREATE INDEX ON %s (q_id, delay) WHERE delay IS NOT NULL', t.delivery_relid);
         EXECUTE format('CREATE INDEX ON %s (q_id, expiration) WHERE expiration IS NOT NULL', t.delivery_relid);
         EXECUTE format(

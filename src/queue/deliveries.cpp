@@ -81,10 +81,22 @@ char* build_sql(const void* context) {
             // this transaction starts (see sweep()).
             bool by_priority = b->tables->priority_order;
             return psprintf(
-                "WITH first AS MATERIALIZED ("
-                "  SELECT d.enq_time, d.msgid FROM ONLY %1$s d WHERE d.q_id OPERATOR(pg_catalog.=) $1%3$s"
-                "     AND ROW(d.enq_time, d.msgid) OPERATOR(pg_catalog.>=) ROW($3, $4)"
-                "   ORDER BY d.q_id, %4$sd.enq_time, d.msgid LIMIT 1),"
+                // The consumers with deliveries in the queue, one index descent each.
+                "WITH RECURSIVE consumers(name) AS ("
+                "  (SELECT d.consumer_name FROM ONLY %1$s d WHERE d.q_id OPERATOR(pg_catalog.=) $1"
+                "    ORDER BY d.q_id, d.consumer_name LIMIT 1)"
+                "  UNION ALL"
+                "  SELECT (SELECT d.consumer_name FROM ONLY %1$s d WHERE d.q_id OPERATOR(pg_catalog.=) $1"
+                "             AND d.consumer_name OPERATOR(pg_catalog.>) c.name ORDER BY d.q_id, d.consumer_name LIMIT 1)"
+                "    FROM consumers c WHERE c.name IS NOT NULL),"
+                // Each one's first delivery from ($3, $4) on, and the first of those.
+                " first AS MATERIALIZED ("
+                "  SELECT f.enq_time, f.msgid FROM consumers c, LATERAL ("
+                "    SELECT d.enq_time, d.msgid FROM ONLY %1$s d"
+                "     WHERE d.q_id OPERATOR(pg_catalog.=) $1 AND d.consumer_name OPERATOR(pg_catalog.=) c.name%3$s"
+                "       AND ROW(d.enq_time, d.msgid) OPERATOR(pg_catalog.>=) ROW($3, $4)"
+                "     ORDER BY d.q_id, d.consumer_name, %4$sd.enq_time, d.msgid LIMIT 1) f"
+                "   WHERE c.name IS NOT NULL ORDER BY f.enq_time, f.msgid LIMIT 1),"
                 " gone AS MATERIALIZED ("
                 "  SELECT m.ctid, m.enq_time, m.msgid FROM ONLY %2$s m WHERE m.q_id OPERATOR(pg_catalog.=) $1%5$s"
                 "     AND ROW(m.enq_time, m.msgid) OPERATOR(pg_catalog.>=) ROW($3, $4)"

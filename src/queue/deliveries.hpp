@@ -18,9 +18,10 @@
 //     xmax is the claim, so concurrent sessions of one consumer never take the same message and
 //     each consumer has its own attempts, retry delay and move to an exception queue
 //     (retries.hpp, settler.hpp: the delivery table has the columns those statements update).
-//  3. Removal.  The delivery table's one index is the queue's order, (q_id, [priority,]
-//     enq_time, msgid), with the consumer last.  After a remove dequeue, sweep() finds the first
-//     delivery row of the queue its snapshot sees (per priority in a priority-ordered table) and
+//  3. Removal.  The delivery table's one index is each consumer's order, (q_id, consumer_name,
+//     [priority,] enq_time, msgid).  After a remove dequeue, sweep() finds the first delivery row
+//     of the queue its snapshot sees (the first of each consumer's, the consumers found by one
+//     index descent each; per priority in a priority-ordered table) and
 //     deletes, as the caller, the queue's messages before it in that order (at most 10,000 a
 //     call, skipping rows another sweep is deleting).  Every delivery of such a message is
 //     invisible, so deleted by a committed transaction (or by this one): an enqueue writes a

@@ -522,9 +522,10 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "   AND ($3 OR ((delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
             "               AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)))"
             "   AND (xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR aq._claimable(tableoid, ctid))"
-            " ORDER BY q_id, %s",
+            " ORDER BY q_id, %s%s",
             c,
             q.multiple_consumers ? " AND ($4::text IS NULL OR consumer_name OPERATOR(pg_catalog.=) $4)" : "",
+            q.multiple_consumers ? "consumer_name, " : "",
             q.priority_order ? "priority, enq_time, msgid" : "enq_time, msgid");
     if (statement == expire_messages)
         // A message names its exception queue; if that is not an exception queue of the same
@@ -583,8 +584,9 @@ char* build_sql(const QueueInfo& q, int32 statement) {
     if (!(shape & mode_browse))
         where = psprintf("%1$s AND (%2$sxmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid"
                          " OR aq._claimable(%2$stableoid, %2$sctid))", where, p);
-    // The order of the claim table's index (a delivery table's has the consumer last).
-    char* index_order = psprintf("%sq_id, %s", p, prefixed_order);
+    // The order of the claim table's index (a delivery table's: per consumer).
+    char* index_order = psprintf("%1$sq_id, %2$s%3$s", p, (shape & by_consumer) ? psprintf("%sconsumer_name, ", p) : "",
+                                 prefixed_order);
     const char* lock = multi ? " FOR UPDATE OF d SKIP LOCKED" : " FOR UPDATE SKIP LOCKED";
     bool expired = shape & exception_queue;
     if (shape & (mode_browse | mode_locked)) {
