@@ -35,6 +35,7 @@ extern "C" {
 
 #include "compat/acl.hpp"
 #include "compat/executor.hpp"
+#include "base/multi_insert.hpp"
 #include "queue/bulk_dequeue.hpp"
 #include "queue/bulk_enqueue.hpp"
 #include "queue/retries.hpp"
@@ -45,13 +46,8 @@ namespace aq::queue {
 
 namespace {
 
-// aq's order index of the queue table: btree on exactly these columns (1-based attnums),
-// no predicate, no expressions.
-Oid find_order_index(Relation rel, bool priority_order) {
-    static const AttrNumber by_time[] = {col_q_id + 1, col_enq_time + 1, col_msgid + 1};
-    static const AttrNumber by_priority[] = {col_q_id + 1, col_priority + 1, col_enq_time + 1, col_msgid + 1};
-    const AttrNumber* keys = priority_order ? by_priority : by_time;
-    int nkeys = priority_order ? 4 : 3;
+// An index of rel on exactly these columns (1-based attnums), no predicate, no expressions.
+Oid find_index(Relation rel, const AttrNumber* keys, int nkeys) {
     Oid found = InvalidOid;
     List* indexes = RelationGetIndexList(rel);
     ListCell* cell;
@@ -77,6 +73,13 @@ Oid find_order_index(Relation rel, bool priority_order) {
     }
     list_free(indexes);
     return found;
+}
+
+// aq's order index of the queue table.
+Oid find_order_index(Relation rel, bool priority_order) {
+    static const AttrNumber by_time[] = {col_q_id + 1, col_enq_time + 1, col_msgid + 1};
+    static const AttrNumber by_priority[] = {col_q_id + 1, col_priority + 1, col_enq_time + 1, col_msgid + 1};
+    return priority_order ? find_index(rel, by_priority, 4) : find_index(rel, by_time, 3);
 }
 
 // The default btree operator family of the key columns' types (int4, timestamptz, int8),
@@ -321,6 +324,195 @@ int bulk_dequeue(const BulkDequeue& r) {
     UnregisterSnapshot(snapshot);
     ReleaseTupleDesc(properties_desc);
     if (removed > 0) CommandCounterIncrement();  // later commands of this transaction see the removals
+    return removed;
+}
+
+// ---------------------------------------------------------------- delivery rows
+
+namespace {
+
+// A multi-consumer queue table's delivery table, as create_queue_table makes it (deliveries.hpp).
+enum DeliveryColumn {
+    dcol_msgid,
+    dcol_consumer_name,
+    dcol_q_id,
+    dcol_priority,
+    dcol_enq_time,
+    dcol_delay,
+    dcol_expiration,
+    dcol_retry_count,
+    dcol_exception_queue,
+    dcol_corrid,
+    dcol_enq_uid,
+    dcol_user_data,
+    delivery_column_count
+};
+
+bool has_delivery_shape(Relation rel, Oid payload_type) {
+    static const struct {
+        const char* name;
+        Oid type;  // InvalidOid: the payload type
+    } shape[delivery_column_count] = {
+        {"msgid", INT8OID},           {"consumer_name", TEXTOID},    {"q_id", INT4OID},
+        {"priority", INT4OID},        {"enq_time", TIMESTAMPTZOID}, {"delay", TIMESTAMPTZOID},
+        {"expiration", TIMESTAMPTZOID}, {"retry_count", INT4OID},   {"exception_queue", TEXTOID},
+        {"corrid", TEXTOID},          {"enq_uid", TEXTOID},          {"user_data", InvalidOid},
+    };
+    TupleDesc desc = RelationGetDescr(rel);
+    if (rel->rd_rel->relkind != RELKIND_RELATION || desc->natts != delivery_column_count) return false;
+    for (int i = 0; i < delivery_column_count; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        Oid expected = OidIsValid(shape[i].type) ? shape[i].type : payload_type;
+        if (att->attisdropped || att->atttypid != expected || strcmp(NameStr(att->attname), shape[i].name) != 0)
+            return false;
+    }
+    return true;
+}
+
+// The message's row version visible to snapshot, by its primary key (msgid).
+bool fetch_message(Relation messages, Relation pkey, Snapshot snapshot, Datum msgid, TupleTableSlot* slot) {
+    ScanKeyData key;
+    ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, msgid);
+    IndexScanDesc scan = compat::index_begin_scan(messages, pkey, snapshot, 1);
+    index_rescan(scan, &key, 1, nullptr, 0);
+    bool found = index_getnext_slot(scan, ForwardScanDirection, slot);
+    index_endscan(scan);
+    return found;
+}
+
+}  // namespace
+
+int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
+    Relation rel = table_open(r.delivery_relid, RowExclusiveLock);
+    Relation messages = table_open(r.message_relid, AccessShareLock);
+    static const AttrNumber by_time[] = {dcol_q_id + 1, dcol_consumer_name + 1, dcol_enq_time + 1, dcol_msgid + 1};
+    static const AttrNumber by_priority[] = {dcol_q_id + 1, dcol_consumer_name + 1, dcol_priority + 1,
+                                             dcol_enq_time + 1, dcol_msgid + 1};
+    static const AttrNumber by_msgid[] = {col_msgid + 1};
+    Oid index_oid = InvalidOid;
+    Oid pkey_oid = InvalidOid;
+    // As for a queue table (above); the statement's privileges are the tables' own: DELETE and
+    // SELECT on the delivery table, SELECT on the queue table (column grants: the statement).
+    if (!XactReadOnly && !IsInParallelMode() && has_delivery_shape(rel, r.payload_type) &&
+        base::multi_insert::refusal(rel) == nullptr && plain_queue_table(messages, r.payload_type) &&
+        compat::namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
+        pg_class_aclcheck(r.delivery_relid, GetUserId(), ACL_DELETE | ACL_SELECT) == ACLCHECK_OK &&
+        pg_class_aclcheck(r.message_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK) {
+        index_oid = r.priority_order ? find_index(rel, by_priority, 5) : find_index(rel, by_time, 4);
+        pkey_oid = find_index(messages, by_msgid, 1);
+    }
+    Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
+    Relation pkey = OidIsValid(pkey_oid) ? index_open(pkey_oid, AccessShareLock) : nullptr;
+    if (!index || !pkey || !in_sort_order(index) || !in_sort_order(pkey)) {
+        if (index) index_close(index, AccessShareLock);
+        if (pkey) index_close(pkey, AccessShareLock);
+        table_close(messages, NoLock);
+        table_close(rel, NoLock);  // the locks are kept to the end of the transaction, as usual
+        return -1;
+    }
+    CheckCmdReplicaIdentity(rel, CMD_DELETE);
+    Oid properties_type = message_properties_type();
+    TupleDesc properties_desc = lookup_rowtype_tupdesc(properties_type, -1);
+    if (properties_desc->natts != 11)
+        elog(ERROR, "aq: type aq.message_properties has %d fields, not those of aq 0.6.0", properties_desc->natts);
+
+    CommandCounterIncrement();
+    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    PushActiveSnapshot(snapshot);
+    TimestampTz now = GetCurrentTimestamp();
+    CommandId command = GetCurrentCommandId(true);
+
+    // Index columns: 1 q_id, 2 consumer_name, then (3 enq_time, 4 msgid) or (3 priority, 4 enq_time, 5 msgid).
+    ScanKeyData keys[3], row[3];
+    int nkeys = 2;
+    ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
+    ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[1], F_TEXTEQ,
+                           CStringGetTextDatum(r.consumer));
+    if (r.after && r.priority_order) {
+        static const AttrNumber columns[] = {3, 4, 5};
+        static const RegProcedure comparisons[] = {F_BTINT4CMP, F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
+        Datum values[] = {Int32GetDatum(r.after->priority), TimestampTzGetDatum(r.after->enq_time),
+                          Int64GetDatum(r.after->msgid)};
+        row_comparison(&keys[nkeys++], row, BTGreaterStrategyNumber, 3, columns, comparisons, values);
+    } else if (r.after) {
+        static const AttrNumber columns[] = {3, 4};
+        static const RegProcedure comparisons[] = {F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
+        Datum values[] = {TimestampTzGetDatum(r.after->enq_time), Int64GetDatum(r.after->msgid)};
+        row_comparison(&keys[nkeys++], row, BTGreaterStrategyNumber, 2, columns, comparisons, values);
+    }
+    IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, nkeys);
+    index_rescan(scan, keys, nkeys, nullptr, 0);
+    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    TupleTableSlot* message_slot = table_slot_create(messages, nullptr);
+    MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk dequeue", ALLOCSET_SMALL_SIZES);
+
+    bool counting = retries::counting();
+    int hinted = 0;
+    bool registered = false;
+    int removed = 0;
+    while (removed < r.max_messages) {
+        CHECK_FOR_INTERRUPTS();
+        if (!index_getnext_slot(scan, ForwardScanDirection, slot)) break;
+        slot_getallattrs(slot);
+        const Datum* v = slot->tts_values;
+        const bool* isnull = slot->tts_isnull;
+        if (!isnull[dcol_delay] && DatumGetTimestampTz(v[dcol_delay]) > now) continue;
+        if (!isnull[dcol_expiration] && DatumGetTimestampTz(v[dcol_expiration]) <= now) continue;
+        if (counting && holds_unsettled_claim(slot)) {
+            if (hinted++ < 16) settler::hint(r.delivery_relid, &slot->tts_tid);
+            continue;
+        }
+        // Its message, before the delivery is claimed (one that is not there is left alone).
+        if (!fetch_message(messages, pkey, snapshot, v[dcol_msgid], message_slot)) continue;
+
+        if (!registered) retries::before_claim();
+        registered = true;
+        TM_FailureData failure;
+        ItemPointerData tid = slot->tts_tid;
+        TM_Result result = table_tuple_delete(rel, &tid, command, snapshot, InvalidSnapshot, false, &failure, false);
+        if (result == TM_BeingModified && !held_by_several(slot) && TransactionIdIsCurrentTransactionId(failure.xmax))
+            result = table_tuple_delete(rel, &tid, command, snapshot, InvalidSnapshot, true, &failure, false);
+        if (result != TM_Ok) continue;
+
+        // The properties as the statement builds them: the delivery's, the message's correlation.
+        slot_getallattrs(message_slot);
+        Datum fields[column_count];
+        bool nulls[column_count];
+        for (int c = 0; c < column_count; c++) nulls[c] = true;
+        auto take = [&](int to, int from) {
+            fields[to] = v[from];
+            nulls[to] = isnull[from];
+        };
+        take(col_priority, dcol_priority);
+        take(col_enq_time, dcol_enq_time);
+        take(col_delay, dcol_delay);
+        take(col_expiration, dcol_expiration);
+        take(col_retry_count, dcol_retry_count);
+        take(col_exception_queue, dcol_exception_queue);
+        fields[col_corrid] = message_slot->tts_values[col_corrid];
+        nulls[col_corrid] = message_slot->tts_isnull[col_corrid];
+        MemoryContext outer = MemoryContextSwitchTo(message_context);
+        BulkDequeuedMessage message{v[dcol_msgid], message_slot->tts_values[col_user_data],
+                                    properties_of(properties_desc, fields, nulls), DatumGetInt32(v[dcol_priority]),
+                                    DatumGetTimestampTz(v[dcol_enq_time]), tid};
+        MemoryContextSwitchTo(outer);
+        r.sink(r.sink_context, message);
+        MemoryContextReset(message_context);
+        removed++;
+    }
+
+    MemoryContextDelete(message_context);
+    ExecDropSingleTupleTableSlot(message_slot);
+    ExecDropSingleTupleTableSlot(slot);
+    index_endscan(scan);
+    index_close(pkey, NoLock);
+    index_close(index, NoLock);
+    table_close(messages, NoLock);
+    table_close(rel, NoLock);
+    PopActiveSnapshot();
+    UnregisterSnapshot(snapshot);
+    ReleaseTupleDesc(properties_desc);
+    if (removed > 0) CommandCounterIncrement();
     return removed;
 }
 

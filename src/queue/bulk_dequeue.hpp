@@ -68,4 +68,25 @@ struct BulkDequeue {
 // done).  May raise PostgreSQL errors: call it inside base::call.
 int bulk_dequeue(const BulkDequeue& request);
 
+// The same for one consumer of a multi-consumer queue (deliveries.hpp): its delivery rows on
+// the delivery table's index (q_id, consumer_name, [priority,] enq_time, msgid), each message
+// read by the queue table's primary key before its delivery row is deleted (a delivery whose
+// message is not there is left alone).  No scan floor: the dequeue starts from the head or its
+// position.  Eligible as above, the delivery table with the columns create_queue_table gives it,
+// and the caller holding DELETE and SELECT on it and SELECT on the queue table (table grants,
+// as DEQUEUE gives them).  The sink gets the delivery row's TID (the claim).
+struct BulkDeliveryDequeue {
+    Oid delivery_relid;
+    Oid message_relid;
+    Oid payload_type;
+    int32 queue_id;
+    const char* consumer;
+    bool priority_order;
+    int max_messages;
+    const BulkDequeuePosition* after;  // or nullptr
+    BulkDequeueSink sink;
+    void* sink_context;
+};
+int bulk_dequeue_deliveries(const BulkDeliveryDequeue& request);
+
 }  // namespace aq::queue

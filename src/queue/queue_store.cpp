@@ -749,6 +749,20 @@ struct ClaimArgs {
     const Position* after;  // nullptr: from the head of the queue
 };
 
+// The priorities of removed deliveries, for the sweep (deliveries.hpp): up to 8, more is "any".
+struct Priorities {
+    int32 values[8];
+    int count;
+    void note(int32 priority) {
+        if (count > int(lengthof(values))) return;
+        for (int i = 0; i < count; i++)
+            if (values[i] == priority) return;
+        if (count < int(lengthof(values))) values[count] = priority;
+        count++;
+    }
+    int known() const { return count > int(lengthof(values)) ? -1 : count; }
+};
+
 // The executor hands each dequeued row straight to the request's sink (no SPI result
 // set in between) and remembers the last row for the navigation position.  Called by
 // PostgreSQL: plain data only, and nothing here throws.
@@ -756,9 +770,8 @@ struct SinkReceiver {
     DestReceiver pub;  // first member: PostgreSQL sees a DestReceiver*
     const DequeueRequest* request;
     Oid claiming_relid;  // remove and locked modes: the table whose rows are claimed (retries.hpp)
-    bool sweeps;         // multi-consumer remove: the messages left without deliveries go (deliveries.hpp)
-    int32 priorities[8];  // ... of these priorities (a priority queue table's), up to 8 (more: all)
-    int npriorities;
+    bool sweeps;            // multi-consumer remove: the messages left without deliveries go (deliveries.hpp)
+    Priorities priorities;  // ... of these priorities
     int rows;
     int32 last_priority;
     TimestampTz last_enq_time;
@@ -773,13 +786,7 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     r->request->sink(r->request->sink_context, row);
     r->rows++;
     r->last_msgid = DatumGetInt64(slot->tts_values[0]);
-    if (r->sweeps && r->npriorities <= int(lengthof(r->priorities))) {
-        int32 priority = DatumGetInt32(slot->tts_values[4]);
-        bool known = false;
-        for (int i = 0; i < r->npriorities && !known; i++) known = r->priorities[i] == priority;
-        if (!known && r->npriorities < int(lengthof(r->priorities))) r->priorities[r->npriorities] = priority;
-        if (!known) r->npriorities++;
-    }
+    if (r->sweeps) r->priorities.note(DatumGetInt32(slot->tts_values[4]));
     if (OidIsValid(r->claiming_relid)) retries::note_claimed(r->claiming_relid, reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[5])));
     r->last_enq_time = DatumGetTimestampTz(slot->tts_values[3]);
     r->last_priority = DatumGetInt32(slot->tts_values[4]);
@@ -810,6 +817,7 @@ struct BulkSinkState {
     int32 last_priority;
     TimestampTz last_enq_time;
     int64 last_msgid;
+    Priorities priorities;
 };
 
 void bulk_sink(void* context, const BulkDequeuedMessage& m) {
@@ -819,6 +827,7 @@ void bulk_sink(void* context, const BulkDequeuedMessage& m) {
     s->last_msgid = DatumGetInt64(m.msgid);
     s->last_enq_time = m.enq_time;
     s->last_priority = m.priority;
+    s->priorities.note(m.priority);
     retries::note_claimed(s->relid, const_cast<ItemPointer>(&m.tid));
 }
 
@@ -852,12 +861,26 @@ bool head_scan_due(int32 queue_id) {
 // queue table allows it (-1 otherwise).
 int claim_in_bulk(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
-    if (!removes(o.mode) || o.msgid || o.correlation || o.condition || a.queue->exception_queue ||
-        a.queue->multiple_consumers)
-        return -1;
+    if (!removes(o.mode) || o.msgid || o.correlation || o.condition || a.queue->exception_queue) return -1;
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
-    BulkSinkState state{a.request, a.queue->relid, 0, 0, 0};
+    if (a.queue->multiple_consumers) {
+        BulkSinkState state{a.request, a.queue->delivery_relid, 0, 0, 0, {}};
+        BulkDeliveryDequeue request{a.queue->delivery_relid, a.queue->relid,         a.queue->payload_type,
+                                    a.queue->queue_id,       o.consumer,             a.queue->priority_order,
+                                    a.request->array_size,   a.after ? &after : nullptr, bulk_sink,
+                                    &state};
+        int rows = bulk_dequeue_deliveries(request);
+        if (rows > 0) {
+            remember_position(a.queue->queue_id, o.consumer, false, state.last_priority, state.last_enq_time,
+                              state.last_msgid);
+            wakeup::note_dequeue(a.queue->queue_id);
+            deliveries::sweep(tables_of(*a.queue, a.request->queue_name), state.priorities.values,
+                              state.priorities.known());
+        }
+        return rows;
+    }
+    BulkSinkState state{a.request, a.queue->relid, 0, 0, 0, {}};
     BulkDequeue request{a.queue->relid,
                         a.queue->payload_type,
                         a.queue->queue_id,
@@ -952,8 +975,8 @@ int claim(const ClaimArgs& a) {
                           receiver.last_priority, receiver.last_enq_time, receiver.last_msgid);
         // The messages whose last delivery this was go (deliveries.hpp).
         if (receiver.sweeps)
-            deliveries::sweep(tables_of(*a.queue, a.request->queue_name), receiver.priorities,
-                              receiver.npriorities > int(lengthof(receiver.priorities)) ? -1 : receiver.npriorities);
+            deliveries::sweep(tables_of(*a.queue, a.request->queue_name), receiver.priorities.values,
+                              receiver.priorities.known());
         // Removed or locked messages come back if the transaction rolls back: wake waiters then.
         if (o.mode != DequeueMode::browse) wakeup::note_dequeue(a.queue->queue_id);
     }
