@@ -178,6 +178,18 @@ bool holds_unsettled_claim(TupleTableSlot* slot) {
     return unsettled;
 }
 
+// Deletes the visible row version in the slot, SKIP LOCKED's way: one another transaction holds
+// is skipped, not waited for; one this transaction locked (mode locked) is deleted.  Only a plain
+// xid can be ours: a MultiXactId (several lockers) is skipped, never waited for.
+bool claim_by_delete(Relation rel, TupleTableSlot* slot, CommandId command, Snapshot snapshot) {
+    TM_FailureData failure;
+    ItemPointerData row = slot->tts_tid;
+    TM_Result result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, false, &failure, false);
+    if (result == TM_BeingModified && !held_by_several(slot) && TransactionIdIsCurrentTransactionId(failure.xmax))
+        result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, true, &failure, false);
+    return result == TM_Ok;
+}
+
 // Is this message after the navigation position, in the queue's sort order?
 bool after_position(const BulkDequeuePosition& p, bool priority_order, const Datum* v) {
     int32 priority = DatumGetInt32(v[col_priority]);
@@ -293,17 +305,10 @@ int bulk_dequeue(const BulkDequeue& r) {
             continue;
         }
 
-        // SKIP LOCKED's rule: a message another transaction holds is skipped, not waited for.
         if (!registered) retries::before_claim();  // before the first claim (retries.hpp)
         registered = true;
-        TM_FailureData failure;
         ItemPointerData row = slot->tts_tid;
-        TM_Result result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, false, &failure, false);
-        // A message this transaction locked (mode locked) is deleted.  Only a plain xid can be
-        // ours here: a MultiXactId (several lockers) is skipped, never waited for.
-        if (result == TM_BeingModified && !held_by_several(slot) && TransactionIdIsCurrentTransactionId(failure.xmax))
-            result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, true, &failure, false);
-        if (result != TM_Ok) continue;
+        if (!claim_by_delete(rel, slot, command, snapshot)) continue;
 
         MemoryContext outer = MemoryContextSwitchTo(message_context);
         BulkDequeuedMessage message{v[col_msgid], v[col_user_data], properties_of(properties_desc, v, isnull),
@@ -467,12 +472,8 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
 
         if (!registered) retries::before_claim();
         registered = true;
-        TM_FailureData failure;
         ItemPointerData tid = slot->tts_tid;
-        TM_Result result = table_tuple_delete(rel, &tid, command, snapshot, InvalidSnapshot, false, &failure, false);
-        if (result == TM_BeingModified && !held_by_several(slot) && TransactionIdIsCurrentTransactionId(failure.xmax))
-            result = table_tuple_delete(rel, &tid, command, snapshot, InvalidSnapshot, true, &failure, false);
-        if (result != TM_Ok) continue;
+        if (!claim_by_delete(rel, slot, command, snapshot)) continue;
 
         // The properties as the statement builds them: the delivery's, the message's correlation.
         slot_getallattrs(message_slot);

@@ -2,7 +2,6 @@
 extern "C" {
 #include "postgres.h"
 #include "access/htup_details.h"
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -15,6 +14,7 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/run_as.hpp"
@@ -316,7 +316,11 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
             Datum args2[2] = {subscribed_ids, text_array(plain, nplain)};
             run(t, plan_of(t, deliver_to_names), args2, SPI_OK_INSERT);
         }
-        // Without a subscriber that takes everything, every message must match some rule.
+        // Without a subscriber that takes everything, every message must match some rule: the
+        // ids each rule matched are marked in a sorted copy.
+        auto* sorted = static_cast<int64*>(palloc(sizeof(int64) * nsubscribed));
+        for (int i = 0; i < nsubscribed; i++) sorted[i] = DatumGetInt64(subscribed[i]);
+        std::sort(sorted, sorted + nsubscribed);
         auto* matched = static_cast<bool*>(palloc0(sizeof(bool) * nsubscribed));
         for (int r = 0; r < nrules; r++) {
             RuleRun rule{&t, rules[r], {subscribed_ids, rule_names[r]}, 0};
@@ -328,15 +332,15 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
             if (nplain > 0) continue;
             for (uint64 k = 0; k < SPI_processed; k++) {
                 bool isnull;
-                Datum id = SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull);
-                for (int i = 0; i < nsubscribed; i++)
-                    if (DatumGetInt64(subscribed[i]) == DatumGetInt64(id)) matched[i] = true;
+                int64 id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull));
+                int64* at = std::lower_bound(sorted, sorted + nsubscribed, id);
+                if (at != sorted + nsubscribed && *at == id) matched[at - sorted] = true;
             }
             SPI_freetuptable(SPI_tuptable);
         }
         if (nplain == 0)
             for (int i = 0; i < nsubscribed; i++)
-                if (!matched[i]) no_recipients(t, subscribed[i]);
+                if (!matched[i]) no_recipients(t, Int64GetDatum(sorted[i]));
     }
     if (nlisted > 0) {
         Datum args[2] = {int8_array(listed_ids, nlisted), text_array(listed_names, nlisted)};

@@ -51,12 +51,10 @@ namespace aq::queue::deliveries {
 
 // The tables of one multi-consumer queue table, as a lookup found them.
 struct Tables {
-    Oid relid;           // the queue table (the messages)
-    Oid delivery_relid;  // its delivery table
+    Oid relid;  // the queue table (the messages)
     Oid payload_type;
     Oid owner;
     int32 queue_id;
-    int32 queue_table_id;
     bool priority_order;
     const char* queue_name;
     const char* messages;    // qualified names

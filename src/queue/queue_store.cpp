@@ -83,9 +83,8 @@ const char* claim_table(const QueueInfo& q) {
 }
 
 deliveries::Tables tables_of(const QueueInfo& q, const char* queue_name) {
-    return deliveries::Tables{q.relid,          q.delivery_relid, q.payload_type,    q.owner,
-                              q.queue_id,       q.queue_table_id, q.priority_order,  queue_name,
-                              q.qualified_table, q.qualified_deliveries};
+    return deliveries::Tables{q.relid,      q.payload_type, q.owner,           q.queue_id,
+                              q.priority_order, queue_name,   q.qualified_table, q.qualified_deliveries};
 }
 
 SPIPlanPtr lookup_plan = nullptr;     // by queue name
@@ -443,17 +442,17 @@ enum DequeueShape : int32 {
     priority_order = 32,  // sort_list priority,enq_time
     exception_queue = 64, // its messages are expired by definition: no delay/expiration filter
     correlation_exact = 128,  // a pattern without wildcards: corrid = $7, generic plan
-    with_condition = 256,     // deq_condition: the placeholder $11 (condition.hpp), one plan per condition text
+    with_condition = 256,     // deq_condition: the placeholder $10 (condition.hpp), one plan per condition text
     by_consumer = 512,        // multi-consumer: the delivery rows of consumer $9
     multi_consumer = 1024,    // multi-consumer: claims delivery rows (deliveries.hpp), reads the message
 };
 
 // The parameters of every dequeue statement.
 // $1 queue, $2 now, $3 array size, $4 $5 $8 the position (enq_time, msgid, priority), $6 msgid,
-// $7 correlation, $9 consumer, $10 queue table (multi-consumer: where the other deliveries are).
-constexpr int dequeue_param_count = 10;
+// $7 correlation, $9 consumer.
+constexpr int dequeue_param_count = 9;
 const Oid dequeue_param_types[dequeue_param_count] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID,
-                                                      INT8OID, TEXTOID,        INT4OID, TEXTOID,        INT4OID};
+                                                      INT8OID, TEXTOID,        INT4OID, TEXTOID};
 
 // Oracle's correlation is a LIKE pattern (backslash escapes).  Without a wildcard it is a
 // value: a generic plan finds it on the correlation index, with no planning per call.  A
@@ -577,9 +576,9 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         (shape & exception_queue) ? ""
                                   : psprintf(" AND (%1$sdelay IS NULL OR %1$sdelay OPERATOR(pg_catalog.<=) $2)"
                                              " AND (%1$sexpiration IS NULL OR %1$sexpiration OPERATOR(pg_catalog.>) $2)", p));
-    // The condition is analyzed in place of $11 (condition.hpp), as one expression: it cannot
+    // The condition is analyzed in place of $10 (condition.hpp), as one expression: it cannot
     // reach beyond its AND.  The message table is tab there, as in Oracle's conditions.
-    if (shape & with_condition) where = psprintf("%s AND $11", where);
+    if (shape & with_condition) where = psprintf("%s AND $10", where);
     // A row version that holds an attempt not counted yet is not claimed (retries.hpp).
     if (!(shape & mode_browse))
         where = psprintf("%1$s AND (%2$sxmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid"
@@ -940,7 +939,6 @@ int claim(const ClaimArgs& a) {
     if (o.msgid) set(5, Int64GetDatum(*o.msgid));
     if (o.correlation) set(6, CStringGetTextDatum(o.correlation));
     if (o.consumer) set(8, CStringGetTextDatum(o.consumer));
-    set(9, Int32GetDatum(a.queue->queue_table_id));
 
     SinkReceiver receiver;
     memset(&receiver, 0, sizeof receiver);
