@@ -374,15 +374,13 @@ bool has_delivery_shape(Relation rel, Oid payload_type) {
     return true;
 }
 
-// The message's row version visible to snapshot, by its primary key (msgid).
-bool fetch_message(Relation messages, Relation pkey, Snapshot snapshot, Datum msgid, TupleTableSlot* slot) {
+// The message's row version visible to the scan's snapshot, by its primary key (msgid): one
+// scan of the primary key, begun once per call and rescanned for each message.
+bool fetch_message(IndexScanDesc scan, Datum msgid, TupleTableSlot* slot) {
     ScanKeyData key;
     ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, msgid);
-    IndexScanDesc scan = compat::index_begin_scan(messages, pkey, snapshot, 1);
     index_rescan(scan, &key, 1, nullptr, 0);
-    bool found = index_getnext_slot(scan, ForwardScanDirection, slot);
-    index_endscan(scan);
-    return found;
+    return index_getnext_slot(scan, ForwardScanDirection, slot);
 }
 
 }  // namespace
@@ -449,6 +447,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     index_rescan(scan, keys, nkeys, nullptr, 0);
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
     TupleTableSlot* message_slot = table_slot_create(messages, nullptr);
+    IndexScanDesc message_scan = compat::index_begin_scan(messages, pkey, snapshot, 1);
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk dequeue", ALLOCSET_SMALL_SIZES);
 
     bool counting = retries::counting();
@@ -468,7 +467,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
             continue;
         }
         // Its message, before the delivery is claimed (one that is not there is left alone).
-        if (!fetch_message(messages, pkey, snapshot, v[dcol_msgid], message_slot)) continue;
+        if (!fetch_message(message_scan, v[dcol_msgid], message_slot)) continue;
 
         if (!registered) retries::before_claim();
         registered = true;
@@ -503,6 +502,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     }
 
     MemoryContextDelete(message_context);
+    index_endscan(message_scan);
     ExecDropSingleTupleTableSlot(message_slot);
     ExecDropSingleTupleTableSlot(slot);
     index_endscan(scan);

@@ -22,6 +22,7 @@ extern "C" {
 #include "queue/condition.hpp"
 #include "queue/deliveries.hpp"
 #include "queue/plan_cache.hpp"
+#include "queue/wakeup.hpp"
 
 namespace aq::queue::deliveries {
 
@@ -90,13 +91,14 @@ char* build_sql(const void* context) {
                 "             AND d.consumer_name OPERATOR(pg_catalog.>) c.name ORDER BY d.q_id, d.consumer_name LIMIT 1)"
                 "    FROM consumers c WHERE c.name IS NOT NULL),"
                 // Each one's first delivery from ($3, $4) on, and the first of those.
-                " first AS MATERIALIZED ("
-                "  SELECT f.enq_time, f.msgid FROM consumers c, LATERAL ("
+                " each AS MATERIALIZED ("
+                "  SELECT c.name, f.enq_time, f.msgid FROM consumers c, LATERAL ("
                 "    SELECT d.enq_time, d.msgid FROM ONLY %1$s d"
                 "     WHERE d.q_id OPERATOR(pg_catalog.=) $1 AND d.consumer_name OPERATOR(pg_catalog.=) c.name%3$s"
                 "       AND ROW(d.enq_time, d.msgid) OPERATOR(pg_catalog.>=) ROW($3, $4)"
                 "     ORDER BY d.q_id, d.consumer_name, %4$sd.enq_time, d.msgid LIMIT 1) f"
-                "   WHERE c.name IS NOT NULL ORDER BY f.enq_time, f.msgid LIMIT 1),"
+                "   WHERE c.name IS NOT NULL),"
+                " first AS MATERIALIZED (SELECT e.enq_time, e.msgid FROM each e ORDER BY e.enq_time, e.msgid LIMIT 1),"
                 " gone AS MATERIALIZED ("
                 "  SELECT m.ctid, m.enq_time, m.msgid FROM ONLY %2$s m WHERE m.q_id OPERATOR(pg_catalog.=) $1%5$s"
                 "     AND ROW(m.enq_time, m.msgid) OPERATOR(pg_catalog.>=) ROW($3, $4)"
@@ -109,7 +111,11 @@ char* build_sql(const void* context) {
                 " SELECT (SELECT pg_catalog.count(*) FROM removed),"
                 "        (SELECT enq_time FROM first), (SELECT msgid FROM first),"
                 "        (SELECT g.enq_time FROM gone g ORDER BY g.enq_time DESC, g.msgid DESC LIMIT 1),"
-                "        (SELECT g.msgid FROM gone g ORDER BY g.enq_time DESC, g.msgid DESC LIMIT 1)",
+                "        (SELECT g.msgid FROM gone g ORDER BY g.enq_time DESC, g.msgid DESC LIMIT 1),"
+                // Where each consumer's first delivery is, in one order (names are distinct).
+                "        (SELECT pg_catalog.array_agg(e.name ORDER BY e.name) FROM each e),"
+                "        (SELECT pg_catalog.array_agg(e.enq_time ORDER BY e.name) FROM each e),"
+                "        (SELECT pg_catalog.array_agg(e.msgid ORDER BY e.name) FROM each e)",
                 d, m, by_priority ? " AND d.priority OPERATOR(pg_catalog.=) $2" : "", by_priority ? "d.priority, " : "",
                 by_priority ? " AND m.priority OPERATOR(pg_catalog.=) $2" : "", by_priority ? "m.priority, " : "",
                 sweep_limit);
@@ -245,6 +251,104 @@ struct Resume {
 };
 Resume resumes[16];
 
+// What this backend knows of a queue (enq_time order) since its last sweep of it: the first
+// delivery that sweep found (the messages before it were gone), and where each consumer's first
+// delivery was, moved on by this backend's own dequeues.  It holds while every removal committed
+// since then was this backend's own (wakeup.hpp's removal counts) and for at most a second.
+// While it holds and some consumer's first delivery is still at that point, no message can have
+// lost its last delivery, and the sweep is skipped.  The knowledge can be wrong only toward an
+// extra sweep: a consumer's first delivery may be earlier than remembered (a rollback gave
+// deliveries back, another session of it skips a locked one), or a consumer missing from it may
+// have new deliveries; both make the remembered point look passed.
+constexpr int known_consumers = 32;
+struct ConsumerFirst {
+    char name[NAMEDATALEN];
+    TimestampTz enq_time;
+    int64 msgid;
+    bool after;  // just after (enq_time, msgid): this backend took that delivery
+};
+struct Knowledge {
+    bool valid;
+    int32 queue_id;
+    uint64 removals;
+    TimestampTz swept_at;
+    TimestampTz enq_time;  // the first delivery the sweep found
+    int64 msgid;
+    int count;
+    ConsumerFirst consumers[known_consumers];
+};
+Knowledge knowledge[4];
+
+// The last sweep of a queue after a dequeue that found nothing.
+struct IdleSweep {
+    int32 queue_id;
+    TimestampTz at;
+};
+IdleSweep idle_sweeps[4];
+
+Knowledge& knowledge_of(int32 queue_id) {
+    return knowledge[static_cast<uint32>(queue_id) % lengthof(knowledge)];
+}
+
+// Whether the knowledge of the queue holds now (see Knowledge).
+bool holds(Knowledge& k, int32 queue_id, TimestampTz now) {
+    return k.valid && k.queue_id == queue_id && now - k.swept_at < USECS_PER_SEC &&
+           wakeup::only_own_removals(queue_id, &k.removals);
+}
+
+int compare_position(TimestampTz a_time, int64 a_id, TimestampTz b_time, int64 b_id) {
+    if (a_time != b_time) return a_time < b_time ? -1 : 1;
+    return a_id == b_id ? 0 : (a_id < b_id ? -1 : 1);
+}
+
+// After `taken` by its consumer: whether a message may have lost its last delivery.
+bool may_remove(Knowledge& k, const Taken& taken) {
+    ConsumerFirst* mine = nullptr;
+    for (int i = 0; i < k.count && !mine; i++)
+        if (strcmp(k.consumers[i].name, taken.consumer) == 0) mine = &k.consumers[i];
+    if (!mine) return true;  // a consumer with deliveries the sweep did not see
+    if (compare_position(taken.enq_time, taken.msgid, mine->enq_time, mine->msgid) >= 0) {
+        mine->enq_time = taken.enq_time;
+        mine->msgid = taken.msgid;
+        mine->after = true;
+    }
+    for (int i = 0; i < k.count; i++) {
+        const ConsumerFirst& c = k.consumers[i];
+        int cmp = compare_position(c.enq_time, c.msgid, k.enq_time, k.msgid);
+        if (cmp < 0 || (cmp == 0 && !c.after)) return false;  // still holds the point
+    }
+    return true;
+}
+
+// The sweep's per-consumer first deliveries (columns 6 to 8), if there are few enough.
+void learn(Knowledge& k, HeapTuple row, TupleDesc desc) {
+    bool names_null, times_null, ids_null;
+    Datum names = SPI_getbinval(row, desc, 6, &names_null);
+    Datum times = SPI_getbinval(row, desc, 7, &times_null);
+    Datum ids = SPI_getbinval(row, desc, 8, &ids_null);
+    k.count = 0;
+    if (names_null || times_null || ids_null) return;  // no deliveries: the knowledge stays empty
+    Datum *name_items, *time_items, *id_items;
+    int n, n2, n3;
+    deconstruct_array(DatumGetArrayTypeP(names), TEXTOID, -1, false, TYPALIGN_INT, &name_items, nullptr, &n);
+    deconstruct_array(DatumGetArrayTypeP(times), TIMESTAMPTZOID, sizeof(TimestampTz), FLOAT8PASSBYVAL,
+                      TYPALIGN_DOUBLE, &time_items, nullptr, &n2);
+    deconstruct_array(DatumGetArrayTypeP(ids), INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &id_items,
+                      nullptr, &n3);
+    if (n > known_consumers || n != n2 || n != n3) {
+        k.valid = false;
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        ConsumerFirst& c = k.consumers[i];
+        text_to_cstring_buffer(DatumGetTextPP(name_items[i]), c.name, sizeof c.name);
+        c.enq_time = DatumGetTimestampTz(time_items[i]);
+        c.msgid = DatumGetInt64(id_items[i]);
+        c.after = false;
+    }
+    k.count = n;
+}
+
 }  // namespace
 
 void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties) {
@@ -348,13 +452,24 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
     }
 }
 
-void sweep(const Tables& t, const int32* priorities, int count) {
+void sweep(const Tables& t, const int32* priorities, int count, const Taken* taken) {
     // A transaction's first sweep of a queue starts at the head.  The delivery rows the
     // transaction removes stay in its snapshot's way until it ends (they cannot be pruned), so
     // its later sweeps start where the last one stopped: the messages between there and the
     // first delivery row after it are gone too, since their delivery rows have the same keys.
     // What committed meanwhile before that point is left to a later transaction's sweep.
     LocalTransactionId now = compat::my_local_xid();
+    TimestampTz clock = GetCurrentTimestamp();
+    Knowledge& k = knowledge_of(t.queue_id);
+    if (!taken) {
+        // An empty dequeue: a sweep at most once a second per queue, when nothing holds.
+        if (t.priority_order || holds(k, t.queue_id, clock)) return;
+        IdleSweep& idle = idle_sweeps[static_cast<uint32>(t.queue_id) % lengthof(idle_sweeps)];
+        if (idle.queue_id == t.queue_id && clock - idle.at < USECS_PER_SEC) return;
+        idle = IdleSweep{t.queue_id, clock};
+    } else if (!t.priority_order && holds(k, t.queue_id, clock) && !may_remove(k, *taken)) {
+        return;
+    }
     SPIPlanPtr plan = plan_of(t, sweep_queue);
     auto run_sweep = [&](int32 priority) {
         Resume& r = resumes[(static_cast<uint32>(t.queue_id) * 31 + static_cast<uint32>(priority)) % lengthof(resumes)];
@@ -363,6 +478,11 @@ void sweep(const Tables& t, const int32* priorities, int count) {
         Datum args[4] = {Int32GetDatum(t.queue_id), Int32GetDatum(priority),
                          TimestampTzGetDatum(resumes_here ? r.enq_time : DT_NOBEGIN),
                          Int64GetDatum(resumes_here ? r.msgid : PG_INT64_MIN)};
+        // Read before the statement's snapshot is taken: a removal it does not see counts after.
+        Knowledge next_k{};
+        next_k.queue_id = t.queue_id;
+        next_k.swept_at = clock;
+        next_k.valid = !t.priority_order && wakeup::removals(t.queue_id, &next_k.removals);
         int level = plan_cache::index_plans_begin(false);
         int rc = SPI_execute_plan(plan, args, nullptr, false, 1);
         plan_cache::index_plans_end(level);
@@ -383,6 +503,16 @@ void sweep(const Tables& t, const int32* priorities, int count) {
         else if (!first_null)
             next.enq_time = DatumGetTimestampTz(first_time), next.msgid = DatumGetInt64(first_id);
         r = next;
+        // What the next sweep may skip for: only a sweep from the head that removed all it could
+        // and found a first delivery (see Knowledge).
+        if (next_k.valid && !resumes_here && removed < sweep_limit && !first_null) {
+            next_k.enq_time = DatumGetTimestampTz(first_time);
+            next_k.msgid = DatumGetInt64(first_id);
+            learn(next_k, row, desc);
+        } else {
+            next_k.valid = false;
+        }
+        if (!t.priority_order) k = next_k;
         SPI_freetuptable(SPI_tuptable);
     };
     if (!t.priority_order) {

@@ -65,9 +65,18 @@ struct Tables {
 // the enqueue's aq.message_properties[] (nullptr: defaults), read for recipient_list.
 void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties);
 
+// The last delivery a remove dequeue took, in the queue's order.
+struct Taken {
+    const char* consumer;
+    TimestampTz enq_time;
+    int64 msgid;
+};
+
 // After a remove dequeue deleted delivery rows of the given priorities (of a priority-ordered
-// queue table; count -1: of any): removes the queue's messages that no delivery is left for.
-void sweep(const Tables& t, const int32* priorities, int count);
+// queue table; count -1: of any), up to `taken`: removes the queue's messages that no delivery
+// is left for.  taken nullptr: the dequeue found nothing; the sweep then runs only if what this
+// backend knows of the queue no longer holds.
+void sweep(const Tables& t, const int32* priorities, int count, const Taken* taken);
 
 // The SET items of an UPDATE of delivery rows (alias) that move them to an exception queue: the
 // row takes its message's correlation, enqueuing user and payload from the queue table

@@ -874,8 +874,11 @@ int claim_in_bulk(const ClaimArgs& a) {
             remember_position(a.queue->queue_id, o.consumer, false, state.last_priority, state.last_enq_time,
                               state.last_msgid);
             wakeup::note_dequeue(a.queue->queue_id);
+        }
+        if (rows >= 0) {
+            deliveries::Taken taken{o.consumer, state.last_enq_time, state.last_msgid};
             deliveries::sweep(tables_of(*a.queue, a.request->queue_name), state.priorities.values,
-                              state.priorities.known());
+                              state.priorities.known(), rows > 0 ? &taken : nullptr);
         }
         return rows;
     }
@@ -972,11 +975,15 @@ int claim(const ClaimArgs& a) {
         remember_position(a.queue->queue_id, o.consumer ? o.consumer : "", o.mode == DequeueMode::browse,
                           receiver.last_priority, receiver.last_enq_time, receiver.last_msgid);
         // The messages whose last delivery this was go (deliveries.hpp).
-        if (receiver.sweeps)
+        if (receiver.sweeps) {
+            deliveries::Taken taken{o.consumer, receiver.last_enq_time, receiver.last_msgid};
             deliveries::sweep(tables_of(*a.queue, a.request->queue_name), receiver.priorities.values,
-                              receiver.priorities.known());
+                              receiver.priorities.known(), &taken);
+        }
         // Removed or locked messages come back if the transaction rolls back: wake waiters then.
         if (o.mode != DequeueMode::browse) wakeup::note_dequeue(a.queue->queue_id);
+    } else if (receiver.sweeps) {
+        deliveries::sweep(tables_of(*a.queue, a.request->queue_name), nullptr, 0, nullptr);
     }
     return receiver.rows;
 }

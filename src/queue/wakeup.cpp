@@ -27,6 +27,7 @@ namespace {
 
 struct Channel {
     pg_atomic_uint64 generation;
+    pg_atomic_uint64 removals;
     ConditionVariable cv;
 };
 
@@ -62,8 +63,34 @@ struct Pending {
 Pending enqueued;
 Pending dequeued;
 
+// The removal counts this backend moved on (channel, count before), the latest few.
+struct OwnRemoval {
+    uint32_t channel;
+    uint64_t before;
+};
+constexpr int own_removal_count = 32;
+OwnRemoval own_removals[own_removal_count];
+uint32_t own_removal_next = 0;
+
+uint32_t channel_index(int32_t queue_id) {
+    return static_cast<uint32_t>(queue_id) % channel_count;
+}
+
+void count_removals(const Pending& p) {
+    if (!shared || (!p.overflow && p.count == 0)) return;
+    if (p.overflow) {
+        for (auto& ch : shared->channels) pg_atomic_fetch_add_u64(&ch.removals, 1);
+        return;
+    }
+    for (int i = 0; i < p.count; i++) {
+        uint32_t c = channel_index(p.ids[i]);
+        uint64_t before = pg_atomic_fetch_add_u64(&shared->channels[c].removals, 1);
+        own_removals[own_removal_next++ % own_removal_count] = OwnRemoval{c + 1, before};
+    }
+}
+
 Channel& channel_of(int32_t queue_id) {
-    return shared->channels[static_cast<uint32_t>(queue_id) % channel_count];
+    return shared->channels[channel_index(queue_id)];
 }
 
 void wake(const Pending& p) {
@@ -102,6 +129,7 @@ void shmem_startup() {
     if (!found) {
         for (auto& ch : shared->channels) {
             pg_atomic_init_u64(&ch.generation, 0);
+            pg_atomic_init_u64(&ch.removals, 0);
             ConditionVariableInit(&ch.cv);
         }
         pg_atomic_init_u32(&shared->listeners, 0);
@@ -178,6 +206,26 @@ bool sleep_any(const int32_t* queue_ids, const uint64_t* seen, int count, long t
     return moved || changed();
 }
 
+bool removals(int32_t queue_id, uint64_t* count) {
+    if (!shared) return false;
+    *count = pg_atomic_read_u64(&channel_of(queue_id).removals);
+    return true;
+}
+
+bool only_own_removals(int32_t queue_id, uint64_t* known) {
+    if (!shared) return false;
+    uint32_t c = channel_index(queue_id) + 1;  // 0: an unused record
+    uint64_t now = pg_atomic_read_u64(&channel_of(queue_id).removals);
+    while (*known != now) {
+        bool mine = false;
+        for (const auto& r : own_removals)
+            if (r.channel == c && r.before == *known) mine = true;
+        if (!mine) return false;
+        ++*known;
+    }
+    return true;
+}
+
 void note_enqueue(int32_t queue_id) {
     enqueued.add(queue_id);
 }
@@ -193,6 +241,7 @@ void note_prepared_transaction_end() {
 
 void at_commit() {
     wake(enqueued);
+    count_removals(dequeued);
     enqueued.clear();
     dequeued.clear();
     stop_listening();

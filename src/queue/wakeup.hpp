@@ -29,6 +29,13 @@
 // either.  A listener that ended without saying so (an error in its wait) is uncounted at the
 // end of its transaction; until then commits broadcast for nobody, which costs only that.
 //
+// Removals.  Each channel also counts the committed transactions that dequeued from its queues
+// (`removals`, incremented at commit after the generation), for backend-local knowledge of a
+// queue that only this backend's own dequeues may change (the sweep of deliveries.cpp): a
+// backend remembers the counts it moved from, so it can tell whether every removal since it
+// looked was its own.  A COMMIT PREPARED counts on every channel; a collision only makes the
+// knowledge look stale.
+//
 // Without shared_preload_libraries = 'aq' there is no shared memory: waits then poll
 // the queue table every `poll_interval_ms` (documented in the README).
 #pragma once
@@ -60,6 +67,12 @@ void sleep(int32_t queue_id, uint64_t seen, long timeout_ms);
 void begin_listen();
 bool sleep_any(const int32_t* queue_ids, const uint64_t* seen, int count, long timeout_ms);
 void end_listen();
+
+// The queue's removal count (see the protocol); false without shared memory.
+bool removals(int32_t queue_id, uint64_t* count);
+// Whether every removal counted since *known was this backend's own; if so, *known becomes the
+// current count.
+bool only_own_removals(int32_t queue_id, uint64_t* known);
 
 // Remember queues for the end of the current transaction.
 void note_enqueue(int32_t queue_id);

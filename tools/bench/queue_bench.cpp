@@ -1189,6 +1189,158 @@ void listen_test(const std::string& conninfo) {
     std::fflush(stdout);
 }
 
+// ---- 6. fan-out: one queue, 1 to 10 subscribers
+
+// n messages (composite payload) enqueued in arrays of 500 with a commit each, into a
+// single-consumer queue and into multi-consumer queues of 1, 2, 5 and 10 subscribers (no rules);
+// then dequeued in arrays of 500 with a commit each: the single-consumer queue by one consumer,
+// a multi-consumer queue by each of its subscribers in turn, one array each per round, until
+// every subscriber has all n.  Each subscriber must receive every message once, in msgid order,
+// and the queue table and its delivery table must be empty at the end.
+struct FanOut {
+    int subscribers = 0;  // 0: the single-consumer queue
+    double enq_s = 0, enq_cpu = 0, deq_s = 0, deq_cpu = 0;
+};
+
+FanOut fanout_run(const Payload& p, long n, int subscribers) {
+    const std::string table = "aq_bench_fan" + std::to_string(subscribers) + "_qt";
+    const std::string queue = "aq_bench_fan" + std::to_string(subscribers) + "_q";
+    exec("SELECT aq.create_queue_table('" + table + "', 'aq_bench.bench_ot', queue_table_schema => 'aq_bench'" +
+         (subscribers ? ", multiple_consumers => true" : "") + ")");
+    extra_queue_tables.push_back(table);
+    exec("SELECT aq.create_queue('" + queue + "', '" + table + "')");
+    exec("SELECT aq.start_queue('" + queue + "')");
+    exec("ALTER TABLE aq_bench." + table + " SET (autovacuum_enabled = off)");
+    std::string deliveries;
+    if (subscribers) {
+        deliveries = scalar("SELECT delivery_relid::regclass FROM aq.queue_tables WHERE table_schema = 'aq_bench'"
+                            " AND queue_table = '" + table + "'");
+        exec("ALTER TABLE " + deliveries + " SET (autovacuum_enabled = off)");
+    }
+    for (int k = 1; k <= subscribers; k++)
+        exec("SELECT aq.add_subscriber('" + queue + "', aq.agent('S" + std::to_string(k) + "'))");
+    const std::string enq = "fan_enq" + std::to_string(subscribers);
+    prepare(enq, "SELECT cardinality(aq.enqueue_array('" + queue + "', $1::aq_bench.bench_ot[]))");
+    std::vector<std::string> arrays;
+    for (long from = 1; from <= n; from += dequeue_batch) {
+        std::vector<std::string> slice;
+        for (long i = from; i <= std::min<long>(n, from + dequeue_batch - 1); i++) slice.push_back(p.make(i));
+        arrays.push_back(array_literal(slice, static_cast<long>(slice.size())));
+    }
+    settle();
+    FanOut f;
+    f.subscribers = subscribers;
+    double s0 = server_cpu_seconds(), c0 = client_cpu_seconds();
+    auto t0 = Clock::now();
+    for (auto& a : arrays)
+        if (run_prepared_long(enq, {a.c_str()}) <= 0) die("fan-out: enqueue_array returned no msgids");
+    f.enq_s = seconds_since(t0);
+    f.enq_cpu = server_cpu_seconds() - s0 + client_cpu_seconds() - c0;
+    expect_rows("aq_bench." + table, n, "fan-out enqueue");
+    if (subscribers) expect_rows(deliveries, n * subscribers, "fan-out enqueue (deliveries)");
+    exec("VACUUM ANALYZE aq_bench." + table);
+    if (subscribers) exec("VACUUM ANALYZE " + deliveries);
+    settle();
+
+    int consumers = std::max(subscribers, 1);
+    std::vector<std::string> stmts;
+    for (int k = 1; k <= consumers; k++) {
+        stmts.push_back("fan_deq" + std::to_string(subscribers) + "_" + std::to_string(k));
+        prepare(stmts.back(), "SELECT msgid FROM aq.dequeue_array('" + queue + "', NULL::aq_bench.bench_ot, " +
+                                  std::to_string(dequeue_batch) + ", aq.dequeue_options(wait => '0'" +
+                                  (subscribers ? ", consumer_name => 'S" + std::to_string(k) + "'" : std::string()) +
+                                  "))");
+    }
+    std::vector<long> got(consumers, 0), last(consumers, 0);
+    s0 = server_cpu_seconds();
+    c0 = client_cpu_seconds();
+    t0 = Clock::now();
+    for (bool more = true; more;) {
+        more = false;
+        for (int k = 0; k < consumers; k++) {
+            if (got[k] == n) continue;
+            PGresult* r = PQexecPrepared(conn, stmts[k].c_str(), 0, nullptr, nullptr, nullptr, 0);
+            if (!result_ok(r)) die("fan-out: dequeue_array failed", r);
+            int rows = PQntuples(r);
+            if (rows == 0) correctness_error("fan-out: consumer " + std::to_string(k + 1) + " got nothing after " +
+                                             std::to_string(got[k]) + " of " + std::to_string(n));
+            for (int i = 0; i < rows; i++) {
+                long id = std::atol(PQgetvalue(r, i, 0));
+                if (id <= last[k]) correctness_error("fan-out: a consumer received msgids out of order or twice");
+                last[k] = id;
+            }
+            PQclear(r);
+            got[k] += rows;
+            if (rows == 0) got[k] = n;  // reported above; stop asking
+            more = more || got[k] < n;
+        }
+    }
+    f.deq_s = seconds_since(t0);
+    f.deq_cpu = server_cpu_seconds() - s0 + client_cpu_seconds() - c0;
+    expect_rows("aq_bench." + table, 0, "fan-out dequeue");
+    if (subscribers) expect_rows(deliveries, 0, "fan-out dequeue (deliveries)");
+    return f;
+}
+
+void fanout_test(const Payload& p) {
+    const long n = quick ? 20000 : 100000;
+    std::vector<FanOut> runs;
+    for (int subscribers : {0, 1, 2, 5, 10}) {
+        progress("fan-out: " + with_commas(n) + " messages, " +
+                 (subscribers ? std::to_string(subscribers) + " subscriber(s)" : std::string("single-consumer queue")));
+        runs.push_back(fanout_run(p, n, subscribers));
+        drop_extra_queues();
+    }
+    std::printf("\n== Fan-out: %s messages to 1, 2, 5 and 10 subscribers%s\n", with_commas(n).c_str(),
+                quick ? "  (--quick: 20,000 messages; the targets are stated for 100,000)" : "");
+    std::printf("   payload composite aq_bench.bench_ot; aq.enqueue_array of 500 per call and aq.dequeue_array of\n"
+                "   500 per call, a commit each; the subscribers (no rules) dequeue in turn, one array each per\n"
+                "   round, until each has every message.  'enqueue us/msg' is per message enqueued (all its\n"
+                "   deliveries included), 'dequeue us/msg' per message delivered to one subscriber.\n");
+    std::printf("  %-28s %12s %10s %10s %14s %10s %10s\n", "", "enqueue/s", "us/msg", "cpu us", "per sub deq/s",
+                "us/msg", "cpu us");
+    const FanOut& single = runs[0];
+    const FanOut& one = runs[1];
+    auto per = [&](double s, double msgs) { return msgs > 0 ? s * 1e6 / msgs : 0; };
+    for (auto& f : runs) {
+        double deliveries = static_cast<double>(n) * std::max(f.subscribers, 1);
+        std::string label = f.subscribers ? std::to_string(f.subscribers) + " subscriber" + (f.subscribers > 1 ? "s" : "")
+                                          : "single-consumer queue";
+        std::printf("  %-28s %12s %10.2f %10s %14s %10.2f %10s\n", label.c_str(), with_commas(n / f.enq_s).c_str(),
+                    per(f.enq_s, n), have_server_cpu ? fmt("%.2f", per(f.enq_cpu, n)).c_str() : "n/a",
+                    with_commas(deliveries / f.deq_s).c_str(),
+                    per(f.deq_s, deliveries), have_server_cpu ? fmt("%.2f", per(f.deq_cpu, deliveries)).c_str() : "n/a");
+    }
+    std::printf("  enqueue cost relative to 1 subscriber:");
+    for (auto& f : runs)
+        if (f.subscribers) std::printf("  %d: %s", f.subscribers, ratio(f.enq_s / one.enq_s).c_str());
+    std::printf("\n  dequeue rate per subscriber relative to the single-consumer queue:");
+    for (auto& f : runs)
+        if (f.subscribers) std::printf("  %d: %s", f.subscribers, ratio(per(single.deq_s, n) / per(f.deq_s, n * f.subscribers)).c_str());
+    std::printf("\n");
+    const FanOut& ten = runs.back();
+    double enq_ratio = ten.enq_s / one.enq_s;
+    bool enq_pass = enq_ratio <= 3.0;
+    std::string enq_cpu = have_server_cpu && one.enq_cpu > 0 ? "  [CPU ratio " + ratio(ten.enq_cpu / one.enq_cpu) + "]" : "";
+    std::printf("  target: 10 subscribers' enqueue at most 3x 1 subscriber's:  %s <= 3.00x   %s%s\n",
+                ratio(enq_ratio).c_str(), enq_pass ? "PASS" : "FAIL", enq_cpu.c_str());
+    if (!enq_pass) failures.push_back("fan-out: 10 subscribers' enqueue / 1 subscriber's = " + ratio(enq_ratio) + " > 3.00x");
+    double worst = 1e9;
+    int worst_k = 0;
+    for (auto& f : runs)
+        if (f.subscribers) {
+            double r = per(single.deq_s, n) / per(f.deq_s, n * f.subscribers);
+            if (r < worst) worst = r, worst_k = f.subscribers;
+        }
+    bool deq_pass = worst >= 0.5;
+    std::printf("  target: each subscriber dequeues at >= 0.5x the single-consumer rate: lowest %s (%d subscriber%s)"
+                "   %s\n",
+                ratio(worst).c_str(), worst_k, worst_k > 1 ? "s" : "", deq_pass ? "PASS" : "FAIL");
+    if (!deq_pass)
+        failures.push_back("fan-out: per-subscriber dequeue rate " + ratio(worst) + " of the single-consumer rate < 0.50x");
+    std::fflush(stdout);
+}
+
 // ------------------------------------------------------------------ setup / teardown
 
 bool created_extension = false;
@@ -1252,7 +1404,7 @@ void teardown(const std::vector<Payload>& payloads) {
 
 int main(int argc, char** argv) {
     std::string conninfo, only;
-    const char* usage = "usage: %s \"<libpq connection string>\" [--quick] [--only priority|correlation|condition|listen]\n";
+    const char* usage = "usage: %s \"<libpq connection string>\" [--quick] [--only priority|correlation|condition|listen|fanout]\n";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         if (a == "--quick")
@@ -1270,7 +1422,8 @@ int main(int argc, char** argv) {
         }
     }
     if (conninfo.empty() ||
-        !(only.empty() || only == "priority" || only == "correlation" || only == "condition" || only == "listen")) {
+        !(only.empty() || only == "priority" || only == "correlation" || only == "condition" || only == "listen" ||
+          only == "fanout")) {
         std::fprintf(stderr, usage, argv[0]);
         return 2;
     }
@@ -1403,6 +1556,7 @@ int main(int argc, char** argv) {
     if (only.empty() || only == "correlation") correlation_test();
     if (only.empty() || only == "condition") condition_test();
     if (only.empty() || only == "listen") listen_test(conninfo);
+    if (only.empty() || only == "fanout") fanout_test(payloads[0]);
     drop_extra_queues();
 
     teardown(payloads);
