@@ -147,6 +147,33 @@ SELECT array_length(aq.enqueue_array('sub_prio_q', ARRAY[ROW(1, 1, 'x'), ROW(2, 
 SELECT sub_ids('a', queue => 'sub_prio_q', n => 2) AS a_first_two, sub_ids('b', queue => 'sub_prio_q') AS b_all,
        sub_ids('a', queue => 'sub_prio_q') AS a_rest;
 
+------------------------------------------------------------------------------ delivery rows: multi-insert and statement alike
+-- The enqueue writes delivery rows by multi-insert; a trigger on the delivery table sends them
+-- through the statements instead.  The rows are the same either way.
+CREATE TABLE sub_fired (n int);
+SELECT aq.add_subscriber('sub_q', aq.agent(s)) FROM unnest(ARRAY['f2', 'f1']) s;
+CREATE FUNCTION sub_rows(ids bigint[]) RETURNS text LANGUAGE sql AS $$
+  SELECT string_agg(format('%s q=%s p=%s delay=%s expires=%s exc=%s retries=%s', consumer_name, q_id = (SELECT queue_id FROM aq.queues WHERE queue_name = 'sub_q'),
+                           priority, delay - enq_time, expiration - delay, exception_queue, retry_count),
+                    '; ' ORDER BY array_position(ids, msgid), consumer_name)
+    FROM ONLY "aq$_sub_qt_i" WHERE msgid = ANY (ids) $$;
+CREATE FUNCTION sub_fan() RETURNS text LANGUAGE sql AS $$
+  SELECT sub_rows(aq.enqueue_array('sub_q', ARRAY[ROW(30, 1, 'x'), ROW(31, 1, 'x')]::sub_order_t[],
+         ARRAY[aq.message_properties(priority => 4, delay => '1 hour', expiration => '2 hours', correlation => 'fan-test',
+                                     exception_queue => 'public.sub_fan_exc'),
+               aq.message_properties(correlation => 'fan-test', recipient_list => ARRAY[aq.agent('r2'), aq.agent('r1')])])) $$;
+SELECT sub_fan() AS by_multi_insert \gset
+SELECT :'by_multi_insert' AS delivery_rows;
+CREATE FUNCTION sub_count() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.sub_fired VALUES (1); RETURN NEW; END $$;
+CREATE TRIGGER sub_count BEFORE INSERT ON "aq$_sub_qt_i" FOR EACH ROW EXECUTE FUNCTION sub_count();
+SELECT sub_fan() = :'by_multi_insert' AS same_rows;
+SELECT count(*) > 0 AS by_statement FROM sub_fired;
+DROP TRIGGER sub_count ON "aq$_sub_qt_i";
+SELECT aq.purge_queue_table('sub_qt', aq.purge_condition(correlation => 'fan-test')) AS purged;
+DROP FUNCTION sub_fan(), sub_rows(bigint[]), sub_count();
+DROP TABLE sub_fired;
+SELECT aq.remove_subscriber('sub_q', aq.agent(s)) FROM unnest(ARRAY['f2', 'f1']) s;
+
 ------------------------------------------------------------------------------ purge and drop
 SELECT aq.add_subscriber('sub_q', aq.agent(s)) FROM unnest(ARRAY['p1', 'p2']) s;
 SELECT array_length(aq.enqueue_array('sub_q', ARRAY[ROW(20, 1, 'x'), ROW(21, 1, 'x')]::sub_order_t[],

@@ -38,6 +38,7 @@ extern "C" {
 #include "base/multi_insert.hpp"
 #include "queue/bulk_dequeue.hpp"
 #include "queue/bulk_enqueue.hpp"
+#include "queue/deliveries.hpp"
 #include "queue/retries.hpp"
 #include "queue/settler.hpp"
 #include "queue/scan_floor.hpp"
@@ -336,44 +337,6 @@ int bulk_dequeue(const BulkDequeue& r) {
 
 namespace {
 
-// A multi-consumer queue table's delivery table, as create_queue_table makes it (deliveries.hpp).
-enum DeliveryColumn {
-    dcol_msgid,
-    dcol_consumer_name,
-    dcol_q_id,
-    dcol_priority,
-    dcol_enq_time,
-    dcol_delay,
-    dcol_expiration,
-    dcol_retry_count,
-    dcol_exception_queue,
-    dcol_corrid,
-    dcol_enq_uid,
-    dcol_user_data,
-    delivery_column_count
-};
-
-bool has_delivery_shape(Relation rel, Oid payload_type) {
-    static const struct {
-        const char* name;
-        Oid type;  // InvalidOid: the payload type
-    } shape[delivery_column_count] = {
-        {"msgid", INT8OID},           {"consumer_name", TEXTOID},    {"q_id", INT4OID},
-        {"priority", INT4OID},        {"enq_time", TIMESTAMPTZOID}, {"delay", TIMESTAMPTZOID},
-        {"expiration", TIMESTAMPTZOID}, {"retry_count", INT4OID},   {"exception_queue", TEXTOID},
-        {"corrid", TEXTOID},          {"enq_uid", TEXTOID},          {"user_data", InvalidOid},
-    };
-    TupleDesc desc = RelationGetDescr(rel);
-    if (rel->rd_rel->relkind != RELKIND_RELATION || desc->natts != delivery_column_count) return false;
-    for (int i = 0; i < delivery_column_count; i++) {
-        Form_pg_attribute att = TupleDescAttr(desc, i);
-        Oid expected = OidIsValid(shape[i].type) ? shape[i].type : payload_type;
-        if (att->attisdropped || att->atttypid != expected || strcmp(NameStr(att->attname), shape[i].name) != 0)
-            return false;
-    }
-    return true;
-}
-
 // The message's row version visible to the scan's snapshot, by its primary key (msgid): one
 // scan of the primary key, begun once per call and rescanned for each message.
 bool fetch_message(IndexScanDesc scan, Datum msgid, TupleTableSlot* slot) {
@@ -386,6 +349,7 @@ bool fetch_message(IndexScanDesc scan, Datum msgid, TupleTableSlot* slot) {
 }  // namespace
 
 int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
+    using namespace deliveries;
     Relation rel = table_open(r.delivery_relid, RowExclusiveLock);
     Relation messages = table_open(r.message_relid, AccessShareLock);
     static const AttrNumber by_time[] = {dcol_q_id + 1, dcol_consumer_name + 1, dcol_enq_time + 1, dcol_msgid + 1};
@@ -396,7 +360,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     Oid pkey_oid = InvalidOid;
     // As for a queue table (above); the statement's privileges are the tables' own: DELETE and
     // SELECT on the delivery table, SELECT on the queue table (column grants: the statement).
-    if (!XactReadOnly && !IsInParallelMode() && has_delivery_shape(rel, r.payload_type) &&
+    if (!XactReadOnly && !IsInParallelMode() && deliveries::has_delivery_shape(rel, r.payload_type) &&
         base::multi_insert::refusal(rel) == nullptr && plain_queue_table(messages, r.payload_type) &&
         compat::namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
         pg_class_aclcheck(r.delivery_relid, GetUserId(), ACL_DELETE | ACL_SELECT) == ACLCHECK_OK &&
@@ -419,6 +383,11 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     if (properties_desc->natts != 11)
         elog(ERROR, "aq: type aq.message_properties has %d fields, not those of aq 0.6.0", properties_desc->natts);
 
+    // The consumer's floor is read before the snapshot is taken (scan_floor.hpp).
+    bool floor_applies = !r.priority_order && !r.after;
+    scan_floor::Reading floor;
+    if (floor_applies) floor = scan_floor::read(r.queue_id, r.consumer);
+
     CommandCounterIncrement();
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
     PushActiveSnapshot(snapshot);
@@ -437,13 +406,16 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
         Datum values[] = {Int32GetDatum(r.after->priority), TimestampTzGetDatum(r.after->enq_time),
                           Int64GetDatum(r.after->msgid)};
         row_comparison(&keys[nkeys++], row, BTGreaterStrategyNumber, 3, columns, comparisons, values);
-    } else if (r.after) {
+    } else if (r.after || (floor_applies && !r.from_head && floor.floor.enq_time != DT_NOBEGIN)) {
         static const AttrNumber columns[] = {3, 4};
         static const RegProcedure comparisons[] = {F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
-        Datum values[] = {TimestampTzGetDatum(r.after->enq_time), Int64GetDatum(r.after->msgid)};
-        row_comparison(&keys[nkeys++], row, BTGreaterStrategyNumber, 2, columns, comparisons, values);
+        scan_floor::Position from = r.after ? scan_floor::Position{r.after->enq_time, r.after->msgid} : floor.floor;
+        Datum values[] = {TimestampTzGetDatum(from.enq_time), Int64GetDatum(from.msgid)};
+        row_comparison(&keys[nkeys++], row, r.after ? BTGreaterStrategyNumber : BTGreaterEqualStrategyNumber, 2,
+                       columns, comparisons, values);
     }
     IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, nkeys);
+    scan->xs_want_itup = floor_applies;  // the (enq_time, msgid) of entries whose rows are gone
     index_rescan(scan, keys, nkeys, nullptr, 0);
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
     TupleTableSlot* message_slot = table_slot_create(messages, nullptr);
@@ -453,10 +425,25 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     bool counting = retries::counting();
     int hinted = 0;
     bool registered = false;
+    bool met_blocker = false;
+    scan_floor::Position candidate{now, PG_INT64_MIN};  // if the scan runs out without meeting a delivery
     int removed = 0;
     while (removed < r.max_messages) {
         CHECK_FOR_INTERRUPTS();
-        if (!index_getnext_slot(scan, ForwardScanDirection, slot)) break;
+        if (!index_getnext_tid(scan, ForwardScanDirection)) break;
+        scan_floor::Position entry{0, 0};
+        if (floor_applies && !met_blocker) {
+            bool isnull;
+            entry.enq_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, 3, scan->xs_itupdesc, &isnull));
+            entry.msgid = DatumGetInt64(index_getattr(scan->xs_itup, 4, scan->xs_itupdesc, &isnull));
+        }
+        bool visible = index_fetch_heap(scan, slot);
+        // As in bulk_dequeue(): only entries dead to all transactions may be passed by the floor.
+        if (floor_applies && !met_blocker && (visible || !scan->kill_prior_tuple)) {
+            met_blocker = true;
+            candidate = entry;
+        }
+        if (!visible) continue;
         slot_getallattrs(slot);
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
@@ -501,6 +488,8 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
         removed++;
     }
 
+    if (floor_applies) scan_floor::raise(r.queue_id, floor, candidate, r.consumer);
+
     MemoryContextDelete(message_context);
     index_endscan(message_scan);
     ExecDropSingleTupleTableSlot(message_slot);
@@ -514,6 +503,159 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     UnregisterSnapshot(snapshot);
     ReleaseTupleDesc(properties_desc);
     if (removed > 0) CommandCounterIncrement();
+    return removed;
+}
+
+int bulk_sweep(BulkSweep& r) {
+    using namespace deliveries;
+    r.nfirsts = 0;
+    r.firsts_overflow = false;
+    r.found_first = false;
+    Relation rel = table_open(r.delivery_relid, AccessShareLock);
+    Relation messages = table_open(r.message_relid, RowExclusiveLock);
+    static const AttrNumber by_time[] = {dcol_q_id + 1, dcol_consumer_name + 1, dcol_enq_time + 1, dcol_msgid + 1};
+    Oid index_oid = InvalidOid;
+    Oid order_oid = InvalidOid;
+    if (!XactReadOnly && !IsInParallelMode() && has_delivery_shape(rel, r.payload_type) &&
+        plain_queue_table(messages, r.payload_type) && caller_may_remove(messages) &&
+        compat::namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
+        pg_class_aclcheck(r.delivery_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK) {
+        index_oid = find_index(rel, by_time, 4);
+        order_oid = find_order_index(messages, false);
+    }
+    Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
+    Relation order = OidIsValid(order_oid) ? index_open(order_oid, AccessShareLock) : nullptr;
+    if (!index || !order || !in_sort_order(index) || !in_sort_order(order)) {
+        if (index) index_close(index, AccessShareLock);
+        if (order) index_close(order, AccessShareLock);
+        table_close(messages, NoLock);
+        table_close(rel, NoLock);  // the locks are kept to the end of the transaction, as usual
+        return -1;
+    }
+    CheckCmdReplicaIdentity(messages, CMD_DELETE);
+
+    scan_floor::Reading floor = scan_floor::read(r.queue_id);  // before the snapshot (scan_floor.hpp)
+    CommandCounterIncrement();
+    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    PushActiveSnapshot(snapshot);
+    CommandId command = GetCurrentCommandId(true);
+    MemoryContext work = AllocSetContextCreate(CurrentMemoryContext, "aq sweep", ALLOCSET_SMALL_SIZES);
+    MemoryContext outer = MemoryContextSwitchTo(work);
+    static const AttrNumber position_columns[] = {3, 4};  // of the delivery index: enq_time, msgid
+    static const AttrNumber message_columns[] = {2, 3};   // of the queue's order index
+    static const RegProcedure comparisons[] = {F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
+    auto later = [](TimestampTz a_time, int64 a_id, TimestampTz b_time, int64 b_id) {
+        return a_time != b_time ? a_time > b_time : a_id > b_id;
+    };
+
+    // The consumers, by their names in the index: each next one is the key of the first entry
+    // after the last name, whatever its row (the scan does not skip killed entries either).
+    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    IndexScanDesc names = compat::index_begin_scan(rel, index, snapshot, 2);
+    names->xs_want_itup = true;
+    names->ignore_killed_tuples = false;
+    IndexScanDesc firsts = compat::index_begin_scan(rel, index, snapshot, 3);
+    text* last_name = cstring_to_text("");  // every consumer name has 1 to 63 bytes
+    TimestampTz first_time = DT_NOEND;
+    int64 first_id = PG_INT64_MAX;
+    for (;;) {
+        CHECK_FOR_INTERRUPTS();
+        ScanKeyData keys[2];
+        ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
+        // (A scan is begun for a number of keys, and every rescan must give that many.)
+        ScanKeyEntryInitialize(&keys[1], 0, 2, BTGreaterStrategyNumber, InvalidOid, index->rd_indcollation[1],
+                               F_TEXT_GT, PointerGetDatum(last_name));
+        index_rescan(names, keys, 2, nullptr, 0);
+        if (!index_getnext_tid(names, ForwardScanDirection)) break;
+        bool isnull;
+        last_name = DatumGetTextPCopy(index_getattr(names->xs_itup, 2, names->xs_itupdesc, &isnull));
+        char* consumer = text_to_cstring(last_name);
+
+        // Its first delivery this snapshot sees, from its floor (or where this transaction's
+        // last sweep stopped, if later).
+        scan_floor::Reading consumer_floor = scan_floor::read(r.queue_id, consumer);
+        TimestampTz from_time = consumer_floor.floor.enq_time;
+        int64 from_id = consumer_floor.floor.msgid;
+        if (r.resumed && later(r.from_enq_time, r.from_msgid, from_time, from_id))
+            from_time = r.from_enq_time, from_id = r.from_msgid;
+        ScanKeyData first_keys[3], row[2];
+        ScanKeyInit(&first_keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
+        ScanKeyEntryInitialize(&first_keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[1],
+                               F_TEXTEQ, PointerGetDatum(last_name));
+        Datum values[] = {TimestampTzGetDatum(from_time), Int64GetDatum(from_id)};
+        row_comparison(&first_keys[2], row, BTGreaterEqualStrategyNumber, 2, position_columns, comparisons, values);
+        index_rescan(firsts, first_keys, 3, nullptr, 0);
+        if (!index_getnext_slot(firsts, ForwardScanDirection, slot)) continue;
+        TimestampTz at_time = DatumGetTimestampTz(slot_getattr(slot, dcol_enq_time + 1, &isnull));
+        int64 at_id = DatumGetInt64(slot_getattr(slot, dcol_msgid + 1, &isnull));
+        if (later(first_time, first_id, at_time, at_id)) first_time = at_time, first_id = at_id;
+        if (r.nfirsts < r.max_firsts) {
+            SweepFirst& f = r.firsts[r.nfirsts++];
+            strlcpy(f.name, consumer, sizeof f.name);
+            f.enq_time = at_time;
+            f.msgid = at_id;
+        } else {
+            r.firsts_overflow = true;
+        }
+    }
+    index_endscan(firsts);
+    index_endscan(names);
+    ExecDropSingleTupleTableSlot(slot);
+    r.found_first = first_time != DT_NOEND || first_id != PG_INT64_MAX;
+    r.first_enq_time = first_time;
+    r.first_msgid = first_id;
+
+    // The messages before it, from the queue's floor (or where the last sweep stopped).
+    ScanKeyData keys[2], row[2];
+    ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
+    int nkeys = 1;
+    bool floor_applies = !r.resumed;
+    if (r.resumed || floor.floor.enq_time != DT_NOBEGIN) {
+        Datum values[] = {TimestampTzGetDatum(r.resumed ? r.from_enq_time : floor.floor.enq_time),
+                          Int64GetDatum(r.resumed ? r.from_msgid : floor.floor.msgid)};
+        row_comparison(&keys[nkeys++], row, BTGreaterEqualStrategyNumber, 2, message_columns, comparisons, values);
+    }
+    TupleTableSlot* message_slot = table_slot_create(messages, nullptr);
+    IndexScanDesc scan = compat::index_begin_scan(messages, order, snapshot, nkeys);
+    scan->xs_want_itup = true;
+    index_rescan(scan, keys, nkeys, nullptr, 0);
+    bool met_blocker = false;
+    // If no entry stops it: the first delivery's message stays (and none is later than now).
+    TimestampTz started = GetCurrentTimestamp();
+    scan_floor::Position candidate = later(first_time, first_id, started, PG_INT64_MIN)
+                                         ? scan_floor::Position{started, PG_INT64_MIN}
+                                         : scan_floor::Position{first_time, first_id};
+    int removed = 0;
+    while (removed < r.limit) {
+        CHECK_FOR_INTERRUPTS();
+        if (!index_getnext_tid(scan, ForwardScanDirection)) break;
+        bool isnull;
+        TimestampTz at_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, 2, scan->xs_itupdesc, &isnull));
+        int64 at_id = DatumGetInt64(index_getattr(scan->xs_itup, 3, scan->xs_itupdesc, &isnull));
+        if (!later(first_time, first_id, at_time, at_id)) break;  // at the first delivery
+        bool visible = index_fetch_heap(scan, message_slot);
+        if (!met_blocker && (visible || !scan->kill_prior_tuple)) {
+            met_blocker = true;
+            candidate = scan_floor::Position{at_time, at_id};
+        }
+        if (!visible || !claim_by_delete(messages, message_slot, command, snapshot)) continue;
+        r.last_enq_time = at_time;
+        r.last_msgid = at_id;
+        removed++;
+    }
+    if (floor_applies) scan_floor::raise(r.queue_id, floor, candidate);
+    index_endscan(scan);
+    ExecDropSingleTupleTableSlot(message_slot);
+
+    MemoryContextSwitchTo(outer);
+    MemoryContextDelete(work);
+    index_close(order, NoLock);
+    index_close(index, NoLock);
+    table_close(messages, NoLock);
+    table_close(rel, NoLock);
+    PopActiveSnapshot();
+    UnregisterSnapshot(snapshot);
+    if (removed > 0) CommandCounterIncrement();  // later commands of this transaction see the removals
     return removed;
 }
 

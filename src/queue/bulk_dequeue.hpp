@@ -83,10 +83,48 @@ struct BulkDeliveryDequeue {
     const char* consumer;
     bool priority_order;
     int max_messages;
+    bool from_head;                    // as in BulkDequeue: ignore the consumer's scan floor
     const BulkDequeuePosition* after;  // or nullptr
     BulkDequeueSink sink;
     void* sink_context;
 };
 int bulk_dequeue_deliveries(const BulkDeliveryDequeue& request);
+
+// The removal sweep of a multi-consumer queue (deliveries.hpp) on the indexes, for an
+// enq_time-ordered queue table: after the snapshot is taken, the consumers with delivery rows
+// are found one index descent each (an entry's key is enough, dead or not), each one's first
+// visible delivery from its scan floor (or `from`), the first of those, and the queue's messages
+// before it, from the queue's scan floor (or `from`) on, are deleted SKIP LOCKED's way, at most
+// `limit`.  The queue's floor is read before the snapshot and raised past what is surely dead
+// (scan_floor.hpp); the consumers' floors are only read (after the snapshot: a delivery this
+// snapshot sees is never surely dead, so it is at or above its consumer's floor).  With the
+// privileges of the equivalent statement (DELETE and SELECT on the queue table, SELECT on the
+// delivery table); -1 when the tables or the caller's privileges need the statement.
+struct SweepFirst {  // a consumer's first delivery
+    char name[NAMEDATALEN];
+    TimestampTz enq_time;
+    int64 msgid;
+};
+struct BulkSweep {
+    Oid delivery_relid;
+    Oid message_relid;
+    Oid payload_type;
+    int32 queue_id;
+    bool resumed;  // from (from_enq_time, from_msgid), as the transaction's last sweep stopped
+    TimestampTz from_enq_time;
+    int64 from_msgid;
+    int limit;
+    SweepFirst* firsts;  // room for max_firsts; more consumers: firsts_overflow
+    int max_firsts;
+    // results
+    int nfirsts;
+    bool firsts_overflow;
+    bool found_first;
+    TimestampTz first_enq_time;
+    int64 first_msgid;
+    TimestampTz last_enq_time;  // the last message removed
+    int64 last_msgid;
+};
+int bulk_sweep(BulkSweep& request);
 
 }  // namespace aq::queue

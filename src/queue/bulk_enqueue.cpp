@@ -192,6 +192,18 @@ bool bulk_enqueue(const BulkEnqueue& r) {
         r.msgids_out[i] = msgid;
         fill_row(r, i, msgid, enq_uid, slot->tts_values, slot->tts_isnull);
         MemoryContextSwitchTo(outer);
+        if (r.messages_out) {
+            const Datum* v = slot->tts_values;
+            const bool* isnull = slot->tts_isnull;
+            // The exception queue's name is the caller's (a field of its properties), not batch memory.
+            r.messages_out[i] = deliveries::Message{DatumGetInt32(v[col_priority]),
+                                                    DatumGetTimestampTz(v[col_enq_time]),
+                                                    !isnull[col_delay],
+                                                    isnull[col_delay] ? 0 : DatumGetTimestampTz(v[col_delay]),
+                                                    !isnull[col_expiration],
+                                                    isnull[col_expiration] ? 0 : DatumGetTimestampTz(v[col_expiration]),
+                                                    isnull[col_exception_queue] ? (Datum)0 : v[col_exception_queue]};
+        }
         multi_insert::add(m, slot, payload_bytes(r.payloads[i], payload_len));
     }
     multi_insert::finish(m);

@@ -29,6 +29,7 @@ extern "C" {
 #include <initializer_list>
 
 #include "compat/executor.hpp"
+#include "queue/deliveries.hpp"
 
 namespace aq::queue {
 
@@ -58,6 +59,7 @@ struct BulkEnqueue {
     const Datum* properties;       // aq.message_properties per payload, or nullptr
     const bool* properties_null;   // with properties
     Datum* msgids_out;             // count entries, filled in payload order
+    deliveries::Message* messages_out;  // count entries, or nullptr: what a delivery row copies
 };
 
 // The attribute-number set of these queue table columns, for a range table entry.

@@ -2,6 +2,9 @@
 extern "C" {
 #include "postgres.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "utils/rel.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -17,11 +20,15 @@ extern "C" {
 #include <algorithm>
 #include <cstring>
 
+#include "base/multi_insert.hpp"
 #include "base/run_as.hpp"
+#include "compat/executor.hpp"
 #include "compat/proc.hpp"
+#include "queue/bulk_dequeue.hpp"
 #include "queue/condition.hpp"
 #include "queue/deliveries.hpp"
 #include "queue/plan_cache.hpp"
+#include "queue/scan_floor.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq::queue::deliveries {
@@ -349,9 +356,72 @@ void learn(Knowledge& k, HeapTuple row, TupleDesc desc) {
     k.count = n;
 }
 
+
+// Delivery rows by multi-insert: row j is message messages[which[j]] (id ids[which[j]]) to
+// consumer names[j].  false (nothing written) when the delivery table is not as aq made it or
+// the multi-insert path refuses it: the statements then write the rows.  The enqueuer needs no
+// privilege on the delivery table (the statements run as its owner): none is checked here.
+bool insert_rows(const Tables& t, const Datum* ids, const Message* messages, const int* which, const Datum* names,
+                 int n) {
+    Relation rel = table_open(t.delivery_relid, RowExclusiveLock);
+    if (!has_delivery_shape(rel, t.payload_type) || base::multi_insert::refusal(rel) != nullptr) {
+        table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
+        return false;
+    }
+    compat::RangeTable rt = compat::relation_range_table(rel, RowExclusiveLock, ACL_INSERT, nullptr, nullptr);
+    base::multi_insert::MultiInsert* m = base::multi_insert::begin(rel, rt, n);
+    for (int j = 0; j < n; j++) {
+        const Message& message = messages[which[j]];
+        TupleTableSlot* slot = base::multi_insert::next_slot(m);
+        Datum* v = slot->tts_values;
+        bool* isnull = slot->tts_isnull;
+        for (int c = 0; c < delivery_column_count; c++) isnull[c] = true;
+        auto set = [&](int c, Datum value) {
+            v[c] = value;
+            isnull[c] = false;
+        };
+        set(dcol_msgid, ids[which[j]]);
+        set(dcol_consumer_name, names[j]);
+        set(dcol_q_id, Int32GetDatum(t.queue_id));
+        set(dcol_priority, Int32GetDatum(message.priority));
+        set(dcol_enq_time, TimestampTzGetDatum(message.enq_time));
+        if (message.has_delay) set(dcol_delay, TimestampTzGetDatum(message.delay));
+        if (message.has_expiration) set(dcol_expiration, TimestampTzGetDatum(message.expiration));
+        set(dcol_retry_count, Int32GetDatum(0));
+        if (message.exception_queue) set(dcol_exception_queue, message.exception_queue);
+        base::multi_insert::add(m, slot, 64 + VARSIZE_ANY(DatumGetPointer(names[j])));
+    }
+    base::multi_insert::finish(m);
+    table_close(rel, NoLock);
+    CommandCounterIncrement();  // later commands of this transaction see the deliveries
+    return true;
+}
+
 }  // namespace
 
-void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties) {
+bool has_delivery_shape(Relation rel, Oid payload_type) {
+    static const struct {
+        const char* name;
+        Oid type;  // InvalidOid: the payload type
+    } shape[delivery_column_count] = {
+        {"msgid", INT8OID},           {"consumer_name", TEXTOID},    {"q_id", INT4OID},
+        {"priority", INT4OID},        {"enq_time", TIMESTAMPTZOID}, {"delay", TIMESTAMPTZOID},
+        {"expiration", TIMESTAMPTZOID}, {"retry_count", INT4OID},   {"exception_queue", TEXTOID},
+        {"corrid", TEXTOID},          {"enq_uid", TEXTOID},          {"user_data", InvalidOid},
+    };
+    TupleDesc desc = RelationGetDescr(rel);
+    if (rel->rd_rel->relkind != RELKIND_RELATION || desc->natts != delivery_column_count) return false;
+    for (int i = 0; i < delivery_column_count; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        Oid expected = OidIsValid(shape[i].type) ? shape[i].type : payload_type;
+        if (att->attisdropped || att->atttypid != expected || strcmp(NameStr(att->attname), shape[i].name) != 0)
+            return false;
+    }
+    return true;
+}
+
+void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties, const Message* messages,
+             TimestampTz enq_time) {
     Datum* properties_items = nullptr;
     bool* properties_nulls = nullptr;
     if (properties) {
@@ -361,9 +431,11 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
     }
     // Messages for the subscribers, and (message, consumer) pairs of recipient lists.
     auto* subscribed = static_cast<Datum*>(palloc(sizeof(Datum) * count));
+    auto* subscribed_at = static_cast<int*>(palloc(sizeof(int) * count));  // index into ids
     int nsubscribed = 0;
     Datum* listed_ids = nullptr;
     Datum* listed_names = nullptr;
+    int* listed_at = nullptr;
     int nlisted = 0;
     int listed_capacity = 0;
     for (int i = 0; i < count; i++) {
@@ -371,6 +443,7 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
         int n;
         if (!properties || properties_nulls[i] ||
             !recipients_of(DatumGetHeapTupleHeader(properties_items[i]), &names, &n)) {
+            subscribed_at[nsubscribed] = i;
             subscribed[nsubscribed++] = ids[i];
             continue;
         }
@@ -380,12 +453,37 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
                                                         : palloc(sizeof(Datum) * listed_capacity));
             listed_names = static_cast<Datum*>(listed_names ? repalloc(listed_names, sizeof(Datum) * listed_capacity)
                                                             : palloc(sizeof(Datum) * listed_capacity));
+            listed_at = static_cast<int*>(listed_at ? repalloc(listed_at, sizeof(int) * listed_capacity)
+                                                    : palloc(sizeof(int) * listed_capacity));
         }
         for (int j = 0; j < n; j++) {
+            listed_at[nlisted] = i;
             listed_ids[nlisted] = ids[i];
             listed_names[nlisted++] = names[j];
         }
     }
+    // The rows for subscribers without a rule (consumer by consumer, in message order: each
+    // consumer's index entries go in together) and for recipient lists, by multi-insert if
+    // the enqueue said what it wrote.
+    int* bulk_which = nullptr;
+    Datum* bulk_names = nullptr;
+    int nbulk = 0;
+    auto bulk_add = [&](int which, Datum name) {
+        bulk_which[nbulk] = which;
+        bulk_names[nbulk++] = name;
+    };
+    auto bulk_reserve = [&](int more) {
+        int capacity = nbulk + more;
+        bulk_which = static_cast<int*>(bulk_which ? repalloc(bulk_which, sizeof(int) * capacity)
+                                                  : palloc(sizeof(int) * capacity));
+        bulk_names = static_cast<Datum*>(bulk_names ? repalloc(bulk_names, sizeof(Datum) * capacity)
+                                                    : palloc(sizeof(Datum) * capacity));
+    };
+    bool plain_in_bulk = false;
+    Datum* plain_names = nullptr;  // the subscribers without a rule
+    int plain_count = 0;
+    Datum* rule_subscribers = nullptr;  // ... and with one
+    int rule_count = 0;
 
     if (nsubscribed > 0) {
         Oid types[1] = {INT4OID};
@@ -415,10 +513,21 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
             }
         }
         SPI_freetuptable(SPI_tuptable);
+        rule_subscribers = rule_names;
+        rule_count = nrules;
         Datum subscribed_ids = int8_array(subscribed, nsubscribed);
-        if (nplain > 0) {
+        if (nplain > 0 && messages) {
+            bulk_reserve(nplain * nsubscribed);
+            for (int p = 0; p < nplain; p++)
+                for (int i = 0; i < nsubscribed; i++) bulk_add(subscribed_at[i], plain[p]);
+            plain_in_bulk = true;
+            plain_names = plain;
+            plain_count = nplain;
+        } else if (nplain > 0) {
             Datum args2[2] = {subscribed_ids, text_array(plain, nplain)};
             run(t, plan_of(t, deliver_to_names), args2, SPI_OK_INSERT);
+            plain_names = plain;
+            plain_count = nplain;
         }
         // Without a subscriber that takes everything, every message must match some rule: the
         // ids each rule matched are marked in a sorted copy.
@@ -446,10 +555,29 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
             for (int i = 0; i < nsubscribed; i++)
                 if (!matched[i]) no_recipients(t, Int64GetDatum(sorted[i]));
     }
-    if (nlisted > 0) {
+    bool listed_in_bulk = nlisted > 0 && messages;
+    if (listed_in_bulk) {
+        bulk_reserve(nlisted);
+        for (int j = 0; j < nlisted; j++) bulk_add(listed_at[j], listed_names[j]);
+    }
+    if (nbulk > 0 && !insert_rows(t, ids, messages, bulk_which, bulk_names, nbulk)) {
+        listed_in_bulk = false;  // by statement, then
+        if (plain_in_bulk) {
+            Datum args2[2] = {int8_array(subscribed, nsubscribed), text_array(plain_names, plain_count)};
+            run(t, plan_of(t, deliver_to_names), args2, SPI_OK_INSERT);
+        }
+    }
+    if (nlisted > 0 && !listed_in_bulk) {
         Datum args[2] = {int8_array(listed_ids, nlisted), text_array(listed_names, nlisted)};
         run(t, plan_of(t, deliver_listed), args, SPI_OK_INSERT);
     }
+    // After the rows, before the commit: the scan floor of every consumer that may have got one.
+    auto lower = [&](const Datum* names, int n) {
+        for (int i = 0; i < n; i++) scan_floor::lower(t.queue_id, enq_time, TextDatumGetCString(names[i]));
+    };
+    lower(plain_names, plain_count);
+    lower(rule_subscribers, rule_count);
+    lower(listed_names, nlisted);
 }
 
 void sweep(const Tables& t, const int32* priorities, int count, const Taken* taken) {
@@ -483,6 +611,46 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
         next_k.queue_id = t.queue_id;
         next_k.swept_at = clock;
         next_k.valid = !t.priority_order && wakeup::removals(t.queue_id, &next_k.removals);
+        if (!t.priority_order) {
+            BulkSweep request{};
+            request.delivery_relid = t.delivery_relid;
+            request.message_relid = t.relid;
+            request.payload_type = t.payload_type;
+            request.queue_id = t.queue_id;
+            request.resumed = resumes_here;
+            request.from_enq_time = resumes_here ? r.enq_time : DT_NOBEGIN;
+            request.from_msgid = resumes_here ? r.msgid : PG_INT64_MIN;
+            request.limit = sweep_limit;
+            SweepFirst firsts[known_consumers];
+            request.firsts = firsts;
+            request.max_firsts = known_consumers;
+            int removed = bulk_sweep(request);
+            if (removed >= 0) {
+                Resume next{t.queue_id, priority, now, DT_NOEND, PG_INT64_MAX};
+                if (removed >= sweep_limit)
+                    next.enq_time = request.last_enq_time, next.msgid = request.last_msgid;
+                else if (request.found_first)
+                    next.enq_time = request.first_enq_time, next.msgid = request.first_msgid;
+                r = next;
+                if (next_k.valid && !resumes_here && removed < sweep_limit && request.found_first &&
+                    !request.firsts_overflow) {
+                    next_k.enq_time = request.first_enq_time;
+                    next_k.msgid = request.first_msgid;
+                    next_k.count = request.nfirsts;
+                    for (int i = 0; i < request.nfirsts; i++) {
+                        ConsumerFirst& c = next_k.consumers[i];
+                        strlcpy(c.name, firsts[i].name, sizeof c.name);
+                        c.enq_time = firsts[i].enq_time;
+                        c.msgid = firsts[i].msgid;
+                        c.after = false;
+                    }
+                } else {
+                    next_k.valid = false;
+                }
+                k = next_k;
+                return;
+            }
+        }
         int level = plan_cache::index_plans_begin(false);
         int rc = SPI_execute_plan(plan, args, nullptr, false, 1);
         plan_cache::index_plans_end(level);

@@ -44,7 +44,9 @@
 
 extern "C" {
 #include "postgres.h"
+#include "datatype/timestamp.h"
 #include "utils/array.h"
+#include "utils/relcache.h"
 }
 
 namespace aq::queue::deliveries {
@@ -59,11 +61,49 @@ struct Tables {
     const char* queue_name;
     const char* messages;    // qualified names
     const char* deliveries;
+    Oid delivery_relid;
+};
+
+// The columns of a delivery table, in the order aq.create_queue_table creates them.
+enum DeliveryColumn {
+    dcol_msgid,
+    dcol_consumer_name,
+    dcol_q_id,
+    dcol_priority,
+    dcol_enq_time,
+    dcol_delay,
+    dcol_expiration,
+    dcol_retry_count,
+    dcol_exception_queue,
+    dcol_corrid,
+    dcol_enq_uid,
+    dcol_user_data,
+    delivery_column_count
+};
+
+// The delivery table still has exactly those columns (user_data of this payload type).
+bool has_delivery_shape(Relation rel, Oid payload_type);
+
+// What a delivery row copies from its message, as the enqueue wrote it (delay and expiration
+// are the times the message becomes visible and expires; exception_queue 0: NULL).
+struct Message {
+    int32 priority;
+    TimestampTz enq_time;
+    bool has_delay;
+    TimestampTz delay;
+    bool has_expiration;
+    TimestampTz expiration;
+    Datum exception_queue;
 };
 
 // After an enqueue inserted the messages ids[0 .. count): their delivery rows.  properties is
-// the enqueue's aq.message_properties[] (nullptr: defaults), read for recipient_list.
-void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties);
+// the enqueue's aq.message_properties[] (nullptr: defaults), read for recipient_list.  With
+// messages (what the enqueue wrote, per id), the rows for subscribers without a rule and for
+// recipient lists go in by multi-insert (base/multi_insert.hpp) when the delivery table allows
+// it; otherwise, and for rules, by statements that read the messages back.
+// enq_time: the messages' (the scan floors of their consumers are lowered to it, scan_floor.hpp).
+void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties, const Message* messages,
+             TimestampTz enq_time);
 
 // The last delivery a remove dequeue took, in the queue's order.
 struct Taken {

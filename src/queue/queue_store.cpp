@@ -4,6 +4,7 @@
 // plain data; C++ errors are aq::Error, thrown after the PostgreSQL work they report.
 extern "C" {
 #include "postgres.h"
+#include "common/hashfn.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -83,8 +84,8 @@ const char* claim_table(const QueueInfo& q) {
 }
 
 deliveries::Tables tables_of(const QueueInfo& q, const char* queue_name) {
-    return deliveries::Tables{q.relid,      q.payload_type, q.owner,           q.queue_id,
-                              q.priority_order, queue_name,   q.qualified_table, q.qualified_deliveries};
+    return deliveries::Tables{q.relid,      q.payload_type, q.owner,           q.queue_id,          q.priority_order,
+                              queue_name,   q.qualified_table, q.qualified_deliveries, q.delivery_relid};
 }
 
 SPIPlanPtr lookup_plan = nullptr;     // by queue name
@@ -865,9 +866,20 @@ int claim_in_bulk(const ClaimArgs& a) {
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
     if (a.queue->multiple_consumers) {
         BulkSinkState state{a.request, a.queue->delivery_relid, 0, 0, 0, {}};
-        BulkDeliveryDequeue request{a.queue->delivery_relid, a.queue->relid,         a.queue->payload_type,
-                                    a.queue->queue_id,       o.consumer,             a.queue->priority_order,
-                                    a.request->array_size,   a.after ? &after : nullptr, bulk_sink,
+        // A head scan at most once a second per queue and consumer (the key is a hash: a
+        // collision only moves one of them).
+        int32 head_key = a.queue->queue_id ^
+                         static_cast<int32>(hash_bytes(reinterpret_cast<const unsigned char*>(o.consumer), strlen(o.consumer)));
+        BulkDeliveryDequeue request{a.queue->delivery_relid,
+                                    a.queue->relid,
+                                    a.queue->payload_type,
+                                    a.queue->queue_id,
+                                    o.consumer,
+                                    a.queue->priority_order,
+                                    a.request->array_size,
+                                    o.navigation == Navigation::first_message || (!a.after && head_scan_due(head_key)),
+                                    a.after ? &after : nullptr,
+                                    bulk_sink,
                                     &state};
         int rows = bulk_dequeue_deliveries(request);
         if (rows > 0) {
@@ -1045,7 +1057,7 @@ ArrayType* msgid_array(Datum* ids, int count, MemoryContext context) {
 
 // The multi-insert path (bulk_enqueue.hpp); false if the table is not eligible.
 bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz enq_time, int count,
-                     MemoryContext result_context, ArrayType** result) {
+                     MemoryContext result_context, ArrayType** result, deliveries::Message* messages) {
     int16 typlen;
     bool typbyval;
     char typalign;
@@ -1059,7 +1071,8 @@ bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz en
         deconstruct_array(r.properties, ARR_ELEMTYPE(r.properties), -1, false, TYPALIGN_DOUBLE, &properties,
                           &properties_null, &n);
     Datum* ids = static_cast<Datum*>(palloc(sizeof(Datum) * count));
-    BulkEnqueue request{q.relid, q.payload_type, q.queue_id, enq_time, count, payloads, properties, properties_null, ids};
+    BulkEnqueue request{q.relid,           q.payload_type, q.queue_id, enq_time, count, payloads, properties,
+                        properties_null, ids,            messages};
     if (!bulk_enqueue(request)) return false;
     *result = msgid_array(ids, count, result_context);
     return true;
@@ -1068,11 +1081,13 @@ bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz en
 }  // namespace
 
 // A multi-consumer queue's messages just inserted reach their recipients (deliveries.hpp).
-void deliver_messages(const EnqueueRequest& r, const QueueInfo& q, ArrayType* ids) {
+// messages: what the multi-insert path wrote (nullptr: the statement wrote them).
+void deliver_messages(const EnqueueRequest& r, const QueueInfo& q, ArrayType* ids, const deliveries::Message* messages,
+                      TimestampTz enq_time) {
     Datum* items;
     int n;
     deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &items, nullptr, &n);
-    deliveries::deliver(tables_of(q, r.queue_name), items, n, r.properties);
+    deliveries::deliver(tables_of(q, r.queue_name), items, n, r.properties, messages, enq_time);
 }
 
 // ---------------------------------------------------------------- public
@@ -1098,8 +1113,11 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
             return;
         }
         TimestampTz enq_time = GetCurrentTimestamp();
-        if (enqueue_in_bulk(r, q, enq_time, count, caller_context, &result)) {
-            if (q.multiple_consumers) deliver_messages(r, q, result);
+        auto* messages = q.multiple_consumers
+                             ? static_cast<deliveries::Message*>(palloc(sizeof(deliveries::Message) * count))
+                             : nullptr;
+        if (enqueue_in_bulk(r, q, enq_time, count, caller_context, &result, messages)) {
+            if (q.multiple_consumers) deliver_messages(r, q, result, messages, enq_time);
             scan_floor::lower(q.queue_id, enq_time);  // after the index entries, before the commit
             wakeup::note_enqueue(q.queue_id);
             SPI_finish();
@@ -1122,7 +1140,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         bool isnull;
         for (int i = 0; i < count; i++) ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
         result = msgid_array(ids, count, caller_context);
-        if (q.multiple_consumers) deliver_messages(r, q, result);
+        if (q.multiple_consumers) deliver_messages(r, q, result, nullptr, enq_time);
 
         scan_floor::lower(q.queue_id, enq_time);  // after the index entries, before the commit
         wakeup::note_enqueue(q.queue_id);

@@ -4,8 +4,11 @@ extern "C" {
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "common/hashfn.h"
 #include "storage/spin.h"
 }
+
+#include <cstring>
 
 #include "queue/scan_floor.hpp"
 
@@ -17,6 +20,7 @@ struct Slot {
     slock_t mutex;
     Oid database;
     int32 queue_id;
+    char consumer[NAMEDATALEN];  // "": the queue's messages
     Position floor;
     uint64 epoch;
     Position epoch_low;  // the lowest position enqueued during this epoch
@@ -31,13 +35,18 @@ void new_epoch(Slot& s) {
 
 Slot* slots = nullptr;
 
-Slot& slot_of(int32 queue_id) {
+const char* key_of(const char* consumer) {
+    return consumer ? consumer : "";
+}
+
+Slot& slot_of(int32 queue_id, const char* consumer) {
     uint32 h = static_cast<uint32>(queue_id) * 2654435761u ^ static_cast<uint32>(MyDatabaseId);
+    if (consumer && consumer[0]) h ^= hash_bytes(reinterpret_cast<const unsigned char*>(consumer), strlen(consumer));
     return slots[h % slot_count];
 }
 
-bool owns(const Slot& s, int32 queue_id) {
-    return s.queue_id == queue_id && s.database == MyDatabaseId;
+bool owns(const Slot& s, int32 queue_id, const char* consumer) {
+    return s.queue_id == queue_id && s.database == MyDatabaseId && strcmp(s.consumer, key_of(consumer)) == 0;
 }
 
 }  // namespace
@@ -55,6 +64,7 @@ void shmem_startup() {
             SpinLockInit(&slots[i].mutex);
             slots[i].database = InvalidOid;
             slots[i].queue_id = 0;
+            slots[i].consumer[0] = '\0';
             slots[i].floor = head;
             slots[i].epoch = 0;
             slots[i].epoch_low = nowhere;
@@ -63,14 +73,15 @@ void shmem_startup() {
     LWLockRelease(AddinShmemInitLock);
 }
 
-Reading read(int32 queue_id) {
+Reading read(int32 queue_id, const char* consumer) {
     Reading r;
-    if (!slots) return r;
-    Slot& s = slot_of(queue_id);
+    if (!slots || (consumer && strlen(consumer) >= NAMEDATALEN)) return r;
+    Slot& s = slot_of(queue_id, consumer);
     SpinLockAcquire(&s.mutex);
-    if (!owns(s, queue_id)) {  // a takeover: from the head, which is always safe
+    if (!owns(s, queue_id, consumer)) {  // a takeover: from the head, which is always safe
         s.database = MyDatabaseId;
         s.queue_id = queue_id;
+        strlcpy(s.consumer, key_of(consumer), sizeof s.consumer);
         s.floor = head;
         new_epoch(s);
     }
@@ -81,11 +92,11 @@ Reading read(int32 queue_id) {
     return r;
 }
 
-void raise(int32 queue_id, const Reading& seen, Position candidate) {
+void raise(int32 queue_id, const Reading& seen, Position candidate, const char* consumer) {
     if (!slots || !seen.tracked) return;
-    Slot& s = slot_of(queue_id);
+    Slot& s = slot_of(queue_id, consumer);
     SpinLockAcquire(&s.mutex);
-    if (owns(s, queue_id) && s.epoch == seen.epoch) {
+    if (owns(s, queue_id, consumer) && s.epoch == seen.epoch) {
         Position capped = s.epoch_low < candidate ? s.epoch_low : candidate;
         if (s.floor < capped) {
             s.floor = capped;
@@ -95,11 +106,11 @@ void raise(int32 queue_id, const Reading& seen, Position candidate) {
     SpinLockRelease(&s.mutex);
 }
 
-void lower(int32 queue_id, TimestampTz enq_time) {
+void lower(int32 queue_id, TimestampTz enq_time, const char* consumer) {
     if (!slots) return;
-    Slot& s = slot_of(queue_id);
+    Slot& s = slot_of(queue_id, consumer);
     SpinLockAcquire(&s.mutex);
-    if (owns(s, queue_id)) {
+    if (owns(s, queue_id, consumer)) {
         Position inserted{enq_time, PG_INT64_MIN};  // every msgid of that enq_time
         if (inserted < s.floor) s.floor = inserted;
         if (inserted < s.epoch_low) s.epoch_low = inserted;

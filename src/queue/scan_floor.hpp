@@ -38,6 +38,11 @@
 // dequeue that finds nothing from the floor scans from the head too, at most once a
 // second per queue and backend.
 //
+// A multi-consumer queue keeps a floor per consumer over that consumer's delivery rows, with the
+// same protocol: the fan-out lowers the floor of every consumer it may have written rows for,
+// after writing them and before its commit; that consumer's dequeues read and raise it.  The
+// queue's own floor then covers its messages, which the removal sweep scans (deliveries.hpp).
+//
 // Without shared_preload_libraries = 'aq' there is no shared memory: every scan starts at
 // the head (read() returns no floor, raise() and lower() do nothing).
 #pragma once
@@ -72,8 +77,10 @@ struct Reading {
     bool tracked = false;  // false: no shared memory; raise() will do nothing
 };
 
-Reading read(int32 queue_id);
-void raise(int32 queue_id, const Reading& seen, Position candidate);
-void lower(int32 queue_id, TimestampTz enq_time);
+// consumer: a multi-consumer queue's delivery rows of that consumer (deliveries.hpp), a floor
+// of their own (nullptr: the queue's messages).
+Reading read(int32 queue_id, const char* consumer = nullptr);
+void raise(int32 queue_id, const Reading& seen, Position candidate, const char* consumer = nullptr);
+void lower(int32 queue_id, TimestampTz enq_time, const char* consumer = nullptr);
 
 }  // namespace aq::queue::scan_floor

@@ -75,6 +75,9 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
         ("delay", po::value(&base.delay_seconds)->default_value(0), "aq: delay every message by this many seconds")
         ("conditions", po::value(&base.conditions)->default_value(0),
          "aq: N consumer groups by deq_condition (consumer k takes ids = k mod N), 0 = none")
+        ("subscribers", po::value(&base.subscribers)->default_value(0),
+         "aq: a multi-consumer queue with N subscribers (consumer k dequeues as subscriber k mod N), each checked "
+         "exactly-once on its own, 0 = a single-consumer queue")
         ("csv", po::value(&command.csv), "append one CSV row per run to FILE")
         ("faults", po::bool_switch(&command.faults),
          "inject faults while the load runs: kill -9 and pg_terminate_backend of consumers' backends, in turn")
@@ -92,6 +95,8 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
     if (base.priorities < 1) throw po::error("--priorities must be 1 or more");
     if (base.delay_seconds < 0) throw po::error("--delay must not be negative");
     if (base.conditions < 0) throw po::error("--conditions must not be negative");
+    if (base.subscribers < 0) throw po::error("--subscribers must not be negative");
+    if (base.subscribers > 0 && base.conditions > 0) throw po::error("--subscribers and --conditions do not go together");
     if (f.interval_seconds <= 0) throw po::error("--fault-interval must be positive");
     if (f.crashes < 0 || (f.crashes > 0 && f.data_directory.empty())) throw po::error("--crashes needs --datadir");
     f.conninfo = conninfo;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -94,11 +95,14 @@ struct AqSystem : System {
         s.must("CREATE EXTENSION IF NOT EXISTS aq");
         s.must("CREATE SCHEMA IF NOT EXISTS aq_bench");
         teardown(s);
-        s.must("SELECT aq.create_queue_table('aqb_qt', 'text', sort_list => $1, queue_table_schema => 'aq_bench')",
-               {c.priorities > 1 ? "priority,enq_time" : "enq_time"});
+        s.must("SELECT aq.create_queue_table('aqb_qt', 'text', sort_list => $1, queue_table_schema => 'aq_bench',"
+               " multiple_consumers => $2::boolean)",
+               {c.priorities > 1 ? "priority,enq_time" : "enq_time", c.subscribers > 0 ? "true" : "false"});
         s.must("SELECT aq.create_queue('aqb_q', 'aqb_qt')");
         s.must("SELECT aq.start_queue('aqb_q')");
+        for (int i = 1; i <= c.subscribers; i++) s.must("SELECT aq.add_subscriber('aqb_q', aq.agent($1))", {subscriber(i - 1)});
     }
+    static std::string subscriber(int index) { return "sub" + std::to_string(index + 1); }
     void prepare(Session& s) override {
         s.prepare("aqb_produce",
                   plain_enqueue()
@@ -115,6 +119,12 @@ struct AqSystem : System {
     // the rest (the final drain takes, without a condition, whatever no group did).
     void prepare_consumer(Session& s, int number) override {
         prepare(s);
+        if (c.subscribers > 0) {
+            s.prepare("aqb_consume", "SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int,"
+                                     " aq.dequeue_options(wait => '0.2 s', consumer_name => '" +
+                                         subscriber(number % c.subscribers) + "'))");
+            return;
+        }
         if (c.conditions <= 0) return;
         std::string condition = "pg_catalog.split_part(tab.user_data, '':'', 1)::bigint % " + std::to_string(c.conditions) +
                                 " = " + std::to_string(number % c.conditions);
@@ -211,6 +221,7 @@ struct Shared {
     const QueueConfig& c;
     System& system;
     History history;
+    std::vector<std::unique_ptr<History>> subscriber_histories;  // with subscribers: one each
     FaultInjector* faults;
     std::atomic<long> next_message{0};
     std::atomic<int> producers_running{0};
@@ -219,7 +230,19 @@ struct Shared {
     Clock::time_point start, deadline;
     std::mutex latency_mutex;
     std::vector<double> latencies_ms;
-    explicit Shared(const QueueConfig& config, System& sys, FaultInjector* f) : c(config), system(sys), faults(f) {}
+    explicit Shared(const QueueConfig& config, System& sys, FaultInjector* f) : c(config), system(sys), faults(f) {
+        for (int i = 0; i < c.subscribers; i++) subscriber_histories.push_back(std::make_unique<History>());
+    }
+    // The history a consumer (or drain) of this number records in.
+    History& history_of(int number) {
+        return subscriber_histories.empty() ? history : *subscriber_histories[number % subscriber_histories.size()];
+    }
+    // What a producer records, in every history.
+    template <typename F>
+    void for_each_history(F f) {
+        if (subscriber_histories.empty()) f(history);
+        for (auto& h : subscriber_histories) f(*h);
+    }
 };
 
 void reconnect(Shared& sh, Session& s) {
@@ -245,19 +268,21 @@ void producer(Shared& sh, int number) {
         std::vector<std::string> payloads;
         for (long i = 0; i < n; i++) {
             uint64_t id = (static_cast<uint64_t>(number + 1) << 40) | ++sequence;
-            sh.history.enqueue_attempted(id);
+            sh.for_each_history([id](History& h) { h.enqueue_attempted(id); });
             ids.push_back(id);
             payloads.push_back(payload(id, sh.c.payload_bytes));
         }
         Outcome o = sh.system.produce(s, payloads);
-        for (uint64_t id : ids) {
-            if (o == Outcome::ok)
-                sh.history.enqueue_finished(id, EnqueueOutcome::acknowledged);
-            else if (o == Outcome::unknown)
-                sh.history.enqueue_finished(id, EnqueueOutcome::unknown);
-            else
-                sh.history.enqueue_failed(id);
-        }
+        sh.for_each_history([&](History& h) {
+            for (uint64_t id : ids) {
+                if (o == Outcome::ok)
+                    h.enqueue_finished(id, EnqueueOutcome::acknowledged);
+                else if (o == Outcome::unknown)
+                    h.enqueue_finished(id, EnqueueOutcome::unknown);
+                else
+                    h.enqueue_failed(id);
+            }
+        });
         if (o == Outcome::ok) sh.acknowledged += ids.size();
         if (o == Outcome::failed) std::fprintf(stderr, "aq-bench: producer %d: %s", number, s.last_error().c_str());
         if (o == Outcome::unknown) reconnect(sh, s);
@@ -283,7 +308,7 @@ void consumer(Shared& sh, int number) {
                 uint64_t id;
                 int64_t sent;
                 if (!parse_payload(p.c_str(), &id, &sent)) continue;
-                sh.history.dequeued_committed(id);
+                sh.history_of(number).dequeued_committed(id);
                 latencies.push_back((now - sent) / 1000.0);
             }
             if (!got.empty()) {
@@ -294,7 +319,7 @@ void consumer(Shared& sh, int number) {
             for (auto& p : got) {  // the COMMIT's answer was lost: the final drain decides
                 uint64_t id;
                 int64_t sent;
-                if (parse_payload(p.c_str(), &id, &sent)) sh.history.dequeued_uncertain(id);
+                if (parse_payload(p.c_str(), &id, &sent)) sh.history_of(number).dequeued_uncertain(id);
             }
             reconnect(sh, s);
             if (sh.faults) sh.faults->register_consumer(number, s.backend_pid());
@@ -318,23 +343,69 @@ void consumer(Shared& sh, int number) {
 
 // After the load: whatever is left (messages whose producers' outcome was unknown, or that
 // were enqueued after the consumers stopped).
+// With subscribers, one drain each, as that subscriber.
 void final_drain(Shared& sh) {
-    Session s(sh.c.conninfo);
-    sh.system.prepare(s);
-    s.connect(std::chrono::seconds(120));
-    sh.system.before_drain(s);
-    std::vector<std::string> got;
-    for (;;) {
-        got.clear();
-        Outcome o = sh.system.consume(s, 10000, got);
-        if (o != Outcome::ok) throw std::runtime_error("final drain failed: " + s.last_error());
-        if (got.empty()) break;
-        for (auto& p : got) {
-            uint64_t id;
-            int64_t sent;
-            if (parse_payload(p.c_str(), &id, &sent)) sh.history.drained(id);
+    for (int number = 0; number < std::max(1, sh.c.subscribers); number++) {
+        Session s(sh.c.conninfo);
+        if (sh.c.subscribers > 0)
+            sh.system.prepare_consumer(s, number);
+        else
+            sh.system.prepare(s);
+        s.connect(std::chrono::seconds(120));
+        sh.system.before_drain(s);
+        std::vector<std::string> got;
+        for (;;) {
+            got.clear();
+            Outcome o = sh.system.consume(s, 10000, got);
+            if (o != Outcome::ok) throw std::runtime_error("final drain failed: " + s.last_error());
+            if (got.empty()) break;
+            for (auto& p : got) {
+                uint64_t id;
+                int64_t sent;
+                if (parse_payload(p.c_str(), &id, &sent)) sh.history_of(number).drained(id);
+            }
         }
     }
+}
+
+// With subscribers: the messages left in the queue table once every subscriber has drained.  A
+// message goes with its last delivery, or, when the session that took it could not know it was
+// the last, at a later dequeue of the queue (deliveries.hpp): one more message, a marker outside
+// the histories, goes through every subscriber in a session of its own first.
+long messages_left(Shared& sh) {
+    Session s(sh.c.conninfo);
+    s.connect(std::chrono::seconds(120));
+    s.must("SELECT aq.enqueue('aqb_q', 'marker'::text)");
+    for (int i = 0; i < sh.c.subscribers; i++) {
+        Session one(sh.c.conninfo);
+        one.connect(std::chrono::seconds(120));
+        one.must("SELECT count(*) FROM aq.dequeue_array('aqb_q', NULL::text, 10, aq.dequeue_options(wait => '10 s',"
+                 " consumer_name => $1))",
+                 {"sub" + std::to_string(i + 1)});
+    }
+    Result r = s.must("SELECT count(*) FROM ONLY aq_bench.aqb_qt");
+    return std::atol(PQgetvalue(r.get(), 0, 0));
+}
+
+History::Verdict add_up(const std::vector<History::Verdict>& verdicts) {
+    History::Verdict sum;
+    for (auto& v : verdicts) {
+        sum.acknowledged += v.acknowledged;
+        sum.delivered += v.delivered;
+        sum.lost += v.lost;
+        sum.duplicated += v.duplicated;
+        sum.unexpected += v.unexpected;
+        sum.recovered += v.recovered;
+        sum.uncertain_resolved += v.uncertain_resolved;
+        auto take = [](std::vector<uint64_t>& to, const std::vector<uint64_t>& from) {
+            for (uint64_t id : from)
+                if (to.size() < verdict_sample_size) to.push_back(id);
+        };
+        take(sum.sample_lost, v.sample_lost);
+        take(sum.sample_duplicated, v.sample_duplicated);
+        take(sum.sample_unexpected, v.sample_unexpected);
+    }
+    return sum;
 }
 
 double percentile(std::vector<double>& v, double q) {
@@ -409,7 +480,13 @@ QueueResult run_queue(const QueueConfig& c, FaultInjector* faults) {
     r.p50_ms = percentile(sh.latencies_ms, 0.50);
     r.p99_ms = percentile(sh.latencies_ms, 0.99);
     r.max_ms = sh.latencies_ms.empty() ? 0 : *std::max_element(sh.latencies_ms.begin(), sh.latencies_ms.end());
-    r.verdict = sh.history.classify();
+    if (c.subscribers > 0) {
+        for (auto& h : sh.subscriber_histories) r.subscriber_verdicts.push_back(h->classify());
+        r.verdict = add_up(r.subscriber_verdicts);
+        r.messages_left = messages_left(sh);
+    } else {
+        r.verdict = sh.history.classify();
+    }
     r.reconnects = sh.reconnects;
     Session admin(c.conninfo);
     admin.connect(std::chrono::seconds(120));

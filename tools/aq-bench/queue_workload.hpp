@@ -8,6 +8,10 @@
 // records the ids it got as
 // committed, or as uncertain when the COMMIT's answer was lost.  After the load a final
 // drain takes what is left.  The checker (checker.hpp) then classifies every id.
+// With subscribers (aq's multi-consumer queues), every subscriber is to receive every message
+// once: each has a history of its own, in which the producers record every attempt and its
+// consumers and its own final drain what they got; a run is ok when each one is, and when no
+// message is left in the queue table after them all (a message goes with its last delivery).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +38,8 @@ struct QueueConfig {
     int priorities = 1;         // aq: priorities 1..n (queue table sorted by priority,enq_time when > 1)
     double delay_seconds = 0;   // aq: every message delayed by this much
     int conditions = 0;         // aq: consumer k dequeues with deq_condition "id % conditions = k % conditions"
+    int subscribers = 0;        // aq: a multi-consumer queue with subscribers sub1..subN; consumer k dequeues as
+                                // sub(k % N + 1); each subscriber is checked exactly-once on its own
 };
 
 struct QueueResult {
@@ -43,8 +49,11 @@ struct QueueResult {
     uint64_t dequeued = 0;       // committed dequeues (before the final drain)
     double enqueue_rate = 0, dequeue_rate = 0;
     double p50_ms = 0, p99_ms = 0, max_ms = 0;
-    History::Verdict verdict;
+    History::Verdict verdict;                       // with subscribers: all of theirs added up
+    std::vector<History::Verdict> subscriber_verdicts;  // with subscribers: each one's
+    long messages_left = 0;  // with subscribers: messages still in the queue table once every subscriber drained
     uint64_t reconnects = 0;
+    bool ok() const { return verdict.ok() && messages_left == 0; }
 };
 
 QueueResult run_queue(const QueueConfig& config, FaultInjector* faults);
