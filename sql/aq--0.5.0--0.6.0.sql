@@ -278,8 +278,10 @@ BEGIN
             '   FROM %s m LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id',
             t.table_schema, view_name, aq._default_exception_queue(t.queue_table), t.relid);
     ELSE
-        -- A consumer's deliveries in the queue's order (a dequeue reads only its own).
-        EXECUTE format('CREATE INDEX ON %s (q_id, consumer_name, %s)', t.delivery_relid, order_columns);
+        -- A consumer's deliveries in the queue's order (a dequeue reads only its own).  Its keys
+        -- are unique (msgid): deduplication would only cost the fan-out a pass per full page.
+        EXECUTE format('CREATE INDEX ON %s (q_id, consumer_name, %s) WITH (deduplicate_items = off)', t.delivery_relid,
+                       order_columns);
         EXECUTE format('CREATE INDEX ON %s (q_id, delay) WHERE delay IS NOT NULL', t.delivery_relid);
         EXECUTE format('CREATE INDEX ON %s (q_id, expiration) WHERE expiration IS NOT NULL', t.delivery_relid);
         EXECUTE format(

@@ -337,14 +337,36 @@ int bulk_dequeue(const BulkDequeue& r) {
 
 namespace {
 
-// The message's row version visible to the scan's snapshot, by its primary key (msgid): one
-// scan of the primary key, begun once per call and rescanned for each message.
-bool fetch_message(IndexScanDesc scan, Datum msgid, TupleTableSlot* slot) {
-    ScanKeyData key;
-    ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, msgid);
-    index_rescan(scan, &key, 1, nullptr, 0);
-    return index_getnext_slot(scan, ForwardScanDirection, slot);
-}
+// The messages of a consumer's deliveries, each the row version the scan's snapshot sees, by
+// the primary key (msgid).  The deliveries come in the queue's order, which is mostly msgid order:
+// the scan is positioned once (msgid >= the one wanted) and moved on entry by entry while the
+// next one wanted is close ahead, and positioned again otherwise.
+struct MessageReader {
+    IndexScanDesc scan;
+    TupleTableSlot* slot;
+    bool positioned;
+    int64 at;  // the msgid of the row in the slot
+
+    bool read_next() {
+        if (!index_getnext_slot(scan, ForwardScanDirection, slot)) return positioned = false;
+        bool isnull;
+        at = DatumGetInt64(slot_getattr(slot, col_msgid + 1, &isnull));
+        return true;
+    }
+    bool fetch(int64 msgid) {
+        if (positioned && msgid == at) return true;  // the one a miss stopped at
+        if (positioned && msgid > at)
+            for (int step = 0; step < 8; step++) {
+                if (!read_next()) return false;
+                if (at >= msgid) return at == msgid;
+            }
+        ScanKeyData key;
+        ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(msgid));
+        index_rescan(scan, &key, 1, nullptr, 0);
+        positioned = true;
+        return read_next() && at == msgid;
+    }
+};
 
 }  // namespace
 
@@ -419,7 +441,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     index_rescan(scan, keys, nkeys, nullptr, 0);
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
     TupleTableSlot* message_slot = table_slot_create(messages, nullptr);
-    IndexScanDesc message_scan = compat::index_begin_scan(messages, pkey, snapshot, 1);
+    MessageReader reader{compat::index_begin_scan(messages, pkey, snapshot, 1), message_slot, false, 0};
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk dequeue", ALLOCSET_SMALL_SIZES);
 
     bool counting = retries::counting();
@@ -454,7 +476,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
             continue;
         }
         // Its message, before the delivery is claimed (one that is not there is left alone).
-        if (!fetch_message(message_scan, v[dcol_msgid], message_slot)) continue;
+        if (!reader.fetch(DatumGetInt64(v[dcol_msgid]))) continue;
 
         if (!registered) retries::before_claim();
         registered = true;
@@ -491,7 +513,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     if (floor_applies) scan_floor::raise(r.queue_id, floor, candidate, r.consumer);
 
     MemoryContextDelete(message_context);
-    index_endscan(message_scan);
+    index_endscan(reader.scan);
     ExecDropSingleTupleTableSlot(message_slot);
     ExecDropSingleTupleTableSlot(slot);
     index_endscan(scan);

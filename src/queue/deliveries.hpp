@@ -5,19 +5,25 @@
 // consumer's name, and the columns a dequeue orders, filters and retries by (q_id, priority,
 // enq_time, delay, expiration, retry_count, exception_queue), copied from the message.
 //  1. Fan-out.  After an enqueue has inserted its messages, deliver() writes their delivery rows
-//     in the same transaction, as the queue table's owner (base/run_as.hpp): the enqueuer needs no
-//     privilege on the delivery table.  A message with a recipient_list goes to exactly those
-//     consumers (each once); any other message to every subscriber of the queue (aq.subscribers)
-//     whose rule it matches.  A rule is a condition over the message (condition.hpp), prepared
-//     once per rule text and evaluated as the owner with search_path pinned, as it was checked
-//     when the subscriber was added.  A message that would reach nobody is an error (Oracle's
-//     ORA-24033), so the enqueue fails as a whole.  Subscribers added later do not receive
-//     messages enqueued before.
+//     in the same transaction, as the queue table's owner would: the enqueuer needs no privilege
+//     on the delivery table.  A message with a recipient_list goes to exactly those consumers
+//     (each once); any other message to every subscriber of the queue (aq.subscribers) whose
+//     rule it matches.  The rows for subscribers without a rule and for recipient lists go in by
+//     multi-insert (base/multi_insert.hpp; consumer by consumer, so each consumer's index entries
+//     go in together) when the enqueue itself went in that way and the delivery table is as aq
+//     made it; otherwise by statements run as the owner (base/run_as.hpp).  A rule is a
+//     condition over the message (condition.hpp), prepared once per rule text and evaluated by a
+//     statement as the owner with search_path pinned, as it was checked when the subscriber was
+//     added.  A message that would reach nobody is an error (Oracle's ORA-24033), so the enqueue
+//     fails as a whole.  Subscribers added later do not receive messages enqueued before.  Last,
+//     before the commit, the scan floor of every consumer the rows may be for is lowered
+//     (scan_floor.hpp).
 //  2. Consumption.  A dequeue with consumer_name claims that consumer's delivery rows exactly as a
 //     single-consumer dequeue claims messages (queue_store.hpp): FOR UPDATE SKIP LOCKED, the row's
 //     xmax is the claim, so concurrent sessions of one consumer never take the same message and
 //     each consumer has its own attempts, retry delay and move to an exception queue
 //     (retries.hpp, settler.hpp: the delivery table has the columns those statements update).
+//     The bulk path (bulk_dequeue.hpp) starts at the consumer's scan floor.
 //  3. Removal.  The delivery table's one index is each consumer's order, (q_id, consumer_name,
 //     [priority,] enq_time, msgid).  After a remove dequeue, sweep() finds the first delivery row
 //     of the queue its snapshot sees (the first of each consumer's, the consumers found by one
@@ -27,12 +33,19 @@
 //     invisible, so deleted by a committed transaction (or by this one): an enqueue writes a
 //     message and its deliveries together, so a message that this snapshot sees has all of its
 //     deliveries seen unless they are gone, and a claim not yet committed still shows the row.
+//     On an enq_time-ordered table this runs on the indexes (bulk_sweep): the consumers are the
+//     keys of the index entries after each name (live or dead), each one's first delivery is
+//     looked up from its scan floor, and the messages from the queue's floor, which the sweep
+//     raises; otherwise by a statement.
 //     A transaction's later sweeps of the queue start where its last one stopped (the rows it
 //     removed stay in its snapshot's way until it ends, and would be walked again); the messages
 //     from there to the next delivery row are gone for the same reason, and what committed
-//     meanwhile before that point is left to the next transaction's sweep.  So a message goes
-//     with the last of its deliveries (or at the next sweep), and storage is bounded by the
-//     slowest consumer's backlog.
+//     meanwhile before that point is left to the next transaction's sweep.  A sweep is skipped
+//     while this backend knows that no message can have lost its last delivery: since its last
+//     sweep of the queue (under a second ago) every removal committed was its own, and some
+//     consumer's first delivery is still at the point that sweep found (see Knowledge in
+//     deliveries.cpp).  So a message goes with the last of its deliveries (or at a later sweep),
+//     and storage is bounded by the slowest consumer's backlog.
 //  4. Exception queues.  When a delivery moves to an exception queue (it expired, or its
 //     attempts ran out: queue_store.cpp, settler.cpp), it takes its message with it: the row
 //     gets the message's correlation, enqueuing user and payload, and is dequeued from the
