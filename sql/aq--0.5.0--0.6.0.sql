@@ -129,6 +129,9 @@ AS $$ SELECT 'aq$' || queue_table || '_s' $$;
 
 -- A rule, parsed and analyzed against the queue table as a dequeue condition is (42601, 22023
 -- and PostgreSQL's own SQLSTATEs, with the position in the rule).
+-- Called by add_subscriber and alter_subscriber, which run as the caller (the queue table's owner):
+-- so executable by PUBLIC, as the other helpers of the admin functions.  It parses and analyzes the
+-- rule against the table's row type and runs nothing.
 CREATE FUNCTION aq._check_rule(queue_table regclass, rule text) RETURNS void
 LANGUAGE c STABLE STRICT AS 'MODULE_PATHNAME', 'aq_check_rule';
 
@@ -707,8 +710,7 @@ REVOKE EXECUTE ON FUNCTION
     aq.create_queue_table(text, regtype, text, text, text, boolean, text),
     aq.add_subscriber(text, aq.agent, text, text, boolean, text),
     aq.alter_subscriber(text, aq.agent, text, text),
-    aq.remove_subscriber(text, aq.agent),
-    aq._check_rule(regclass, text)
+    aq.remove_subscriber(text, aq.agent)
 FROM PUBLIC;
 DO $$
 DECLARE

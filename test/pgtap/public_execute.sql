@@ -61,6 +61,7 @@ INSERT INTO documented VALUES
     ('aq._delivery_table(text)', 'admin functions: a name'),
     ('aq._subscriber_view(text)', 'admin functions: a name'),
     ('aq._subscribed_queue(text,aq.agent)', 'subscriber functions: ownership and argument checks'),
+    ('aq._check_rule(regclass,text)', 'subscriber functions: a rule parsed and analyzed, nothing run'),
     ('aq._manages_queue(integer)', 'row-level security of aq.subscribers'),
     ('aq._owned_queue(text)', 'admin functions: catalog read'),
     ('aq._queue_table(text)', 'admin functions: catalog read'),
@@ -83,9 +84,9 @@ SELECT is_empty($$SELECT sig FROM public_executes p JOIN pg_proc f ON f.oid = p.
                 'none of them is SECURITY DEFINER');
 SELECT is_empty($$SELECT sig FROM public_executes p JOIN pg_proc f ON f.oid = p.sig::regprocedure
                    JOIN pg_language l ON l.oid = f.prolang
-                   WHERE l.lanname = 'c' AND p.sig LIKE 'aq.\_%' AND p.sig NOT IN ('aq._memoptimize_write_area()', 'aq._claimable(oid,tid)')
+                   WHERE l.lanname = 'c' AND p.sig LIKE 'aq.\_%' AND p.sig NOT IN ('aq._memoptimize_write_area()', 'aq._claimable(oid,tid)', 'aq._check_rule(regclass,text)')
                      AND p.sig NOT LIKE 'aq.\_wait\_%'$$,
-                'no internal C function but the view''s, the dequeue statement''s and aq.wait_time''s conversions is executable by PUBLIC');
+                'no internal C function but the view''s, the dequeue statement''s, the rule check and aq.wait_time''s conversions is executable by PUBLIC');
 SELECT hasnt_function('aq', '_wake_waiters', ARRAY['integer'],
                       'aq._wake_waiters is gone: any role could wake (and spin) any queue''s waiters');
 SELECT ok(NOT has_function_privilege('public', 'aq._queues_changed()', 'EXECUTE'),
