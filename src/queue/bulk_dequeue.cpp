@@ -214,6 +214,31 @@ void row_comparison(ScanKeyData* header, ScanKeyData* members, StrategyNumber st
                                    PointerGetDatum(members));
 }
 
+// Where a remove scan's floor may rise to (scan_floor.hpp): the position of the first index entry
+// whose row is visible or not surely dead, or `candidate` as given if the scan meets none.
+// index_fetch_heap sets kill_prior_tuple when every version an entry leads to is dead to all
+// transactions: only such entries may be passed by the floor.
+struct FloorWatch {
+    bool applies;
+    AttrNumber time_column, id_column;  // of the index: enq_time, msgid
+    scan_floor::Position candidate;
+    bool met = false;
+    scan_floor::Position entry{0, 0};
+
+    // Reads the entry's position (the scan has xs_want_itup when the floor applies).
+    void before_fetch(IndexScanDesc scan) {
+        if (!applies || met) return;
+        bool isnull;
+        entry.enq_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, time_column, scan->xs_itupdesc, &isnull));
+        entry.msgid = DatumGetInt64(index_getattr(scan->xs_itup, id_column, scan->xs_itupdesc, &isnull));
+    }
+    void after_fetch(IndexScanDesc scan, bool visible) {
+        if (!applies || met || (!visible && scan->kill_prior_tuple)) return;
+        met = true;
+        candidate = entry;
+    }
+};
+
 }  // namespace
 
 int bulk_dequeue(const BulkDequeue& r) {
@@ -270,29 +295,18 @@ int bulk_dequeue(const BulkDequeue& r) {
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk dequeue", ALLOCSET_SMALL_SIZES);
 
-    bool met_blocker = false;
     bool counting = retries::counting();
     int hinted = 0;
     bool registered = false;
-    scan_floor::Position candidate{now, PG_INT64_MIN};  // if the scan runs out without meeting a message
+    // If the scan runs out without meeting a message: the floor may rise to the scan's start.
+    FloorWatch watch{floor_applies, 2, 3, scan_floor::Position{now, PG_INT64_MIN}};
     int removed = 0;
     while (removed < r.max_messages) {
         CHECK_FOR_INTERRUPTS();
-        ItemPointer tid = index_getnext_tid(scan, ForwardScanDirection);
-        if (!tid) break;
-        scan_floor::Position entry{0, 0};
-        if (floor_applies && !met_blocker) {
-            bool isnull;
-            entry.enq_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, 2, scan->xs_itupdesc, &isnull));
-            entry.msgid = DatumGetInt64(index_getattr(scan->xs_itup, 3, scan->xs_itupdesc, &isnull));
-        }
+        if (!index_getnext_tid(scan, ForwardScanDirection)) break;
+        watch.before_fetch(scan);
         bool visible = index_fetch_heap(scan, slot);
-        // index_fetch_heap sets kill_prior_tuple when every version the entry leads to is
-        // dead to all transactions: only such entries may be passed by the floor.
-        if (floor_applies && !met_blocker && (visible || !scan->kill_prior_tuple)) {
-            met_blocker = true;
-            candidate = entry;
-        }
+        watch.after_fetch(scan, visible);
         if (!visible) continue;
         slot_getallattrs(slot);
         const Datum* v = slot->tts_values;
@@ -319,7 +333,7 @@ int bulk_dequeue(const BulkDequeue& r) {
         MemoryContextReset(message_context);
         removed++;
     }
-    if (floor_applies) scan_floor::raise(r.queue_id, floor, candidate);
+    if (floor_applies) scan_floor::raise(r.queue_id, floor, watch.candidate);
 
     MemoryContextDelete(message_context);
     ExecDropSingleTupleTableSlot(slot);
@@ -447,24 +461,14 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     bool counting = retries::counting();
     int hinted = 0;
     bool registered = false;
-    bool met_blocker = false;
-    scan_floor::Position candidate{now, PG_INT64_MIN};  // if the scan runs out without meeting a delivery
+    FloorWatch watch{floor_applies, 3, 4, scan_floor::Position{now, PG_INT64_MIN}};
     int removed = 0;
     while (removed < r.max_messages) {
         CHECK_FOR_INTERRUPTS();
         if (!index_getnext_tid(scan, ForwardScanDirection)) break;
-        scan_floor::Position entry{0, 0};
-        if (floor_applies && !met_blocker) {
-            bool isnull;
-            entry.enq_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, 3, scan->xs_itupdesc, &isnull));
-            entry.msgid = DatumGetInt64(index_getattr(scan->xs_itup, 4, scan->xs_itupdesc, &isnull));
-        }
+        watch.before_fetch(scan);
         bool visible = index_fetch_heap(scan, slot);
-        // As in bulk_dequeue(): only entries dead to all transactions may be passed by the floor.
-        if (floor_applies && !met_blocker && (visible || !scan->kill_prior_tuple)) {
-            met_blocker = true;
-            candidate = entry;
-        }
+        watch.after_fetch(scan, visible);
         if (!visible) continue;
         slot_getallattrs(slot);
         const Datum* v = slot->tts_values;
@@ -510,7 +514,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
         removed++;
     }
 
-    if (floor_applies) scan_floor::raise(r.queue_id, floor, candidate, r.consumer);
+    if (floor_applies) scan_floor::raise(r.queue_id, floor, watch.candidate, r.consumer);
 
     MemoryContextDelete(message_context);
     index_endscan(reader.scan);
