@@ -564,12 +564,27 @@ DECLARE
     t aq.queue_tables;
     removed bigint[];
 BEGIN
+    -- An enqueue in progress may have read the subscriber and written deliveries for it that
+    -- this transaction cannot see yet.  Every enqueue holds ROW EXCLUSIVE on the delivery table
+    -- from before it reads the subscribers (deliveries.hpp): SHARE waits for those in progress
+    -- and holds back those that start later until this transaction ends (they then see the
+    -- subscriber gone); the statements below see what the waited-for ones wrote.  So it needs a
+    -- new snapshot per statement.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'remove_subscriber must run in a READ COMMITTED transaction'
+            USING ERRCODE = 'invalid_transaction_state',
+                  DETAIL = 'It removes the deliveries that enqueues in progress wrote for the subscriber; a '
+                           'transaction snapshot would not show them.';
+    END IF;
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.delivery_relid) THEN
+        EXECUTE format('LOCK TABLE ONLY %s IN SHARE MODE', t.delivery_relid);
+    END IF;
     DELETE FROM aq.subscribers s WHERE s.queue_id = q.queue_id AND s.consumer_name = subscriber.name;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'subscriber "%" of queue "%" does not exist', subscriber.name, queue_name
             USING ERRCODE = 'undefined_object', DETAIL = 'ORA-24035 analogue.';
     END IF;
-    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
     IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.delivery_relid) THEN
         EXECUTE format('WITH gone AS (DELETE FROM ONLY %s d WHERE d.q_id = $1 AND d.consumer_name = $2 RETURNING d.msgid)'
                        ' SELECT coalesce(array_agg(msgid), ''{}'') FROM gone', t.delivery_relid)

@@ -540,14 +540,16 @@ int bulk_sweep(BulkSweep& r) {
     Relation rel = table_open(r.delivery_relid, AccessShareLock);
     Relation messages = table_open(r.message_relid, RowExclusiveLock);
     static const AttrNumber by_time[] = {dcol_q_id + 1, dcol_consumer_name + 1, dcol_enq_time + 1, dcol_msgid + 1};
+    static const AttrNumber by_priority[] = {dcol_q_id + 1, dcol_consumer_name + 1, dcol_priority + 1,
+                                             dcol_enq_time + 1, dcol_msgid + 1};
     Oid index_oid = InvalidOid;
     Oid order_oid = InvalidOid;
     if (!XactReadOnly && !IsInParallelMode() && has_delivery_shape(rel, r.payload_type) &&
         plain_queue_table(messages, r.payload_type) && caller_may_remove(messages) &&
         compat::namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
         pg_class_aclcheck(r.delivery_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK) {
-        index_oid = find_index(rel, by_time, 4);
-        order_oid = find_order_index(messages, false);
+        index_oid = r.priority_order ? find_index(rel, by_priority, 5) : find_index(rel, by_time, 4);
+        order_oid = find_order_index(messages, r.priority_order);
     }
     Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
     Relation order = OidIsValid(order_oid) ? index_open(order_oid, AccessShareLock) : nullptr;
@@ -560,15 +562,20 @@ int bulk_sweep(BulkSweep& r) {
     }
     CheckCmdReplicaIdentity(messages, CMD_DELETE);
 
-    scan_floor::Reading floor = scan_floor::read(r.queue_id);  // before the snapshot (scan_floor.hpp)
+    // Before the snapshot (scan_floor.hpp); the floors are of the enq_time order only.
+    scan_floor::Reading floor;
+    if (!r.priority_order) floor = scan_floor::read(r.queue_id);
     CommandCounterIncrement();
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
     PushActiveSnapshot(snapshot);
     CommandId command = GetCurrentCommandId(true);
     MemoryContext work = AllocSetContextCreate(CurrentMemoryContext, "aq sweep", ALLOCSET_SMALL_SIZES);
     MemoryContext outer = MemoryContextSwitchTo(work);
-    static const AttrNumber position_columns[] = {3, 4};  // of the delivery index: enq_time, msgid
-    static const AttrNumber message_columns[] = {2, 3};   // of the queue's order index
+    // Index columns: (q_id, consumer_name, [priority,] enq_time, msgid) and (q_id, [priority,]
+    // enq_time, msgid); in priority order, of one priority.
+    int skip = r.priority_order ? 1 : 0;
+    const AttrNumber position_columns[] = {static_cast<AttrNumber>(3 + skip), static_cast<AttrNumber>(4 + skip)};
+    const AttrNumber message_columns[] = {static_cast<AttrNumber>(2 + skip), static_cast<AttrNumber>(3 + skip)};
     static const RegProcedure comparisons[] = {F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
     auto later = [](TimestampTz a_time, int64 a_id, TimestampTz b_time, int64 b_id) {
         return a_time != b_time ? a_time > b_time : a_id > b_id;
@@ -580,7 +587,7 @@ int bulk_sweep(BulkSweep& r) {
     IndexScanDesc names = compat::index_begin_scan(rel, index, snapshot, 2);
     names->xs_want_itup = true;
     names->ignore_killed_tuples = false;
-    IndexScanDesc firsts = compat::index_begin_scan(rel, index, snapshot, 3);
+    IndexScanDesc firsts = compat::index_begin_scan(rel, index, snapshot, 3 + skip);
     text* last_name = cstring_to_text("");  // every consumer name has 1 to 63 bytes
     TimestampTz first_time = DT_NOEND;
     int64 first_id = PG_INT64_MAX;
@@ -598,19 +605,25 @@ int bulk_sweep(BulkSweep& r) {
         char* consumer = text_to_cstring(last_name);
 
         // Its first delivery this snapshot sees, from its floor (or where this transaction's
-        // last sweep stopped, if later).
-        scan_floor::Reading consumer_floor = scan_floor::read(r.queue_id, consumer);
-        TimestampTz from_time = consumer_floor.floor.enq_time;
-        int64 from_id = consumer_floor.floor.msgid;
+        // last sweep stopped, if later; in priority order, of the priority, from the head).
+        TimestampTz from_time = DT_NOBEGIN;
+        int64 from_id = PG_INT64_MIN;
+        if (!r.priority_order) {
+            scan_floor::Reading consumer_floor = scan_floor::read(r.queue_id, consumer);
+            from_time = consumer_floor.floor.enq_time;
+            from_id = consumer_floor.floor.msgid;
+        }
         if (r.resumed && later(r.from_enq_time, r.from_msgid, from_time, from_id))
             from_time = r.from_enq_time, from_id = r.from_msgid;
-        ScanKeyData first_keys[3], row[2];
+        ScanKeyData first_keys[4], row[2];
         ScanKeyInit(&first_keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
         ScanKeyEntryInitialize(&first_keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[1],
                                F_TEXTEQ, PointerGetDatum(last_name));
+        if (r.priority_order) ScanKeyInit(&first_keys[2], 3, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.priority));
         Datum values[] = {TimestampTzGetDatum(from_time), Int64GetDatum(from_id)};
-        row_comparison(&first_keys[2], row, BTGreaterEqualStrategyNumber, 2, position_columns, comparisons, values);
-        index_rescan(firsts, first_keys, 3, nullptr, 0);
+        row_comparison(&first_keys[2 + skip], row, BTGreaterEqualStrategyNumber, 2, position_columns, comparisons,
+                       values);
+        index_rescan(firsts, first_keys, 3 + skip, nullptr, 0);
         if (!index_getnext_slot(firsts, ForwardScanDirection, slot)) continue;
         TimestampTz at_time = DatumGetTimestampTz(slot_getattr(slot, dcol_enq_time + 1, &isnull));
         int64 at_id = DatumGetInt64(slot_getattr(slot, dcol_msgid + 1, &isnull));
@@ -632,10 +645,11 @@ int bulk_sweep(BulkSweep& r) {
     r.first_msgid = first_id;
 
     // The messages before it, from the queue's floor (or where the last sweep stopped).
-    ScanKeyData keys[2], row[2];
+    ScanKeyData keys[3], row[2];
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
     int nkeys = 1;
-    bool floor_applies = !r.resumed;
+    if (r.priority_order) ScanKeyInit(&keys[nkeys++], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.priority));
+    bool floor_applies = !r.resumed && !r.priority_order;
     if (r.resumed || floor.floor.enq_time != DT_NOBEGIN) {
         Datum values[] = {TimestampTzGetDatum(r.resumed ? r.from_enq_time : floor.floor.enq_time),
                           Int64GetDatum(r.resumed ? r.from_msgid : floor.floor.msgid)};
@@ -656,8 +670,9 @@ int bulk_sweep(BulkSweep& r) {
         CHECK_FOR_INTERRUPTS();
         if (!index_getnext_tid(scan, ForwardScanDirection)) break;
         bool isnull;
-        TimestampTz at_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, 2, scan->xs_itupdesc, &isnull));
-        int64 at_id = DatumGetInt64(index_getattr(scan->xs_itup, 3, scan->xs_itupdesc, &isnull));
+        TimestampTz at_time =
+            DatumGetTimestampTz(index_getattr(scan->xs_itup, message_columns[0], scan->xs_itupdesc, &isnull));
+        int64 at_id = DatumGetInt64(index_getattr(scan->xs_itup, message_columns[1], scan->xs_itupdesc, &isnull));
         if (!later(first_time, first_id, at_time, at_id)) break;  // at the first delivery
         bool visible = index_fetch_heap(scan, message_slot);
         if (!met_blocker && (visible || !scan->kill_prior_tuple)) {

@@ -90,16 +90,17 @@ struct BulkDeliveryDequeue {
 };
 int bulk_dequeue_deliveries(const BulkDeliveryDequeue& request);
 
-// The removal sweep of a multi-consumer queue (deliveries.hpp) on the indexes, for an
-// enq_time-ordered queue table: after the snapshot is taken, the consumers with delivery rows
-// are found one index descent each (an entry's key is enough, dead or not), each one's first
-// visible delivery from its scan floor (or `from`), the first of those, and the queue's messages
-// before it, from the queue's scan floor (or `from`) on, are deleted SKIP LOCKED's way, at most
-// `limit`.  The queue's floor is read before the snapshot and raised past what is surely dead
-// (scan_floor.hpp); the consumers' floors are only read (after the snapshot: a delivery this
-// snapshot sees is never surely dead, so it is at or above its consumer's floor).  With the
-// privileges of the equivalent statement (DELETE and SELECT on the queue table, SELECT on the
-// delivery table); -1 when the tables or the caller's privileges need the statement.
+// The removal sweep of a multi-consumer queue (deliveries.hpp) on the indexes, of the whole queue
+// (enq_time order) or of one priority (priority order).  After the snapshot is taken: the
+// consumers with delivery rows, one index descent each (an entry's key is enough, dead or not);
+// each one's first visible delivery, from its scan floor (or `from`); the first of those; and the
+// queue's messages before it, from the queue's scan floor (or `from`) on, deleted SKIP LOCKED's
+// way (a row another transaction deleted or holds is passed, in every isolation level), at most
+// `limit`.  In enq_time order the queue's floor is read before the snapshot and raised past what
+// is surely dead (scan_floor.hpp); the consumers' floors are only read, after the snapshot (a
+// delivery this snapshot sees is never surely dead, so it is at or above its consumer's floor).
+// With the privileges of the equivalent statement (DELETE and SELECT on the queue table, SELECT
+// on the delivery table); -1 when the tables or the caller's privileges need the statement.
 struct SweepFirst {  // a consumer's first delivery
     char name[NAMEDATALEN];
     TimestampTz enq_time;
@@ -110,6 +111,8 @@ struct BulkSweep {
     Oid message_relid;
     Oid payload_type;
     int32 queue_id;
+    bool priority_order;  // a priority-ordered queue table: the messages and deliveries of `priority`
+    int32 priority;
     bool resumed;  // from (from_enq_time, from_msgid), as the transaction's last sweep stopped
     TimestampTz from_enq_time;
     int64 from_msgid;

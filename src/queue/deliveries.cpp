@@ -4,6 +4,7 @@ extern "C" {
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "storage/lmgr.h"
 #include "utils/rel.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -292,6 +293,7 @@ struct IdleSweep {
     TimestampTz at;
 };
 IdleSweep idle_sweeps[4];
+IdleSweep priority_sweeps[4];  // the last sweep of every priority of a priority-ordered queue
 
 Knowledge& knowledge_of(int32 queue_id) {
     return knowledge[static_cast<uint32>(queue_id) % lengthof(knowledge)];
@@ -486,6 +488,9 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
     int rule_count = 0;
 
     if (nsubscribed > 0) {
+        // The delivery table is locked before the subscribers are read: remove_subscriber's
+        // SHARE lock then waits for this enqueue, or this enqueue for it (see its comment).
+        LockRelationOid(t.delivery_relid, RowExclusiveLock);
         // Prepared once per backend (a single enqueue spent most of its fan-out planning it).
         static SPIPlanPtr subscribers_plan = nullptr;
         if (!subscribers_plan) {
@@ -597,14 +602,25 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
     LocalTransactionId now = compat::my_local_xid();
     TimestampTz clock = GetCurrentTimestamp();
     Knowledge& k = knowledge_of(t.queue_id);
+    // A priority-ordered queue's sweep covers the priorities the dequeue took; every one of them
+    // at most once a second (a message the last two recipients took in overlapping transactions
+    // is left to a later sweep, which may take another priority).
+    auto due = [&](IdleSweep* sweeps) {
+        IdleSweep& last = sweeps[static_cast<uint32>(t.queue_id) % lengthof(idle_sweeps)];
+        if (last.queue_id == t.queue_id && clock - last.at < USECS_PER_SEC) return false;
+        last = IdleSweep{t.queue_id, clock};
+        return true;
+    };
+    bool every_priority = false;
     if (!taken) {
         // An empty dequeue: a sweep at most once a second per queue, when nothing holds.
-        if (t.priority_order || holds(k, t.queue_id, clock)) return;
-        IdleSweep& idle = idle_sweeps[static_cast<uint32>(t.queue_id) % lengthof(idle_sweeps)];
-        if (idle.queue_id == t.queue_id && clock - idle.at < USECS_PER_SEC) return;
-        idle = IdleSweep{t.queue_id, clock};
+        if (!t.priority_order && holds(k, t.queue_id, clock)) return;
+        if (!due(idle_sweeps)) return;
+        every_priority = true;
     } else if (!t.priority_order && holds(k, t.queue_id, clock) && !may_remove(k, *taken)) {
         return;
+    } else if (t.priority_order) {
+        every_priority = due(priority_sweeps);
     }
     SPIPlanPtr plan = plan_of(t, sweep_queue);
     auto run_sweep = [&](int32 priority) {
@@ -619,12 +635,14 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
         next_k.queue_id = t.queue_id;
         next_k.swept_at = clock;
         next_k.valid = !t.priority_order && wakeup::removals(t.queue_id, &next_k.removals);
-        if (!t.priority_order) {
+        {
             BulkSweep request{};
             request.delivery_relid = t.delivery_relid;
             request.message_relid = t.relid;
             request.payload_type = t.payload_type;
             request.queue_id = t.queue_id;
+            request.priority_order = t.priority_order;
+            request.priority = priority;
             request.resumed = resumes_here;
             request.from_enq_time = resumes_here ? r.enq_time : DT_NOBEGIN;
             request.from_msgid = resumes_here ? r.msgid : PG_INT64_MIN;
@@ -655,7 +673,7 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
                 } else {
                     next_k.valid = false;
                 }
-                k = next_k;
+                if (!t.priority_order) k = next_k;
                 return;
             }
         }
@@ -695,7 +713,7 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
         run_sweep(0);
         return;
     }
-    if (count >= 0) {
+    if (count >= 0 && !every_priority) {
         for (int i = 0; i < count; i++) run_sweep(priorities[i]);
         return;
     }

@@ -15,7 +15,10 @@
 //     condition over the message (condition.hpp), prepared once per rule text and evaluated by a
 //     statement as the owner with search_path pinned, as it was checked when the subscriber was
 //     added.  A message that would reach nobody is an error (Oracle's ORA-24033), so the enqueue
-//     fails as a whole.  Subscribers added later do not receive messages enqueued before.  Last,
+//     fails as a whole.  Subscribers added later do not receive messages enqueued before.  The
+//     delivery table is locked (ROW EXCLUSIVE) before the subscribers are read, so that
+//     remove_subscriber (SHARE) waits for the enqueues that may have read the subscriber and then
+//     removes what they wrote for it: no delivery is left for a consumer nobody is.  Last,
 //     before the commit, the scan floor of every consumer the rows may be for is lowered
 //     (scan_floor.hpp).
 //  2. Consumption.  A dequeue with consumer_name claims that consumer's delivery rows exactly as a
@@ -33,10 +36,13 @@
 //     invisible, so deleted by a committed transaction (or by this one): an enqueue writes a
 //     message and its deliveries together, so a message that this snapshot sees has all of its
 //     deliveries seen unless they are gone, and a claim not yet committed still shows the row.
-//     On an enq_time-ordered table this runs on the indexes (bulk_sweep): the consumers are the
-//     keys of the index entries after each name (live or dead), each one's first delivery is
-//     looked up from its scan floor, and the messages from the queue's floor, which the sweep
-//     raises; otherwise by a statement.
+//     It runs on the indexes (bulk_sweep): the consumers are the keys of the index entries after
+//     each name (live or dead), each one's first delivery is looked up from its scan floor, and
+//     the messages from the queue's floor, which the sweep raises (in priority order: per
+//     priority, from the head); a row another transaction deleted is passed in every isolation
+//     level.  A table the bulk path refuses (triggers, privileges) is swept by a statement.  In
+//     priority order a sweep covers the priorities the dequeue took, and every priority at a
+//     session's first sweep of the queue and then at most once a second.
 //     A transaction's later sweeps of the queue start where its last one stopped (the rows it
 //     removed stay in its snapshot's way until it ends, and would be walked again); the messages
 //     from there to the next delivery row are gone for the same reason, and what committed
