@@ -111,6 +111,27 @@ SELECT sub_ids('billing', queue => 'aq$_sub_qt_e') AS billing_expired;
 SELECT sub_ids(NULL, queue => 'aq$_sub_qt_e') AS any_expired;
 SELECT count(*) AS kept FROM ONLY sub_qt;
 
+------------------------------------------------------------------------------ moved back by hand
+-- A delivery that moved to the exception queue carries its message; moved back into its queue
+-- by hand after the message itself went, it is dequeued with what it carries, by the bulk path
+-- (an array) and by the statement (by msgid) alike.
+SELECT array_length(aq.enqueue_array('sub_q', ARRAY[ROW(13, 300, 'sale'), ROW(14, 300, 'sale')]::sub_order_t[],
+       ARRAY[aq.message_properties(correlation => 'back-13'), aq.message_properties(correlation => 'back-14')]), 1) AS enqueued;
+BEGIN; SELECT sub_ids('audit') AS audit_try_1; ROLLBACK;
+BEGIN; SELECT sub_ids('audit') AS audit_try_2; ROLLBACK;
+SELECT sub_ids('audit') AS audit_none, sub_ids('billing') AS billing;
+SELECT count(*) AS messages_left FROM ONLY sub_qt WHERE (user_data).id IN (13, 14);
+UPDATE ONLY "aq$_sub_qt_i" SET q_id = (SELECT queue_id FROM aq.queues WHERE queue_name = 'sub_q'), retry_count = 0
+ WHERE consumer_name = 'audit' AND q_id = (SELECT queue_id FROM aq.queues WHERE queue_name = 'aq$_sub_qt_e');
+SELECT (payload).id, (message_properties).correlation AS corr
+  FROM aq.dequeue('sub_q', NULL::sub_order_t,
+                  aq.dequeue_options(consumer_name => 'audit', wait => 0,
+                                     msgid => (SELECT msgid FROM ONLY "aq$_sub_qt_i" WHERE consumer_name = 'audit'
+                                                AND (user_data).id = 14)));
+SELECT (payload).id, (message_properties).correlation AS corr
+  FROM aq.dequeue_array('sub_q', NULL::sub_order_t, 10, aq.dequeue_options(consumer_name => 'audit', wait => 0));
+SELECT count(*) AS deliveries_left FROM ONLY "aq$_sub_qt_i" WHERE (user_data).id IN (13, 14);
+
 ------------------------------------------------------------------------------ LISTEN
 SELECT aq.enqueue('sub_q', ROW(11, 1, 'sale')::sub_order_t) > 0 AS enqueued;
 SELECT (aq.listen(ARRAY[aq.agent('audit', 'sub_q'), aq.agent('billing', 'sub_q')], wait => 0)).name AS ready_consumer;

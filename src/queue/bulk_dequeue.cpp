@@ -480,7 +480,9 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
             continue;
         }
         // Its message, before the delivery is claimed (one that is not there is left alone).
-        if (!reader.fetch(DatumGetInt64(v[dcol_msgid]))) continue;
+        // A delivery that carries its message (deliveries.hpp) needs none.
+        bool carried = !isnull[dcol_user_data];
+        if (!reader.fetch(DatumGetInt64(v[dcol_msgid])) && !carried) continue;
 
         if (!registered) retries::before_claim();
         registered = true;
@@ -488,7 +490,6 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
         if (!claim_by_delete(rel, slot, command, snapshot)) continue;
 
         // The properties as the statement builds them: the delivery's, the message's correlation.
-        slot_getallattrs(message_slot);
         Datum fields[column_count];
         bool nulls[column_count];
         for (int c = 0; c < column_count; c++) nulls[c] = true;
@@ -502,10 +503,18 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
         take(col_expiration, dcol_expiration);
         take(col_retry_count, dcol_retry_count);
         take(col_exception_queue, dcol_exception_queue);
-        fields[col_corrid] = message_slot->tts_values[col_corrid];
-        nulls[col_corrid] = message_slot->tts_isnull[col_corrid];
+        Datum payload;
+        if (carried) {
+            take(col_corrid, dcol_corrid);
+            payload = v[dcol_user_data];
+        } else {
+            slot_getallattrs(message_slot);
+            fields[col_corrid] = message_slot->tts_values[col_corrid];
+            nulls[col_corrid] = message_slot->tts_isnull[col_corrid];
+            payload = message_slot->tts_values[col_user_data];
+        }
         MemoryContext outer = MemoryContextSwitchTo(message_context);
-        BulkDequeuedMessage message{v[dcol_msgid], message_slot->tts_values[col_user_data],
+        BulkDequeuedMessage message{v[dcol_msgid], payload,
                                     properties_of(properties_desc, fields, nulls), DatumGetInt32(v[dcol_priority]),
                                     DatumGetTimestampTz(v[dcol_enq_time]), tid};
         MemoryContextSwitchTo(outer);

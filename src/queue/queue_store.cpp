@@ -464,13 +464,13 @@ int32 correlation_shape(const char* pattern) {
 }
 
 // aq.message_properties of a dequeued row, from the columns under prefix p ("d." ...) and the
-// message's correlation under prefix m.
-char* properties_sql(const char* p, const char* m, bool expired) {
+// message's correlation (an expression).
+char* properties_sql(const char* p, const char* corrid, bool expired) {
     return psprintf(
         "ROW(%1$spriority, %1$sdelay OPERATOR(pg_catalog.-) %1$senq_time,"
-        "    %1$sexpiration OPERATOR(pg_catalog.-) COALESCE(%1$sdelay, %1$senq_time), %2$scorrid,"
+        "    %1$sexpiration OPERATOR(pg_catalog.-) COALESCE(%1$sdelay, %1$senq_time), %2$s,"
         "    %1$sretry_count, %1$sexception_queue, %1$senq_time, '%3$s'%4$s)::aq.message_properties",
-        p, m, expired ? "expired" : "ready",
+        p, corrid, expired ? "expired" : "ready",
         // recipient_list, transaction_group, end_of_group (0.6.0)
         catalog_has_consumers ? ", NULL, NULL, NULL" : "");
 }
@@ -593,10 +593,13 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         if (multi && !joined) from = psprintf("%s JOIN ONLY %s tab ON tab.msgid OPERATOR(pg_catalog.=) d.msgid", from, t);
         return psprintf("SELECT %1$smsgid, %2$suser_data, %3$s, %1$senq_time, %1$spriority, %1$sctid FROM ONLY %4$s"
                         " WHERE %5$s ORDER BY %6$s LIMIT $3%7$s",
-                        p, multi ? "tab." : "", properties_sql(p, m, expired), from, where, index_order,
+                        p, multi ? "tab." : "", properties_sql(p, psprintf("%scorrid", m), expired), from, where, index_order,
                         (shape & mode_locked) ? lock : "");
     }
-    const char* returned = "msgid, priority, delay, expiration, retry_count, exception_queue, enq_time, ctid";
+    const char* returned =
+        "msgid, priority, delay, expiration, retry_count, exception_queue, enq_time, ctid, corrid, user_data";
+    // A delivery that carries its message (one moved to an exception queue, and maybe back by
+    // hand: deliveries.hpp) is returned with that, whether or not the message is still there.
     if (multi)
         return psprintf(
             "WITH claimed AS MATERIALIZED ("
@@ -604,9 +607,10 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             " removed AS ("
             "  DELETE FROM ONLY %5$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
             "  RETURNING %6$s)"
-            " SELECT r.msgid, tab.user_data, %7$s, r.enq_time, r.priority, r.ctid"
-            "   FROM removed r JOIN ONLY %8$s tab ON tab.msgid OPERATOR(pg_catalog.=) r.msgid ORDER BY %9$s",
-            from, where, index_order, lock, c, returned, properties_sql("r.", "tab.", expired), q.qualified_table,
+            " SELECT r.msgid, COALESCE(r.user_data, tab.user_data), %7$s, r.enq_time, r.priority, r.ctid"
+            "   FROM removed r LEFT JOIN ONLY %8$s tab ON tab.msgid OPERATOR(pg_catalog.=) r.msgid ORDER BY %9$s",
+            from, where, index_order, lock, c, returned, properties_sql("r.", "COALESCE(r.corrid, tab.corrid)", expired),
+            q.qualified_table,
             (shape & priority_order) ? "r.priority, r.enq_time, r.msgid" : "r.enq_time, r.msgid");
     return psprintf(
         "WITH claimed AS MATERIALIZED ("
@@ -615,7 +619,7 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         "  DELETE FROM ONLY %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
         "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time, ctid)"
         " SELECT msgid, user_data, %s, enq_time, priority, ctid FROM removed ORDER BY %s",
-        from, where, index_order, t, properties_sql("", "", expired), order);
+        from, where, index_order, t, properties_sql("", "corrid", expired), order);
 }
 
 // The names a statement was built with (plan_cache.hpp).
