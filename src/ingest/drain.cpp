@@ -23,6 +23,7 @@ extern "C" {
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -1067,10 +1068,12 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
         }
         TimestampTz now = GetCurrentTimestamp();
         if (stopping) {
-            // Drain everything first; wait (boundedly) for commits still in flight.
+            // Drain everything first; wait (boundedly) for commits still in flight, and for the
+            // clients that may still commit (see drain.hpp).
             if (!shutdown_deadline) shutdown_deadline = TimestampTzPlusMilliseconds(now, shutdown_wait_ms);
             bool work = has_work(&in_flight);
-            if (!work && (!in_flight || now >= shutdown_deadline)) break;
+            bool writers = CountDBConnections(MyDatabaseId) > 0;
+            if (!work && (!(in_flight || writers) || now >= shutdown_deadline)) break;
             wait_ms = 10;
         } else if (!in_flight && TimestampDifferenceExceeds(idle_since, now, idle_exit_ms) && try_stop()) {
             my_slot = nullptr;  // try_stop already marked the slot

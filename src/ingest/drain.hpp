@@ -29,7 +29,11 @@
 //    that was attempted three times without success (the worker died) is rejected too, so a
 //    poison record can never crash-loop the drain.
 //  * SIGTERM (smart or fast shutdown): the worker keeps draining until its database has no
-//    committed or in-flight record left, then exits; the postmaster waits for it.
+//    committed or in-flight record left and no client connection either, then exits; the
+//    postmaster waits for it.  (At a fast shutdown the backends get their SIGTERM with the
+//    worker's, and one may still commit rows after the worker saw the ring empty: they would
+//    be lost with the ring.  Its connection ends only after its last commit, so the worker
+//    waits for that, at most a few seconds.)
 //  * An idle worker exits after a few seconds (so DROP DATABASE is not blocked), after
 //    checking, under the ring lock, that no record of its database is left.
 #pragma once
