@@ -104,6 +104,18 @@ void register_transaction_ends() {
     commit_modes.prepare = committer::at_abort;
     aq::base::xact_end::add(commit_modes);
 
+    // Before the wake-ups: an aborting transaction hands its claims to the settler and waits
+    // (boundedly) until they are counted, and only then wakes the dequeues waiting for those
+    // messages, which would otherwise pass over the ones not settled yet.
+    Handlers attempts{};
+    attempts.name = "dequeue attempts";
+    attempts.commit = [] { retries::at_commit(); };
+    attempts.abort = [] { retries::at_abort(); };
+    attempts.prepare = [] { retries::at_prepare(); };
+    attempts.sub_commit = [](SubTransactionId, SubTransactionId) { retries::at_subtransaction_commit(); };
+    attempts.sub_abort = [](SubTransactionId, SubTransactionId) { retries::at_subtransaction_abort(); };
+    aq::base::xact_end::add(attempts);
+
     Handlers wakeups{};
     wakeups.name = "queue wake-ups";
     wakeups.commit = wakeup::at_commit;
@@ -113,15 +125,6 @@ void register_transaction_ends() {
     wakeups.parallel_abort = wakeup::at_abort;
     wakeups.sub_abort = [](SubTransactionId, SubTransactionId) { wakeup::at_subtransaction_abort(); };
     aq::base::xact_end::add(wakeups);
-
-    Handlers attempts{};
-    attempts.name = "dequeue attempts";
-    attempts.commit = [] { retries::at_commit(); };
-    attempts.abort = [] { retries::at_abort(); };
-    attempts.prepare = [] { retries::at_prepare(); };
-    attempts.sub_commit = [](SubTransactionId, SubTransactionId) { retries::at_subtransaction_commit(); };
-    attempts.sub_abort = [](SubTransactionId, SubTransactionId) { retries::at_subtransaction_abort(); };
-    aq::base::xact_end::add(attempts);
 
     // Dequeue positions belong to their transaction (by local transaction id); a rolled-back
     // subtransaction may have returned the messages they point past.
