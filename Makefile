@@ -29,6 +29,7 @@ OBJS = \
 	src/queue/bulk_enqueue.o \
 	src/queue/condition.o \
 	src/queue/deliveries.o \
+	src/queue/groups.o \
 	src/queue/options.o \
 	src/queue/plan_cache.o \
 	src/queue/queue_store.o \
@@ -38,11 +39,11 @@ OBJS = \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
-REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run deq_condition listen subscribers extension_schema
+REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run deq_condition listen subscribers groups extension_schema
 # Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out
-ISOLATION      = skip_locked rollback_returns attempts_sessions enqueue_visibility wait_wakeup ingest_flush browse_remove locked_remove navigation_concurrent delay_wakeup priority_consumers scan_floor listen_wakeup subscribers subscriber_removal
+ISOLATION      = skip_locked rollback_returns attempts_sessions enqueue_visibility wait_wakeup ingest_flush browse_remove locked_remove navigation_concurrent delay_wakeup priority_consumers scan_floor listen_wakeup subscribers subscriber_removal groups
 ISOLATION_OPTS = --inputdir=test --temp-instance=$(CURDIR)/tmp_isolation --temp-config=test/aq.conf --load-extension=aq
 # Perl TAP (PostgreSQL::Test::Cluster)
 TAP_TESTS   = 1

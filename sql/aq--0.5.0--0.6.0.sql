@@ -179,8 +179,15 @@ BEGIN
         RAISE EXCEPTION 'invalid message_grouping: "%"', message_grouping USING ERRCODE = 'invalid_parameter_value',
             DETAIL = 'Valid values are none and transactional.';
     END IF;
-    IF grouping = 'transactional' THEN
-        RAISE EXCEPTION 'message_grouping transactional is not supported yet' USING ERRCODE = 'feature_not_supported';
+    IF grouping = 'transactional' AND multi THEN
+        RAISE EXCEPTION 'message_grouping transactional is not supported yet for multi-consumer queue tables'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF grouping = 'transactional' AND sort_order <> 'enq_time' THEN
+        RAISE EXCEPTION 'message_grouping transactional orders a queue table by its transaction groups'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = format('sort_list %s cannot be combined with it.', sort_list),
+                  HINT = 'Leave sort_list at enq_time.';
     END IF;
     IF EXISTS (SELECT FROM aq.queue_tables qt WHERE qt.queue_table = create_queue_table.queue_table) THEN
         RAISE EXCEPTION 'queue table "%" already exists', queue_table USING ERRCODE = 'duplicate_table';
@@ -213,9 +220,11 @@ BEGIN
         '  retry_count integer NOT NULL DEFAULT 0,'
         '  exception_queue text,'
         '  enq_uid text NOT NULL DEFAULT current_user,'
-        '  user_data %s NOT NULL'
+        '  user_data %s NOT NULL%s'
         ') WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05)',
-        queue_table_schema, queue_table, queue_payload_type);
+        queue_table_schema, queue_table, queue_payload_type,
+        -- The enqueuing transaction's group (groups.hpp).
+        CASE WHEN grouping = 'transactional' THEN ', transaction_group bigint NOT NULL' ELSE '' END);
     -- The enq_time order's index serves every queue table (the exception queues' order, and
     -- the first-in order of a priority queue table's browse by msgid).
     EXECUTE format('CREATE INDEX ON %I.%I (q_id, enq_time, msgid)', queue_table_schema, queue_table);
@@ -265,6 +274,11 @@ DECLARE
 BEGIN
     IF by_priority THEN
         EXECUTE format('CREATE INDEX ON %s (q_id, priority, enq_time, msgid)', t.relid);
+    END IF;
+    IF t.message_grouping = 'transactional' THEN
+        -- The order of a grouped queue table: group by group (groups.hpp).
+        EXECUTE format('CREATE INDEX ON %s (q_id, transaction_group, enq_time, msgid) WITH (deduplicate_items = off)',
+                       t.relid);
     END IF;
     EXECUTE format('CREATE INDEX ON %s (q_id, corrid COLLATE pg_catalog."C", %s) WHERE corrid IS NOT NULL', t.relid, order_columns);
     EXECUTE format('CREATE INDEX ON %s (q_id, delay) WHERE delay IS NOT NULL', t.relid);

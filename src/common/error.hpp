@@ -24,6 +24,8 @@ inline constexpr const char* internal_error = "XX000";
 // Dequeue found no message within its wait: the analogue of ORA-25228.
 // Class Q is implementation-defined, so it can never collide with a standard code.
 inline constexpr const char* dequeue_timeout = "QA228";
+// NEXT_MESSAGE found no message left in the transaction group: the analogue of ORA-25235.
+inline constexpr const char* end_of_group = "QA235";
 // LISTEN found no message within its wait: the analogue of ORA-25254.
 inline constexpr const char* listen_timeout = "QA254";
 }  // namespace sqlstate

@@ -157,6 +157,10 @@ Oid msgid_sequence_of(Relation rel) {
 
 }  // namespace
 
+Oid msgid_sequence(Relation rel) {
+    return msgid_sequence_of(rel);
+}
+
 Bitmapset* column_set(std::initializer_list<int> columns) {
     Bitmapset* set = nullptr;
     for (int c : columns) set = bms_add_member(set, c + 1 - FirstLowInvalidHeapAttributeNumber);

@@ -78,4 +78,7 @@ bool plain_queue_table(Relation rel, Oid payload_type);
 // May raise PostgreSQL errors: call it inside base::call.
 bool bulk_enqueue(const BulkEnqueue& request);
 
+// The queue table's msgid identity sequence (cached per table until a relcache invalidation).
+Oid msgid_sequence(Relation rel);
+
 }  // namespace aq::queue

@@ -38,11 +38,13 @@ namespace {
 
 constexpr int sweep_limit = 10000;  // messages a sweep removes at most
 
+// Above every statement number of queue_store.cpp (dequeue_base + shape bits), whose plans share
+// the cache under the same names (plan_cache.hpp).
 enum Statement : int32 {
-    deliver_to_names = 4096,  // $1 message ids x $2 consumer names
-    deliver_by_rule = 4097,   // $1 message ids matching the rule, to consumer $2
-    deliver_listed = 4098,    // the pairs ($1[i], $2[i])
-    sweep_queue = 4099,       // removes the messages of queue $1 (priority $2) before its first delivery
+    deliver_to_names = 1 << 20,  // $1 message ids x $2 consumer names
+    deliver_by_rule,             // $1 message ids matching the rule, to consumer $2
+    deliver_listed,              // the pairs ($1[i], $2[i])
+    sweep_queue,                 // removes the messages of queue $1 (priority $2) before its first delivery
 };
 
 constexpr const char* delivered_columns =

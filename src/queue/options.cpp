@@ -43,10 +43,10 @@ DequeueMode parse_dequeue_mode(const char* value) {
 Navigation parse_navigation(const char* value) {
     if (!value || is_constant(value, "next_message")) return Navigation::next_message;
     if (is_constant(value, "first_message")) return Navigation::first_message;
-    if (is_constant(value, "next_transaction") || is_constant(value, "first_message_multi_group") ||
-        is_constant(value, "next_message_multi_group"))
+    if (is_constant(value, "next_transaction")) return Navigation::next_transaction;
+    if (is_constant(value, "first_message_multi_group") || is_constant(value, "next_message_multi_group"))
         not_supported("navigation", value);
-    bad_value("navigation", value, "next_message, first_message");
+    bad_value("navigation", value, "next_message, first_message, next_transaction");
 }
 
 void check_visibility(const char* option, const char* value) {

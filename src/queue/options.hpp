@@ -24,7 +24,7 @@ enum class DequeueMode { remove, browse, locked, remove_nodata };
 inline bool removes(DequeueMode mode) {
     return mode == DequeueMode::remove || mode == DequeueMode::remove_nodata;
 }
-enum class Navigation { next_message, first_message };
+enum class Navigation { next_message, first_message, next_transaction };
 
 // How long a dequeue may wait for a message.
 struct Wait {

@@ -44,6 +44,7 @@ extern "C" {
 #include "queue/bulk_enqueue.hpp"
 #include "queue/condition.hpp"
 #include "queue/deliveries.hpp"
+#include "queue/groups.hpp"
 #include "queue/plan_cache.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
@@ -73,6 +74,7 @@ struct QueueInfo {
     bool multiple_consumers;     // messages reach consumers through the delivery table
     Oid delivery_relid;          // of a multi-consumer queue table; InvalidOid when gone
     char qualified_deliveries[qualified_name_size];
+    bool grouped;                // message_grouping transactional (groups.hpp)
 };
 
 // The table a dequeue claims rows of: the delivery table of a multi-consumer queue table.
@@ -112,7 +114,8 @@ const char* const lookup_sql =
 // The lookup's multi-consumer columns, and where they come from (none before 0.6.0).
 const char* const consumer_columns =
     "t.multiple_consumers, dc.oid,"
-    " pg_catalog.quote_ident(dn.nspname) OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(dc.relname)";
+    " pg_catalog.quote_ident(dn.nspname) OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(dc.relname),"
+    " t.message_grouping OPERATOR(pg_catalog.=) 'transactional'";
 const char* const consumer_joins =
     "  LEFT JOIN pg_catalog.pg_class dc ON dc.oid OPERATOR(pg_catalog.=) t.delivery_relid::pg_catalog.oid"
     "  LEFT JOIN pg_catalog.pg_namespace dn ON dn.oid OPERATOR(pg_catalog.=) dc.relnamespace";
@@ -137,7 +140,8 @@ SPIPlanPtr prepare_lookup(const char* condition, Oid key_type) {
     check_catalog_version();
     Oid argtypes[1] = {key_type};
     const char* sql = catalog_has_consumers ? psprintf(lookup_sql, consumer_columns, consumer_joins, condition)
-                                            : psprintf(lookup_sql, "false, NULL::pg_catalog.oid, NULL::pg_catalog.text", "", condition);
+                                            : psprintf(lookup_sql, "false, NULL::pg_catalog.oid, NULL::pg_catalog.text, false", "",
+                                                       condition);
     SPIPlanPtr plan = SPI_prepare(sql, 1, argtypes);
     if (!plan) elog(ERROR, "aq: SPI_prepare of the queue lookup failed: %s", SPI_result_code_string(SPI_result));
     SPI_keepplan(plan);
@@ -313,6 +317,7 @@ bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info, CatalogRow* rows) 
     info.delivery_relid = isnull ? InvalidOid : DatumGetObjectId(delivery_relid);
     char* deliveries = SPI_getvalue(row, desc, 18);
     strlcpy(info.qualified_deliveries, deliveries ? deliveries : "", sizeof info.qualified_deliveries);
+    info.grouped = DatumGetBool(SPI_getbinval(row, desc, 19, &isnull));
     if (rows) {
         for (int i = 0; i < 2; i++) {
             rows[i].tid = *reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(row, desc, 12 + 2 * i, &isnull)));
@@ -430,6 +435,7 @@ enum Statement : int32 {
     next_delay = 2,       // when the next delayed message becomes visible
     expire_messages = 3,  // moves expired messages to their exception queues
     ready_candidates = 4,  // LISTEN: the messages a dequeue could take now, in the queue's order
+    next_group = 5,        // a grouped queue table: the first group after $2 with a message ready at $3
     dequeue_base = 1024,  // + DequeueShape bits
 };
 
@@ -446,14 +452,15 @@ enum DequeueShape : int32 {
     with_condition = 256,     // deq_condition: the placeholder $10 (condition.hpp), one plan per condition text
     by_consumer = 512,        // multi-consumer: the delivery rows of consumer $9
     multi_consumer = 1024,    // multi-consumer: claims delivery rows (deliveries.hpp), reads the message
+    by_group = 2048,          // message_grouping transactional: the messages of group $10 (groups.hpp)
 };
 
 // The parameters of every dequeue statement.
 // $1 queue, $2 now, $3 array size, $4 $5 $8 the position (enq_time, msgid, priority), $6 msgid,
-// $7 correlation, $9 consumer.
-constexpr int dequeue_param_count = 9;
+// $7 correlation, $9 consumer, $10 transaction group.
+constexpr int dequeue_param_count = 10;
 const Oid dequeue_param_types[dequeue_param_count] = {INT4OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID,
-                                                      INT8OID, TEXTOID,        INT4OID, TEXTOID};
+                                                      INT8OID, TEXTOID,        INT4OID, TEXTOID,        INT8OID};
 
 // Oracle's correlation is a LIKE pattern (backslash escapes).  Without a wildcard it is a
 // value: a generic plan finds it on the correlation index, with no planning per call.  A
@@ -465,14 +472,26 @@ int32 correlation_shape(const char* pattern) {
 
 // aq.message_properties of a dequeued row, from the columns under prefix p ("d." ...) and the
 // message's correlation (an expression).
-char* properties_sql(const char* p, const char* corrid, bool expired) {
+// group: the grouped queue table's name, when the message is of group $10 (groups.hpp): the
+// properties then say so, and whether no later message of the group is left.  outer: the
+// qualification of the row's columns in that subquery (unqualified, they would be its own).
+char* properties_sql(const char* p, const char* corrid, bool expired, const char* group = nullptr,
+                     const char* outer = nullptr) {
+    const char* tail = !catalog_has_consumers ? ""
+                       : !group
+                           ? ", NULL, NULL, NULL"
+                           : psprintf(", NULL, $10::pg_catalog.text, NOT EXISTS (SELECT FROM ONLY %1$s x"
+                                      " WHERE x.q_id OPERATOR(pg_catalog.=) $1"
+                                      "   AND x.transaction_group OPERATOR(pg_catalog.=) $10"
+                                      "   AND ROW(x.enq_time, x.msgid) OPERATOR(pg_catalog.>) ROW(%2$senq_time, %2$smsgid))",
+                                      group, outer ? outer : p);
     return psprintf(
         "ROW(%1$spriority, %1$sdelay OPERATOR(pg_catalog.-) %1$senq_time,"
         "    %1$sexpiration OPERATOR(pg_catalog.-) COALESCE(%1$sdelay, %1$senq_time), %2$s,"
         "    %1$sretry_count, %1$sexception_queue, %1$senq_time, '%3$s'%4$s)::aq.message_properties",
         p, corrid, expired ? "expired" : "ready",
         // recipient_list, transaction_group, end_of_group (0.6.0)
-        catalog_has_consumers ? ", NULL, NULL, NULL" : "");
+        tail);
 }
 
 // The statements run with the caller's search_path, so every operator, function and collation
@@ -485,26 +504,37 @@ char* properties_sql(const char* p, const char* corrid, bool expired) {
 char* build_sql(const QueueInfo& q, int32 statement) {
     const char* t = q.qualified_table;
     const char* c = claim_table(q);
+    // A grouped queue table's enqueues carry the transaction's group ($4 or $5: groups.hpp).
     if (statement == enqueue_plain)
         return psprintf(
-            "INSERT INTO %s (q_id, enq_time, user_data)"
-            " SELECT $1, $2, u FROM pg_catalog.unnest($3) AS u"
+            "INSERT INTO %s (q_id, enq_time, user_data%s)"
+            " SELECT $1, $2, u%s FROM pg_catalog.unnest($3) AS u"
             " RETURNING msgid",
-            t);
+            t, q.grouped ? ", transaction_group" : "", q.grouped ? ", $4" : "");
     if (statement == enqueue_with_properties)
         // unnest() of a composite array expands to columns, so the payloads and their
         // properties are paired by position and inserted in input order.
         return psprintf(
-            "INSERT INTO %s (q_id, enq_time, priority, delay, expiration, corrid, exception_queue, user_data)"
+            "INSERT INTO %s (q_id, enq_time, priority, delay, expiration, corrid, exception_queue, user_data%s)"
             " SELECT $1, $2, COALESCE((b.p).priority, 1),"
             "        $2 OPERATOR(pg_catalog.+) (b.p).delay,"
             "        $2 OPERATOR(pg_catalog.+) COALESCE((b.p).delay, '0') OPERATOR(pg_catalog.+) (b.p).expiration,"
-            "        (b.p).correlation, (b.p).exception_queue, a.u"
+            "        (b.p).correlation, (b.p).exception_queue, a.u%s"
             "   FROM (SELECT u, pg_catalog.row_number() OVER () AS n FROM pg_catalog.unnest($3) AS u) a"
             "   JOIN (SELECT p, pg_catalog.row_number() OVER () AS n FROM pg_catalog.unnest($4) AS p) b"
             "     ON a.n OPERATOR(pg_catalog.=) b.n"
             "  ORDER BY a.n"
             " RETURNING msgid",
+            t, q.grouped ? ", transaction_group" : "", q.grouped ? ", $5" : "");
+    if (statement == next_group)
+        // A message another transaction holds is not taken: its group is being consumed.
+        return psprintf(
+            "SELECT transaction_group FROM ONLY %s WHERE q_id OPERATOR(pg_catalog.=) $1"
+            "   AND transaction_group OPERATOR(pg_catalog.>) $2"
+            "   AND (delay IS NULL OR delay OPERATOR(pg_catalog.<=) $3)"
+            "   AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $3)"
+            "   AND (xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR aq._claimable(tableoid, ctid))"
+            " ORDER BY q_id, transaction_group LIMIT 1",
             t);
     if (statement == next_delay)
         return psprintf(
@@ -579,21 +609,29 @@ char* build_sql(const QueueInfo& q, int32 statement) {
                                              " AND (%1$sexpiration IS NULL OR %1$sexpiration OPERATOR(pg_catalog.>) $2)", p));
     // The condition is analyzed in place of $10 (condition.hpp), as one expression: it cannot
     // reach beyond its AND.  The message table is tab there, as in Oracle's conditions.
-    if (shape & with_condition) where = psprintf("%s AND $10", where);
+    if (shape & with_condition) where = psprintf("%s AND $11", where);
+    if (shape & by_group) where = psprintf("%s AND %stransaction_group OPERATOR(pg_catalog.=) $10", where, p);
     // A row version that holds an attempt not counted yet is not claimed (retries.hpp).
     if (!(shape & mode_browse))
         where = psprintf("%1$s AND (%2$sxmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid"
                          " OR aq._claimable(%2$stableoid, %2$sctid))", where, p);
     // The order of the claim table's index (a delivery table's: per consumer).
-    char* index_order = psprintf("%1$sq_id, %2$s%3$s", p, (shape & by_consumer) ? psprintf("%sconsumer_name, ", p) : "",
+    char* index_order = psprintf("%1$sq_id, %2$s%3$s", p,
+                                 (shape & by_consumer) ? psprintf("%sconsumer_name, ", p)
+                                 : (shape & by_group)  ? psprintf("%stransaction_group, ", p)
+                                                       : "",
                                  prefixed_order);
+    const char* group = (shape & by_group) ? q.qualified_table : nullptr;
     const char* lock = multi ? " FOR UPDATE OF d SKIP LOCKED" : " FOR UPDATE SKIP LOCKED";
     bool expired = shape & exception_queue;
     if (shape & (mode_browse | mode_locked)) {
         if (multi && !joined) from = psprintf("%s JOIN ONLY %s tab ON tab.msgid OPERATOR(pg_catalog.=) d.msgid", from, t);
         return psprintf("SELECT %1$smsgid, %2$suser_data, %3$s, %1$senq_time, %1$spriority, %1$sctid FROM ONLY %4$s"
                         " WHERE %5$s ORDER BY %6$s LIMIT $3%7$s",
-                        p, multi ? "tab." : "", properties_sql(p, psprintf("%scorrid", m), expired), from, where, index_order,
+                        p, multi ? "tab." : "",
+                        properties_sql(p, psprintf("%scorrid", m), expired, group,
+                                       multi ? nullptr : (shape & with_condition) ? "tab." : psprintf("%s.", t)),
+                        from, where, index_order,
                         (shape & mode_locked) ? lock : "");
     }
     const char* returned =
@@ -619,7 +657,7 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         "  DELETE FROM ONLY %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
         "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time, ctid)"
         " SELECT msgid, user_data, %s, enq_time, priority, ctid FROM removed ORDER BY %s",
-        from, where, index_order, t, properties_sql("", "corrid", expired), order);
+        from, where, index_order, t, properties_sql("", "corrid", expired, group, "removed."), order);
 }
 
 // The names a statement was built with (plan_cache.hpp).
@@ -650,10 +688,16 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         argtypes[2] = payload_array_type;
         argtypes[3] = properties_array_type;
         nargs = statement == enqueue_plain ? 3 : 4;
+        if (q.grouped) argtypes[nargs++] = INT8OID;  // the transaction group
     } else if (statement == next_delay) {
         argtypes[0] = INT4OID;
         argtypes[1] = TIMESTAMPTZOID;
         nargs = 2;
+    } else if (statement == next_group) {
+        argtypes[0] = INT4OID;
+        argtypes[1] = INT8OID;
+        argtypes[2] = TIMESTAMPTZOID;
+        nargs = 3;
     } else if (statement == expire_messages) {
         argtypes[0] = INT4OID;
         argtypes[1] = INT4OID;
@@ -713,6 +757,8 @@ struct Position {
     int32 priority;
     TimestampTz enq_time;
     int64 msgid;
+    bool in_group;  // a grouped queue table: the position is in transaction group `group`
+    int64 group;
 };
 
 constexpr int max_positions = 64;
@@ -731,7 +777,7 @@ Position* find_position(int32 queue_id, const char* consumer, bool browse) {
 }
 
 void remember_position(int32 queue_id, const char* consumer, bool browse, int32 priority, TimestampTz enq_time,
-                       int64 msgid) {
+                       int64 msgid, const int64* group = nullptr) {
     Position* p = find_position(queue_id, consumer, browse);
     if (!p) {
         for (auto& candidate : positions)
@@ -741,7 +787,8 @@ void remember_position(int32 queue_id, const char* consumer, bool browse, int32 
             }
         if (!p) p = &positions[next_position_slot++ % max_positions];  // the oldest browse restarts
     }
-    *p = Position{queue_id, browse, {}, compat::my_local_xid(), priority, enq_time, msgid};
+    *p = Position{queue_id, browse, {}, compat::my_local_xid(), priority, enq_time, msgid, group != nullptr,
+                  group ? *group : 0};
     strlcpy(p->consumer, consumer, sizeof p->consumer);
 }
 
@@ -751,6 +798,7 @@ struct ClaimArgs {
     const QueueInfo* queue;
     const DequeueRequest* request;
     const Position* after;  // nullptr: from the head of the queue
+    const int64* group = nullptr;  // a grouped queue table: only this transaction group's messages
 };
 
 // The priorities of removed deliveries, for the sweep (deliveries.hpp): up to 8, more is "any".
@@ -865,7 +913,7 @@ bool head_scan_due(int32 queue_id) {
 // queue table allows it (-1 otherwise).
 int claim_in_bulk(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
-    if (!removes(o.mode) || o.msgid || o.correlation || o.condition || a.queue->exception_queue) return -1;
+    if (!removes(o.mode) || o.msgid || o.correlation || o.condition || a.queue->exception_queue || a.group) return -1;
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
     if (a.queue->multiple_consumers) {
@@ -933,6 +981,7 @@ int claim(const ClaimArgs& a) {
     if (o.condition) shape |= with_condition;
     if (a.queue->multiple_consumers) shape |= multi_consumer;
     if (o.consumer) shape |= by_consumer;
+    if (a.group) shape |= by_group;
     SPIPlanPtr plan = o.condition ? condition_plan(*a.queue, dequeue_base + shape, o.condition)
                                   : statement_plan(*a.queue, dequeue_base + shape, InvalidOid);
 
@@ -958,6 +1007,7 @@ int claim(const ClaimArgs& a) {
     if (o.msgid) set(5, Int64GetDatum(*o.msgid));
     if (o.correlation) set(6, CStringGetTextDatum(o.correlation));
     if (o.consumer) set(8, CStringGetTextDatum(o.consumer));
+    if (a.group) set(9, Int64GetDatum(*a.group));
 
     SinkReceiver receiver;
     memset(&receiver, 0, sizeof receiver);
@@ -989,7 +1039,7 @@ int claim(const ClaimArgs& a) {
 
     if (receiver.rows > 0) {
         remember_position(a.queue->queue_id, o.consumer ? o.consumer : "", o.mode == DequeueMode::browse,
-                          receiver.last_priority, receiver.last_enq_time, receiver.last_msgid);
+                          receiver.last_priority, receiver.last_enq_time, receiver.last_msgid, a.group);
         // The messages whose last delivery this was go (deliveries.hpp).
         if (receiver.sweeps) {
             deliveries::Taken taken{o.consumer, receiver.last_enq_time, receiver.last_msgid};
@@ -1002,6 +1052,43 @@ int claim(const ClaimArgs& a) {
         deliveries::sweep(tables_of(*a.queue, a.request->queue_name), nullptr, 0, nullptr);
     }
     return receiver.rows;
+}
+
+// A grouped queue table's claim (groups.hpp): in the transaction's current group (NEXT_MESSAGE;
+// *exhausted when nothing of it is left), or in the first group from the head (FIRST_MESSAGE,
+// NEXT_MESSAGE without a current group) or after the current one (NEXT_TRANSACTION) that this
+// transaction can lock and that has a message to take.  Requires SPI.
+int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted) {
+    const DequeueOptions& o = *r.options;
+    bool browse = o.mode == DequeueMode::browse;
+    const Position* current = find_position(q.queue_id, "", browse);
+    bool in_group = current && current->in_group;
+    // A savepoint rolled back since releases the group's lock with what it took: then the group
+    // may be another transaction's, and this one starts over.
+    if (in_group && !browse && !groups::try_lock(q.relid, current->group)) in_group = false;
+    if (o.navigation == Navigation::next_message && in_group) {
+        int64 group = current->group;
+        int rows = claim(ClaimArgs{&q, &r, current, &group});
+        if (rows == 0) *exhausted = true;
+        return rows;
+    }
+    int64 after = (o.navigation == Navigation::next_transaction && in_group) ? current->group : PG_INT64_MIN;
+    SPIPlanPtr plan = statement_plan(q, next_group, InvalidOid);
+    for (;;) {
+        CHECK_FOR_INTERRUPTS();
+        Datum args[3] = {Int32GetDatum(q.queue_id), Int64GetDatum(after), TimestampTzGetDatum(GetCurrentTimestamp())};
+        int rc = SPI_execute_plan(plan, args, nullptr, false, 1);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "aq: finding the next transaction group failed: %s", SPI_result_code_string(rc));
+        if (SPI_processed == 0) return 0;
+        bool isnull;
+        int64 group = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        SPI_freetuptable(SPI_tuptable);
+        if (browse || groups::try_lock(q.relid, group)) {
+            int rows = claim(ClaimArgs{&q, &r, nullptr, &group});
+            if (rows > 0) return rows;
+        }
+        after = group;  // held by another transaction, or nothing of it to take
+    }
 }
 
 // Runs a prepared statement as the queue table's owner (base/run_as.hpp: search_path pinned,
@@ -1133,8 +1220,9 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         if (OidIsValid(properties_array_type)) properties_array_type = get_array_type(properties_array_type);
         SPIPlanPtr plan =
             statement_plan(q, r.properties ? enqueue_with_properties : enqueue_plain, properties_array_type);
-        Datum args[4] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(enq_time),
-                         PointerGetDatum(r.payloads), PointerGetDatum(r.properties)};
+        Datum args[5] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(enq_time),
+                         PointerGetDatum(r.payloads), PointerGetDatum(r.properties), (Datum)0};
+        if (q.grouped) args[r.properties ? 4 : 3] = Int64GetDatum(groups::transaction_group(q.relid));
         int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
         if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "aq: enqueue failed: %s", SPI_result_code_string(rc));
         if (SPI_processed != static_cast<uint64>(count))
@@ -1158,6 +1246,8 @@ int dequeue(const DequeueRequest& r) {
     const DequeueOptions& o = *r.options;
     int delivered = 0;
     bool cannot_wait = false;  // REPEATABLE READ / SERIALIZABLE: new commits stay invisible
+    bool exhausted = false;    // NEXT_MESSAGE at the end of the transaction group (groups.hpp)
+    const char* refused = nullptr;  // an option the queue table does not take
     Problem problem;
     base::call([&] {
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
@@ -1165,6 +1255,15 @@ int dequeue(const DequeueRequest& r) {
         problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
         if (problem.kind == QueueProblem::none) problem = check_consumer(q, o.consumer);
         if (problem.kind != QueueProblem::none) {
+            SPI_finish();
+            return;
+        }
+        bool grouped = q.grouped && !q.exception_queue;
+        if (o.navigation == Navigation::next_transaction && !grouped)
+            refused = "navigation next_transaction";
+        else if (grouped && (o.msgid || o.correlation || o.condition))
+            refused = o.msgid ? "msgid" : o.correlation ? "correlation" : "deq_condition";
+        if (refused) {
             SPI_finish();
             return;
         }
@@ -1189,12 +1288,18 @@ int dequeue(const DequeueRequest& r) {
             // calls: the expiry move is left to the next consuming dequeue (or sweep).
             if (!browse && !XactReadOnly && (q.exception_queue || (first_pass && expiry_sweep_due(q))))
                 expire_messages_of(q);
-            const Position* after = by_position ? find_position(q.queue_id, o.consumer ? o.consumer : "", browse) : nullptr;
-            delivered = claim(ClaimArgs{&q, &r, after});
-            // Removing: messages may have come back (or arrived with a higher priority) before
-            // the position, so look from the head once more before waiting.  Browse and
-            // locked walk forward only: from the head they would return the same messages.
-            if (delivered == 0 && after && removes(o.mode)) delivered = claim(ClaimArgs{&q, &r, nullptr});
+            if (grouped) {
+                delivered = claim_grouped(q, r, &exhausted);
+                if (exhausted) break;
+            } else {
+                const Position* after =
+                    by_position ? find_position(q.queue_id, o.consumer ? o.consumer : "", browse) : nullptr;
+                delivered = claim(ClaimArgs{&q, &r, after});
+                // Removing: messages may have come back (or arrived with a higher priority) before
+                // the position, so look from the head once more before waiting.  Browse and
+                // locked walk forward only: from the head they would return the same messages.
+                if (delivered == 0 && after && removes(o.mode)) delivered = claim(ClaimArgs{&q, &r, nullptr});
+            }
             if (delivered > 0) break;
             if (IsolationUsesXactSnapshot() && (o.wait.forever || o.wait.seconds > 0)) {
                 cannot_wait = true;
@@ -1223,6 +1328,20 @@ int dequeue(const DequeueRequest& r) {
         if (delivered > 0 && !browse) retries::make_claims_durable();
     });
     if (problem.kind != QueueProblem::none) throw_problem(problem, r.queue_name, "payload_type");
+    if (refused && strcmp(refused, "navigation next_transaction") == 0)
+        throw Error(sqlstate::invalid_parameter_value,
+                    std::string("navigation next_transaction is invalid for queue \"") + r.queue_name + "\"",
+                    "Its queue table was not created with message_grouping => 'transactional' (ORA-25234 analogue).",
+                    "Use first_message or next_message.");
+    if (refused)
+        throw Error(sqlstate::feature_not_supported,
+                    std::string(refused) + " is not supported yet for a queue table with transactional grouping",
+                    std::string("Queue \"") + r.queue_name + "\" hands out whole transaction groups.");
+    if (exhausted)
+        throw Error(sqlstate::end_of_group,
+                    std::string("no message left in the current transaction group of queue \"") + r.queue_name + "\"",
+                    "NEXT_MESSAGE stays inside the group this transaction took (ORA-25235 analogue).",
+                    "Dequeue with navigation => 'next_transaction' for the next group.");
     if (cannot_wait)
         throw Error(sqlstate::feature_not_supported,
                     std::string("no message available in queue \"") + r.queue_name +

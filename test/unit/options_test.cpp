@@ -48,7 +48,7 @@ BOOST_AUTO_TEST_CASE(invalid_value_lists_the_valid_ones) {
         BOOST_FAIL("no error");
     } catch (const Error& e) {
         BOOST_TEST(std::string(e.what()) == "invalid value for navigation: \"sideways\"");
-        BOOST_TEST(e.detail() == "Valid values are next_message, first_message.");
+        BOOST_TEST(e.detail() == "Valid values are next_message, first_message, next_transaction.");
     }
 }
 
@@ -56,8 +56,10 @@ BOOST_AUTO_TEST_CASE(navigation) {
     BOOST_TEST((parse_navigation(nullptr) == Navigation::next_message));
     BOOST_TEST((parse_navigation("FIRST_MESSAGE") == Navigation::first_message));
     BOOST_TEST((parse_navigation("DBMS_AQ.NEXT_MESSAGE") == Navigation::next_message));
-    BOOST_TEST(sqlstate_of([] { parse_navigation("dbms_aq.next_transaction"); }) == "0A000");
-    BOOST_TEST(sqlstate_of([] { parse_navigation("next_transaction"); }) == "0A000");
+    BOOST_TEST((parse_navigation("dbms_aq.next_transaction") == Navigation::next_transaction));
+    BOOST_TEST((parse_navigation("NEXT_TRANSACTION") == Navigation::next_transaction));
+    BOOST_TEST(sqlstate_of([] { parse_navigation("next_message_multi_group"); }) == "0A000");
+    BOOST_TEST(sqlstate_of([] { parse_navigation("first_message_multi_group"); }) == "0A000");
 }
 
 BOOST_AUTO_TEST_CASE(visibility_and_delivery_mode) {

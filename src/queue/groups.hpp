@@ -1,0 +1,45 @@
+// Transaction groups (create_queue_table(..., message_grouping => 'transactional')): the
+// messages one transaction enqueues into a queue table form a group, which one consumer takes
+// at a time (Oracle's transactional grouping).
+//
+// Protocol.
+//  - Group id.  The first enqueue of a transaction into a grouped queue table draws one value
+//    of the table's msgid sequence; every message the transaction enqueues there carries it in
+//    the column transaction_group (kept per local transaction and table, so a rolled-back
+//    subtransaction does not start a new group).  Ids are unique and increasing, not dense:
+//    groups come in the order of their first enqueue.
+//  - Order.  A grouped queue table is ordered by (transaction_group, enq_time, msgid), on the
+//    index (q_id, transaction_group, enq_time, msgid): a group's messages are contiguous.
+//  - Locks.  A consuming dequeue (remove, locked) takes a group only once it holds the group's
+//    lock: a heavyweight ExclusiveLock of its transaction, asked for without waiting, on an
+//    advisory tag whose fourth field is 3 (PostgreSQL's advisory lock functions use 1 and 2, so
+//    no user's lock meets it), keyed by a 64-bit hash of (queue table, group).  A group another
+//    transaction holds is skipped, never waited for; the lock lasts until the transaction ends,
+//    so two concurrent consumers never share a group.  A collision of two groups' hashes only
+//    makes one consumer pass over a group the other holds.  Browse takes no lock.
+//  - Navigation (queue_store.cpp).  FIRST_MESSAGE takes the first group it can lock, from the
+//    head; NEXT_MESSAGE goes on inside the transaction's current group, and when that has no
+//    message left the dequeue raises QA235 (Oracle's ORA-25235); without a current group it is
+//    FIRST_MESSAGE.  NEXT_TRANSACTION takes the first group after the current one that it can
+//    lock.  A dequeue_array stays inside one group.
+//  - Properties.  A dequeued message says its group (transaction_group, the id as text) and
+//    whether it is the group's last (end_of_group: no later message of the group is in the
+//    queue).
+//
+// PostgreSQL-side code: call inside base::call.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+}
+
+namespace aq::queue::groups {
+
+// The current transaction's group in the queue table (drawn from its msgid sequence the first
+// time).
+int64 transaction_group(Oid relid);
+
+// Whether this transaction holds the group's lock now (taken if free; see the protocol).
+bool try_lock(Oid relid, int64 group);
+
+}  // namespace aq::queue::groups
