@@ -191,6 +191,17 @@ bool claim_by_delete(Relation rel, TupleTableSlot* slot, CommandId command, Snap
     return result == TM_Ok;
 }
 
+// Opens the two indexes of a bulk path (InvalidOid: not found) if both are there and in their
+// table's sort order; otherwise closes what it opened and returns false.
+bool open_sorted_indexes(Oid first_oid, Oid second_oid, Relation* first, Relation* second) {
+    *first = OidIsValid(first_oid) ? index_open(first_oid, AccessShareLock) : nullptr;
+    *second = OidIsValid(second_oid) ? index_open(second_oid, AccessShareLock) : nullptr;
+    if (*first && *second && in_sort_order(*first) && in_sort_order(*second)) return true;
+    if (*first) index_close(*first, AccessShareLock);
+    if (*second) index_close(*second, AccessShareLock);
+    return false;
+}
+
 // Is this message after the navigation position, in the queue's sort order?
 bool after_position(const BulkDequeuePosition& p, bool priority_order, const Datum* v) {
     int32 priority = DatumGetInt32(v[col_priority]);
@@ -404,11 +415,8 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
         index_oid = r.priority_order ? find_index(rel, by_priority, 5) : find_index(rel, by_time, 4);
         pkey_oid = find_index(messages, by_msgid, 1);
     }
-    Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
-    Relation pkey = OidIsValid(pkey_oid) ? index_open(pkey_oid, AccessShareLock) : nullptr;
-    if (!index || !pkey || !in_sort_order(index) || !in_sort_order(pkey)) {
-        if (index) index_close(index, AccessShareLock);
-        if (pkey) index_close(pkey, AccessShareLock);
+    Relation index, pkey;
+    if (!open_sorted_indexes(index_oid, pkey_oid, &index, &pkey)) {
         table_close(messages, NoLock);
         table_close(rel, NoLock);  // the locks are kept to the end of the transaction, as usual
         return -1;
@@ -560,11 +568,8 @@ int bulk_sweep(BulkSweep& r) {
         index_oid = r.priority_order ? find_index(rel, by_priority, 5) : find_index(rel, by_time, 4);
         order_oid = find_order_index(messages, r.priority_order);
     }
-    Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
-    Relation order = OidIsValid(order_oid) ? index_open(order_oid, AccessShareLock) : nullptr;
-    if (!index || !order || !in_sort_order(index) || !in_sort_order(order)) {
-        if (index) index_close(index, AccessShareLock);
-        if (order) index_close(order, AccessShareLock);
+    Relation index, order;
+    if (!open_sorted_indexes(index_oid, order_oid, &index, &order)) {
         table_close(messages, NoLock);
         table_close(rel, NoLock);  // the locks are kept to the end of the transaction, as usual
         return -1;
