@@ -531,7 +531,9 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
         rule_subscribers = rule_names;
         rule_count = nrules;
         Datum subscribed_ids = int8_array(subscribed, nsubscribed);
-        if (nplain > 0 && messages) {
+        // (A fan-out too large for one allocation goes through the statement.)
+        bool fits = static_cast<int64>(nplain) * nsubscribed + count <= static_cast<int64>(MaxAllocSize / sizeof(Datum));
+        if (nplain > 0 && messages && fits) {
             bulk_reserve(nplain * nsubscribed);
             for (int p = 0; p < nplain; p++)
                 for (int i = 0; i < nsubscribed; i++) bulk_add(subscribed_at[i], plain[p]);
