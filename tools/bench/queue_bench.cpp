@@ -1341,6 +1341,92 @@ void fanout_test(const Payload& p) {
     std::fflush(stdout);
 }
 
+// ---- 7. transaction groups
+
+// n messages enqueued in groups of g (one enqueue_array of g per transaction) into a queue table
+// with message_grouping => 'transactional' and into an ungrouped one; each drained by
+// aq.dequeue_array of g per call, a commit each (navigation next_transaction for the grouped one:
+// one whole group per call).  Every call must return one whole group, in order.
+double groups_drain(const Payload& p, long n, long g, bool grouped, double* cpu) {
+    const std::string table = std::string("aq_bench_grp") + (grouped ? "g" : "u") + std::to_string(g) + "_qt";
+    const std::string queue = std::string("aq_bench_grp") + (grouped ? "g" : "u") + std::to_string(g) + "_q";
+    exec("SELECT aq.create_queue_table('" + table + "', 'aq_bench.bench_ot', queue_table_schema => 'aq_bench'" +
+         (grouped ? ", message_grouping => 'transactional'" : "") + ")");
+    extra_queue_tables.push_back(table);
+    exec("SELECT aq.create_queue('" + queue + "', '" + table + "')");
+    exec("SELECT aq.start_queue('" + queue + "')");
+    exec("ALTER TABLE aq_bench." + table + " SET (autovacuum_enabled = off)");
+    const std::string enq = "grp_enq_" + table, deq = "grp_deq_" + table;
+    prepare(enq, "SELECT cardinality(aq.enqueue_array('" + queue + "', $1::aq_bench.bench_ot[]))");
+    prepare(deq, "SELECT msgid, (message_properties).end_of_group FROM aq.dequeue_array('" + queue +
+                     "', NULL::aq_bench.bench_ot, " + std::to_string(g) + ", aq.dequeue_options(wait => '0'" +
+                     (grouped ? ", navigation => 'next_transaction'" : "") + "))");
+    for (long from = 1; from <= n; from += g) {
+        std::vector<std::string> slice;
+        for (long i = from; i < from + g && i <= n; i++) slice.push_back(p.make(i));
+        std::string a = array_literal(slice, static_cast<long>(slice.size()));
+        if (run_prepared_long(enq, {a.c_str()}) <= 0) die("groups: enqueue_array returned no msgids");
+    }
+    exec("VACUUM ANALYZE aq_bench." + table);
+    settle();
+    double s0 = server_cpu_seconds(), c0 = client_cpu_seconds();
+    auto t0 = Clock::now();
+    long got = 0, last = 0;
+    while (got < n) {
+        PGresult* r = PQexecPrepared(conn, deq.c_str(), 0, nullptr, nullptr, nullptr, 0);
+        if (!result_ok(r)) die("groups: dequeue_array failed", r);
+        int rows = PQntuples(r);
+        if (rows != std::min(g, n - got)) correctness_error("groups: a call returned " + std::to_string(rows) + " messages");
+        for (int i = 0; i < rows; i++) {
+            long id = std::atol(PQgetvalue(r, i, 0));
+            if (id <= last) correctness_error("groups: messages out of order");
+            last = id;
+            if (grouped && (std::strcmp(PQgetvalue(r, i, 1), "t") == 0) != (i == rows - 1))
+                correctness_error("groups: end_of_group not on the last message of the group");
+        }
+        PQclear(r);
+        if (rows == 0) break;
+        got += rows;
+    }
+    double seconds = seconds_since(t0);
+    *cpu = server_cpu_seconds() - s0 + client_cpu_seconds() - c0;
+    expect_rows("aq_bench." + table, 0, "groups drain");
+    return seconds;
+}
+
+void groups_test(const Payload& p) {
+    const long n = quick ? 10000 : 50000;
+    std::printf("\n== Transaction groups: %s messages in groups of 10 and of 100%s\n", with_commas(n).c_str(),
+                quick ? "  (--quick: 10,000 messages)" : "");
+    std::printf("   payload composite aq_bench.bench_ot; one enqueue_array of a group per transaction, into a\n"
+                "   queue table with message_grouping => 'transactional' and into an ungrouped one; drained by\n"
+                "   aq.dequeue_array of one group's size per call, a commit each (the grouped one with navigation\n"
+                "   next_transaction: one whole group per call, end_of_group on its last message).\n");
+    std::printf("  %-30s %14s %10s %10s\n", "", "dequeue msg/s", "us/msg", "cpu us");
+    double worst = 1e9;
+    for (long g : {10L, 100L}) {
+        progress("groups: " + with_commas(n) + " messages in groups of " + std::to_string(g));
+        double ucpu = 0, gcpu = 0;
+        double u = groups_drain(p, n, g, false, &ucpu);
+        double gr = groups_drain(p, n, g, true, &gcpu);
+        drop_extra_queues();
+        auto line = [&](const std::string& label, double s, double cpu) {
+            std::printf("  %-30s %14s %10.2f %10s\n", label.c_str(), with_commas(n / s).c_str(), s * 1e6 / n,
+                        have_server_cpu ? fmt("%.2f", cpu * 1e6 / n).c_str() : "n/a");
+        };
+        line("ungrouped, arrays of " + std::to_string(g), u, ucpu);
+        line("groups of " + std::to_string(g), gr, gcpu);
+        double ratio_g = u / gr;
+        std::printf("  groups of %ld / ungrouped: %s\n", g, ratio(ratio_g).c_str());
+        worst = std::min(worst, ratio_g);
+    }
+    bool pass = worst >= 0.8;
+    std::printf("  target: grouped dequeue >= 0.8x ungrouped (lowest of groups of 10 and 100): %s   %s\n",
+                ratio(worst).c_str(), pass ? "PASS" : "FAIL");
+    if (!pass) failures.push_back("transaction groups: dequeue rate " + ratio(worst) + " of ungrouped < 0.80x");
+    std::fflush(stdout);
+}
+
 // ------------------------------------------------------------------ setup / teardown
 
 bool created_extension = false;
@@ -1404,7 +1490,7 @@ void teardown(const std::vector<Payload>& payloads) {
 
 int main(int argc, char** argv) {
     std::string conninfo, only;
-    const char* usage = "usage: %s \"<libpq connection string>\" [--quick] [--only priority|correlation|condition|listen|fanout]\n";
+    const char* usage = "usage: %s \"<libpq connection string>\" [--quick] [--only priority|correlation|condition|listen|fanout|groups]\n";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         if (a == "--quick")
@@ -1423,7 +1509,7 @@ int main(int argc, char** argv) {
     }
     if (conninfo.empty() ||
         !(only.empty() || only == "priority" || only == "correlation" || only == "condition" || only == "listen" ||
-          only == "fanout")) {
+          only == "fanout" || only == "groups")) {
         std::fprintf(stderr, usage, argv[0]);
         return 2;
     }
@@ -1557,6 +1643,7 @@ int main(int argc, char** argv) {
     if (only.empty() || only == "condition") condition_test();
     if (only.empty() || only == "listen") listen_test(conninfo);
     if (only.empty() || only == "fanout") fanout_test(payloads[0]);
+    if (only.empty() || only == "groups") groups_test(payloads[0]);
     drop_extra_queues();
 
     teardown(payloads);
