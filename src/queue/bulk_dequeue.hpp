@@ -68,6 +68,17 @@ struct BulkDequeue {
 // done).  May raise PostgreSQL errors: call it inside base::call.
 int bulk_dequeue(const BulkDequeue& request);
 
+// The messages of one transaction group of a grouped queue table (groups.hpp), the caller
+// holding the group's lock: the same claims as bulk_dequeue, on the index (q_id,
+// transaction_group, enq_time, msgid), without a scan floor; each message's properties carry the
+// group and whether it is the last of it (no later row of the group, taken or not, is visible).
+// -1 when the statement must do it.
+int bulk_dequeue_group(const BulkDequeue& request, int64 group);
+
+// The first transaction group after `after` that has a message ready now (visible, not delayed,
+// not expired), on the same index: 1 and *group, 0 if none, -1 when the statement must do it.
+int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, int64* group);
+
 // The same for one consumer of a multi-consumer queue (deliveries.hpp): its delivery rows on
 // the delivery table's index (q_id, consumer_name, [priority,] enq_time, msgid), each message
 // read by the queue table's primary key before its delivery row is deleted (a delivery whose

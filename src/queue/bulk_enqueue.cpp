@@ -52,7 +52,7 @@ const ColumnShape queue_table_shape[column_count] = {
 
 bool has_queue_table_shape(Relation rel, Oid payload_type) {
     TupleDesc desc = RelationGetDescr(rel);
-    if (rel->rd_rel->relkind != RELKIND_RELATION || desc->natts != column_count) return false;
+    if (rel->rd_rel->relkind != RELKIND_RELATION || (desc->natts != column_count && !has_group_column(rel))) return false;
     if (TupleDescAttr(desc, col_msgid)->attidentity != ATTRIBUTE_IDENTITY_ALWAYS) return false;
     for (int i = 0; i < column_count; i++) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -157,6 +157,14 @@ Oid msgid_sequence_of(Relation rel) {
 
 }  // namespace
 
+bool has_group_column(Relation rel) {
+    TupleDesc desc = RelationGetDescr(rel);
+    if (desc->natts != column_count + 1) return false;
+    Form_pg_attribute att = TupleDescAttr(desc, column_count);
+    return !att->attisdropped && att->atttypid == INT8OID && att->attnotnull &&
+           strcmp(NameStr(att->attname), "transaction_group") == 0;
+}
+
 Oid msgid_sequence(Relation rel) {
     return msgid_sequence_of(rel);
 }
@@ -179,7 +187,8 @@ bool bulk_enqueue(const BulkEnqueue& r) {
     Relation rel = table_open(r.relid, RowExclusiveLock);
     // Whatever the multi-insert path refuses (a read-only transaction among them: the statement
     // raises 25006) goes through the statement.
-    if (!plain_queue_table(rel, r.payload_type)) {
+    bool grouped = has_group_column(rel);
+    if (!plain_queue_table(rel, r.payload_type) || grouped != (r.group != nullptr)) {
         table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
         return false;
     }
@@ -195,6 +204,10 @@ bool bulk_enqueue(const BulkEnqueue& r) {
         Datum msgid = Int64GetDatum(nextval_internal(msgid_sequence, false));
         r.msgids_out[i] = msgid;
         fill_row(r, i, msgid, enq_uid, slot->tts_values, slot->tts_isnull);
+        if (grouped) {  // the transaction's group (groups.hpp)
+            slot->tts_values[column_count] = Int64GetDatum(*r.group);
+            slot->tts_isnull[column_count] = false;
+        }
         MemoryContextSwitchTo(outer);
         if (r.messages_out) {
             const Datum* v = slot->tts_values;

@@ -1,7 +1,8 @@
 // Bulk enqueue: COPY's multi-insert path applied to a queue table.
 //
 // Protocol.  The queue table is opened with RowExclusiveLock and checked: it must still
-// have exactly the columns aq.create_queue_table made (names, order, types), and the
+// have exactly the columns aq.create_queue_table made (names, order, types; a grouped one also
+// transaction_group, which the request's group fills: groups.hpp), and the
 // multi-insert path (base/multi_insert.hpp) must not refuse it (triggers, rules, row-level
 // security, inheritance children, a read-only transaction...).  If it does not, nothing is done
 // and false is returned: the caller then runs the equivalent INSERT statement, so triggers, RLS
@@ -60,6 +61,7 @@ struct BulkEnqueue {
     const bool* properties_null;   // with properties
     Datum* msgids_out;             // count entries, filled in payload order
     deliveries::Message* messages_out;  // count entries, or nullptr: what a delivery row copies
+    const int64* group = nullptr;       // a grouped queue table: the transaction's group (groups.hpp)
 };
 
 // The attribute-number set of these queue table columns, for a range table entry.
@@ -70,13 +72,17 @@ Bitmapset* column_set(std::initializer_list<int> columns);
 compat::RangeTable queue_table_range(Relation rel, AclMode permissions, Bitmapset* inserted, Bitmapset* selected);
 
 // The queue table still has exactly aq's columns (names, order, types; user_data of this
-// payload type) and the multi-insert path does not refuse it (no triggers, rules, row-level
+// payload type; and transaction_group on a grouped one) and the multi-insert path does not refuse it (no triggers, rules, row-level
 // security for the current user, inheritance children; not a read-only or parallel
 // transaction): the bulk paths may work on it directly.  The caller holds a lock on it.
 bool plain_queue_table(Relation rel, Oid payload_type);
 
 // May raise PostgreSQL errors: call it inside base::call.
 bool bulk_enqueue(const BulkEnqueue& request);
+
+// The queue table has, after aq's columns, the transaction_group column of message_grouping
+// transactional (groups.hpp).
+bool has_group_column(Relation rel);
 
 // The queue table's msgid identity sequence (cached per table until a relcache invalidation).
 Oid msgid_sequence(Relation rel);

@@ -25,6 +25,15 @@
 //  - Properties.  A dequeued message says its group (transaction_group, the id as text) and
 //    whether it is the group's last (end_of_group: no later message of the group is in the
 //    queue).
+//  - Paths.  Enqueues go through the multi-insert path with the group filled in, a group is
+//    found and taken on the group index (bulk_dequeue.hpp: next_group, bulk_dequeue_group);
+//    what they refuse (triggers, privileges, browse and locked modes) goes through statements
+//    with the same meaning (queue_store.cpp).
+//
+//  - Floor.  A search for the first group from the head starts at the groups' scan floor
+//    (scan_floor.hpp, the queue's slot under floor_key), a position whose first field is a group
+//    id: every enqueue lowers it to its group after writing its messages, before its commit, and
+//    the search raises it past the groups whose entries are all surely dead.
 //
 // PostgreSQL-side code: call inside base::call.
 #pragma once
@@ -34,6 +43,9 @@ extern "C" {
 }
 
 namespace aq::queue::groups {
+
+// The scan floor key of a queue's groups (no consumer name: a grouped table has no consumers).
+inline constexpr const char* floor_key = "\x01groups";
 
 // The current transaction's group in the queue table (drawn from its msgid sequence the first
 // time).

@@ -913,7 +913,7 @@ bool head_scan_due(int32 queue_id) {
 // queue table allows it (-1 otherwise).
 int claim_in_bulk(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
-    if (!removes(o.mode) || o.msgid || o.correlation || o.condition || a.queue->exception_queue || a.group) return -1;
+    if (!removes(o.mode) || o.msgid || o.correlation || o.condition || a.queue->exception_queue) return -1;
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
     if (a.queue->multiple_consumers) {
@@ -956,9 +956,10 @@ int claim_in_bulk(const ClaimArgs& a) {
                         a.after ? &after : nullptr,
                         bulk_sink,
                         &state};
-    int rows = bulk_dequeue(request);
+    int rows = a.group ? bulk_dequeue_group(request, *a.group) : bulk_dequeue(request);
     if (rows > 0) {
-        remember_position(a.queue->queue_id, "", false, state.last_priority, state.last_enq_time, state.last_msgid);
+        remember_position(a.queue->queue_id, "", false, state.last_priority, state.last_enq_time, state.last_msgid,
+                          a.group);
         wakeup::note_dequeue(a.queue->queue_id);  // a rollback brings them back: wake waiters then
     }
     return rows;
@@ -1073,16 +1074,22 @@ int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted) 
         return rows;
     }
     int64 after = (o.navigation == Navigation::next_transaction && in_group) ? current->group : PG_INT64_MIN;
-    SPIPlanPtr plan = statement_plan(q, next_group, InvalidOid);
     for (;;) {
         CHECK_FOR_INTERRUPTS();
-        Datum args[3] = {Int32GetDatum(q.queue_id), Int64GetDatum(after), TimestampTzGetDatum(GetCurrentTimestamp())};
-        int rc = SPI_execute_plan(plan, args, nullptr, false, 1);
-        if (rc != SPI_OK_SELECT) elog(ERROR, "aq: finding the next transaction group failed: %s", SPI_result_code_string(rc));
-        if (SPI_processed == 0) return 0;
-        bool isnull;
-        int64 group = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-        SPI_freetuptable(SPI_tuptable);
+        int64 group = 0;
+        int found = queue::next_group(q.relid, q.payload_type, q.queue_id, after, &group);  // on the index
+        if (found < 0) {
+            SPIPlanPtr plan = statement_plan(q, next_group, InvalidOid);
+            Datum args[3] = {Int32GetDatum(q.queue_id), Int64GetDatum(after), TimestampTzGetDatum(GetCurrentTimestamp())};
+            int rc = SPI_execute_plan(plan, args, nullptr, false, 1);
+            if (rc != SPI_OK_SELECT)
+                elog(ERROR, "aq: finding the next transaction group failed: %s", SPI_result_code_string(rc));
+            found = SPI_processed > 0 ? 1 : 0;
+            bool isnull;
+            if (found) group = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+            SPI_freetuptable(SPI_tuptable);
+        }
+        if (!found) return 0;
         if (browse || groups::try_lock(q.relid, group)) {
             int rows = claim(ClaimArgs{&q, &r, nullptr, &group});
             if (rows > 0) return rows;
@@ -1164,6 +1171,11 @@ bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz en
     Datum* ids = static_cast<Datum*>(palloc(sizeof(Datum) * count));
     BulkEnqueue request{q.relid,           q.payload_type, q.queue_id, enq_time, count, payloads, properties,
                         properties_null, ids,            messages};
+    int64 group = 0;
+    if (q.grouped) {
+        group = groups::transaction_group(q.relid);
+        request.group = &group;
+    }
     if (!bulk_enqueue(request)) return false;
     *result = msgid_array(ids, count, result_context);
     return true;
@@ -1210,6 +1222,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         if (enqueue_in_bulk(r, q, enq_time, count, caller_context, &result, messages)) {
             if (q.multiple_consumers) deliver_messages(r, q, result, messages, enq_time);
             scan_floor::lower(q.queue_id, enq_time);  // after the index entries, before the commit
+            if (q.grouped) scan_floor::lower(q.queue_id, groups::transaction_group(q.relid), groups::floor_key);
             wakeup::note_enqueue(q.queue_id);
             SPI_finish();
             return;
@@ -1235,6 +1248,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         if (q.multiple_consumers) deliver_messages(r, q, result, nullptr, enq_time);
 
         scan_floor::lower(q.queue_id, enq_time);  // after the index entries, before the commit
+        if (q.grouped) scan_floor::lower(q.queue_id, groups::transaction_group(q.relid), groups::floor_key);
         wakeup::note_enqueue(q.queue_id);
         SPI_finish();
     });
