@@ -91,6 +91,32 @@ SELECT grp_try($$SELECT aq.dequeue_array('grp_q', NULL::text, 10, aq.dequeue_opt
 ------------------------------------------------------------------------------ the end
 SELECT grp_take() AS last;
 SELECT count(*) AS left_behind FROM ONLY grp_qt;
+
+------------------------------------------------------------------------------ both paths alike
+-- A trigger on a grouped queue table sends its enqueues and dequeues through the statements;
+-- they give what the bulk paths give.
+CREATE FUNCTION grp_noop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN COALESCE(NEW, OLD); END $$;
+CREATE FUNCTION grp_round(queue text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text := '';
+BEGIN
+    PERFORM aq.enqueue_array(queue, ARRAY['x1', 'x2', 'x3']);
+    r := r || (SELECT string_agg(payload || CASE WHEN (message_properties).end_of_group THEN '*' ELSE '' END
+                                 || CASE WHEN (message_properties).transaction_group IS NULL THEN '?' ELSE '' END, ' ' ORDER BY k)
+                 FROM aq.dequeue_array(queue, NULL::text, 2, aq.dequeue_options(wait => 0))
+                      WITH ORDINALITY AS d(msgid, payload, message_properties, k));
+    r := r || ' | ' || (SELECT string_agg(payload || CASE WHEN (message_properties).end_of_group THEN '*' ELSE '' END, ' ' ORDER BY k)
+                          FROM aq.dequeue_array(queue, NULL::text, 2, aq.dequeue_options(wait => 0))
+                               WITH ORDINALITY AS d(msgid, payload, message_properties, k));
+    RETURN r;
+END $$;
+SELECT aq.create_queue_table('grp_twin_qt', 'text', message_grouping => 'transactional');
+SELECT aq.create_queue('grp_twin_q', 'grp_twin_qt');
+SELECT aq.start_queue('grp_twin_q');
+CREATE TRIGGER grp_noop BEFORE INSERT OR UPDATE OR DELETE ON grp_twin_qt FOR EACH ROW EXECUTE FUNCTION grp_noop();
+SELECT grp_round('grp_q') AS bulk, grp_round('grp_twin_q') AS statements;
+SELECT aq.drop_queue_table('grp_twin_qt', force => true);
+DROP FUNCTION grp_round(text), grp_noop();
+
 SELECT aq.drop_queue_table('grp_qt', force => true);
 SELECT aq.drop_queue_table('grp_plain_qt', force => true);
 DROP FUNCTION grp_try(text), grp_take(text, integer, text);
