@@ -117,6 +117,20 @@ SELECT grp_round('grp_q') AS bulk, grp_round('grp_twin_q') AS statements;
 SELECT aq.drop_queue_table('grp_twin_qt', force => true);
 DROP FUNCTION grp_round(text), grp_noop();
 
+-- A message moved out of the queue and back by hand lowers no floor: FIRST_MESSAGE still finds
+-- its group from the head, after a later group was taken (a new queue table, so that the groups'
+-- floor is this test's alone).
+SELECT aq.create_queue_table('grp_back_qt', 'text', message_grouping => 'transactional');
+SELECT aq.create_queue('grp_back_q', 'grp_back_qt');
+SELECT aq.start_queue('grp_back_q');
+SELECT aq.enqueue('grp_back_q', 'h1'::text) > 0 AS enqueued;
+UPDATE ONLY grp_back_qt SET q_id = (SELECT queue_id FROM aq.queues WHERE queue_name = 'aq$_grp_back_qt_e');
+SELECT aq.enqueue('grp_back_q', 'n1'::text) > 0 AS enqueued;
+SELECT payload AS later_group FROM aq.dequeue('grp_back_q', NULL::text, aq.dequeue_options(wait => 0));
+UPDATE ONLY grp_back_qt SET q_id = (SELECT queue_id FROM aq.queues WHERE queue_name = 'grp_back_q');
+SELECT payload AS moved_back
+  FROM aq.dequeue('grp_back_q', NULL::text, aq.dequeue_options(wait => 0, navigation => 'first_message'));
+SELECT aq.drop_queue_table('grp_back_qt', force => true);
 SELECT aq.drop_queue_table('grp_qt', force => true);
 SELECT aq.drop_queue_table('grp_plain_qt', force => true);
 DROP FUNCTION grp_try(text), grp_take(text, integer, text);

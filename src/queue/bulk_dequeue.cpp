@@ -487,7 +487,7 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
     return removed;
 }
 
-int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, int64* group) {
+int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, bool from_head, int64* group) {
     Relation rel = table_open(relid, AccessShareLock);
     static const AttrNumber by_group[] = {col_q_id + 1, column_count + 1, col_enq_time + 1, col_msgid + 1};
     Oid index_oid = plain_queue_table(rel, payload_type) && has_group_column(rel) ? find_index(rel, by_group, 4)
@@ -502,6 +502,7 @@ int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, int64* 
     scan_floor::Reading floor;
     bool floor_applies = after == PG_INT64_MIN;
     if (floor_applies) floor = scan_floor::read(queue_id, groups::floor_key);
+    bool use_floor = floor_applies && !from_head;
     CommandCounterIncrement();
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
     TimestampTz now = GetCurrentTimestamp();
@@ -509,7 +510,7 @@ int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, int64* 
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(queue_id));
     int64 from = after;
     bool inclusive = false;
-    if (floor_applies && floor.floor.enq_time != DT_NOBEGIN) from = floor.floor.enq_time, inclusive = true;
+    if (use_floor && floor.floor.enq_time != DT_NOBEGIN) from = floor.floor.enq_time, inclusive = true;
     ScanKeyInit(&keys[1], 2, inclusive ? BTGreaterEqualStrategyNumber : BTGreaterStrategyNumber,
                 inclusive ? F_INT8GE : F_INT8GT, Int64GetDatum(from));
     IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, 2);

@@ -77,7 +77,10 @@ int bulk_dequeue_group(const BulkDequeue& request, int64 group);
 
 // The first transaction group after `after` that has a message ready now (visible, not delayed,
 // not expired), on the same index: 1 and *group, 0 if none, -1 when the statement must do it.
-int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, int64* group);
+// From the head (after INT64_MIN) the search starts at the groups' scan floor unless from_head
+// (as FIRST_MESSAGE and a dequeue once a second do for the ungrouped order: rows written into
+// the table without aq.enqueue never lower a floor).
+int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, bool from_head, int64* group);
 
 // The same for one consumer of a multi-consumer queue (deliveries.hpp): its delivery rows on
 // the delivery table's index (q_id, consumer_name, [priority,] enq_time, msgid), each message

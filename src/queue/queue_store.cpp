@@ -1077,7 +1077,8 @@ int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted) 
     for (;;) {
         CHECK_FOR_INTERRUPTS();
         int64 group = 0;
-        int found = queue::next_group(q.relid, q.payload_type, q.queue_id, after, &group);  // on the index
+        bool from_head = o.navigation == Navigation::first_message || head_scan_due(q.queue_id ^ 0x67727073);
+        int found = queue::next_group(q.relid, q.payload_type, q.queue_id, after, from_head, &group);  // on the index
         if (found < 0) {
             SPIPlanPtr plan = statement_plan(q, next_group, InvalidOid);
             Datum args[3] = {Int32GetDatum(q.queue_id), Int64GetDatum(after), TimestampTzGetDatum(GetCurrentTimestamp())};
