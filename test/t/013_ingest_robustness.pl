@@ -212,8 +212,9 @@ SELECT aq.enable_fast_ingest('t3');
 	my $mark = -s $node->logfile;
 	my ($rejected0) = area('rejected_rows');
 	$node->safe_psql('postgres', 'ALTER DATABASE db3 ALLOW_CONNECTIONS false');
-	($rc, $out, $err) = $node->psql('db3', 'SELECT 1');
-	like($err, qr/not currently accepting connections/, '3: db3 now refuses connections');
+	# (connect_fails gives psql no input: a psql refused at once cannot break the pipe of its stdin.)
+	$node->connect_fails($node->connstr('db3'), '3: db3 now refuses connections',
+		expected_stderr => qr/not currently accepting connections/);
 
 	# The worker leaves without draining; a new one has to connect to db3.
 	$node->safe_psql('postgres', "SELECT pg_cancel_backend($w1)");
