@@ -650,9 +650,11 @@ void correctness_error(const std::string& what) {
     std::fflush(stderr);
 }
 
-void create_extra_queue(const std::string& table, const std::string& queue, const std::string& sort_list) {
+// options: more named arguments of create_queue_table (", multiple_consumers => true", ...).
+void create_extra_queue(const std::string& table, const std::string& queue, const std::string& sort_list,
+                        const std::string& options = "") {
     exec("SELECT aq.create_queue_table('" + table + "', 'aq_bench.bench_ot', sort_list => '" + sort_list +
-         "', queue_table_schema => 'aq_bench')");
+         "', queue_table_schema => 'aq_bench'" + options + ")");
     exec("SELECT aq.create_queue('" + queue + "', '" + table + "')");
     exec("SELECT aq.start_queue('" + queue + "')");
     exec("ALTER TABLE aq_bench." + table + " SET (autovacuum_enabled = off)");
@@ -1205,12 +1207,7 @@ struct FanOut {
 FanOut fanout_run(const Payload& p, long n, int subscribers) {
     const std::string table = "aq_bench_fan" + std::to_string(subscribers) + "_qt";
     const std::string queue = "aq_bench_fan" + std::to_string(subscribers) + "_q";
-    exec("SELECT aq.create_queue_table('" + table + "', 'aq_bench.bench_ot', queue_table_schema => 'aq_bench'" +
-         (subscribers ? ", multiple_consumers => true" : "") + ")");
-    extra_queue_tables.push_back(table);
-    exec("SELECT aq.create_queue('" + queue + "', '" + table + "')");
-    exec("SELECT aq.start_queue('" + queue + "')");
-    exec("ALTER TABLE aq_bench." + table + " SET (autovacuum_enabled = off)");
+    create_extra_queue(table, queue, "enq_time", subscribers ? ", multiple_consumers => true" : "");
     std::string deliveries;
     if (subscribers) {
         deliveries = scalar("SELECT delivery_relid::regclass FROM aq.queue_tables WHERE table_schema = 'aq_bench'"
@@ -1350,12 +1347,7 @@ void fanout_test(const Payload& p) {
 double groups_drain(const Payload& p, long n, long g, bool grouped, double* cpu) {
     const std::string table = std::string("aq_bench_grp") + (grouped ? "g" : "u") + std::to_string(g) + "_qt";
     const std::string queue = std::string("aq_bench_grp") + (grouped ? "g" : "u") + std::to_string(g) + "_q";
-    exec("SELECT aq.create_queue_table('" + table + "', 'aq_bench.bench_ot', queue_table_schema => 'aq_bench'" +
-         (grouped ? ", message_grouping => 'transactional'" : "") + ")");
-    extra_queue_tables.push_back(table);
-    exec("SELECT aq.create_queue('" + queue + "', '" + table + "')");
-    exec("SELECT aq.start_queue('" + queue + "')");
-    exec("ALTER TABLE aq_bench." + table + " SET (autovacuum_enabled = off)");
+    create_extra_queue(table, queue, "enq_time", grouped ? ", message_grouping => 'transactional'" : "");
     const std::string enq = "grp_enq_" + table, deq = "grp_deq_" + table;
     prepare(enq, "SELECT cardinality(aq.enqueue_array('" + queue + "', $1::aq_bench.bench_ot[]))");
     prepare(deq, "SELECT msgid, (message_properties).end_of_group FROM aq.dequeue_array('" + queue +
