@@ -672,10 +672,20 @@ void prepare_enqueue_with_properties(const std::string& name, const std::string&
                       "', $1::aq_bench.bench_ot[], $2::aq.message_properties[]))");
 }
 
+// A row literal of aq.message_properties with only a priority and a correlation set; every other
+// field empty.  The fields, in order: priority, delay, expiration, correlation, attempts,
+// exception_queue, enqueue_time, state, recipient_list, transaction_group, end_of_group.  The
+// demo checks the count against the server's type (properties_fields_checked) before it sends one.
+constexpr int message_properties_fields = 11;
+std::string properties_literal(long priority, const std::string& correlation = "") {
+    std::string s = "(" + std::to_string(priority) + ",,," + correlation;
+    for (int f = 4; f < message_properties_fields; f++) s += ',';
+    return s + ")";
+}
+
 // One batch: the array literal of the payloads i = from..to ('Message number ' || i) and the
 // array literal of their message properties (props(i): a row literal of aq.message_properties,
-// whose fields are priority, delay, expiration, correlation, attempts, exception_queue,
-// enqueue_time, state).
+// properties_literal).
 struct Batch {
     long count = 0;
     std::string payloads, properties;
@@ -779,7 +789,7 @@ void priority_order_test() {
     std::vector<Batch> batches;  // the same messages and properties for both queues
     for (long from = 1; from <= n; from += batch)
         batches.push_back(make_batch(from, std::min(n, from + batch - 1),
-                                     [&](long i) { return "(" + std::to_string(priority_of(i)) + ",,,,,,,)"; }));
+                                     [&](long i) { return properties_literal(priority_of(i)); }));
     for (auto& s : sides) {
         create_extra_queue(s.table, s.queue, s.sort_list);
         prepare_enqueue_with_properties("enq_props_" + s.table, s.queue);
@@ -919,7 +929,7 @@ void correlation_test() {
     auto fill_t0 = Clock::now();
     for (long from = 1; from <= n; from += batch) {
         Batch b = make_batch(from, std::min(n, from + batch - 1),
-                             [](long i) { return "(1,,," + correlation_of(i) + ",,,,)"; });
+                             [](long i) { return properties_literal(1, correlation_of(i)); });
         enqueue_s += enqueue_batch("enq_props_corr", b);
     }
     double fill_s = seconds_since(fill_t0);
@@ -1526,6 +1536,11 @@ int main(int argc, char** argv) {
 
     setup(payloads);
     detect_server_cpu();
+    if (std::to_string(message_properties_fields) !=
+        scalar("SELECT count(*) FROM pg_attribute WHERE attrelid = 'aq.message_properties'::regclass "
+               "AND attnum > 0 AND NOT attisdropped"))
+        die("aq.message_properties has another number of fields than properties_literal writes (" +
+            std::to_string(message_properties_fields) + "): queue-bench does not match this aq");
 
     std::printf("aq queue benchmark%s\n",
                 quick ? " (--quick: N = 2,500 only; priority order on 20,000 messages, correlation on a queue"
