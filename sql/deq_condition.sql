@@ -143,6 +143,33 @@ SELECT cond_ids(aq.dequeue_options(wait => '0', dequeue_mode => 'browse', naviga
        deq_condition => 'tab.user_data.id = 1')) AS first_again;
 SELECT cond_ids(aq.dequeue_options(wait => '0')) AS rest;
 
+------------------------------------------------------------------------------ an analysis that fails
+-- The condition flag across an error: a condition whose function was dropped fails when its plan
+-- is analyzed again; once the function is back, the same plan analyzes again and works (before,
+-- the flag stayed set and the statement's own d.msgid was read as a field of tab: 42703).
+SELECT aq.create_queue_table('cond_multi_qt', 'cond_order_t', multiple_consumers => true);
+SELECT aq.create_queue('cond_multi_q', 'cond_multi_qt');
+SELECT aq.start_queue('cond_multi_q');
+SELECT aq.add_subscriber('cond_multi_q', aq.agent('a', NULL, NULL));
+CREATE FUNCTION cond_big(numeric) RETURNS boolean LANGUAGE sql AS $$ SELECT $1 > 100 $$;
+SELECT cardinality(aq.enqueue_array('cond_multi_q',
+       ARRAY[ROW(1, 50, 'sale'), ROW(2, 150, 'sale'), ROW(3, 250, 'sale')]::cond_order_t[])) AS enqueued;
+CREATE FUNCTION cond_multi_id() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN (SELECT (payload).id FROM aq.dequeue('cond_multi_q', NULL::cond_order_t,
+                   aq.dequeue_options(consumer_name => 'a', wait => '0', deq_condition => 'cond_big(tab.user_data.amount)')));
+EXCEPTION WHEN SQLSTATE 'QA228' THEN
+    RETURN '-';
+END $$;
+SELECT cond_multi_id() AS planned;
+DROP FUNCTION cond_big(numeric);
+SELECT try_sql('SELECT cond_multi_id()') AS function_gone;
+CREATE FUNCTION cond_big(numeric) RETURNS boolean LANGUAGE sql AS $$ SELECT $1 > 100 $$;
+SELECT cond_multi_id() AS analyzed_again;
+SELECT cond_multi_id() AS none_left;
+SELECT aq.drop_queue_table('cond_multi_qt', force => true);
+DROP FUNCTION cond_multi_id(), cond_big(numeric);
+
 SELECT aq.drop_queue_table('cond_qt', force => true);
 SELECT aq.drop_queue_table('cond_prio_qt', force => true);
 DROP FUNCTION cond_ids(aq.dequeue_options, text), cond_fill(), cond_secret(integer);

@@ -174,15 +174,26 @@ Node* oracle_field_reference(ParseState* pstate, ColumnRef* ref) {
     return result;
 }
 
-// Analyzes the condition in pstate (whose namespace has the queue table as tab).
+// Analyzes the condition in pstate (whose namespace has the queue table as tab).  in_condition
+// is true exactly while the condition's own references are transformed: the analysis runs
+// guarded, so an error in it (an unknown function after a DROP, a cancel) clears the flag before
+// it propagates.  A flag left set would make the plan cache's next analysis of the statement read
+// the statement's own names (d.msgid) as fields of tab.
 Node* analyze(ParseState* pstate, Statement* s, ParseExprKind kind) {
     Node* expr = nullptr;
-    with_source(s->text, s->option, [&] {
-        s->in_condition = true;
-        expr = transformExpr(pstate, static_cast<Node*>(copyObjectImpl(s->raw)), kind);
-        expr = coerce_to_boolean(pstate, expr, s->option);
+    s->in_condition = true;
+    try {
+        base::call([&] {
+            with_source(s->text, s->option, [&] {
+                expr = transformExpr(pstate, static_cast<Node*>(copyObjectImpl(s->raw)), kind);
+                expr = coerce_to_boolean(pstate, expr, s->option);
+            });
+        });
+    } catch (...) {
         s->in_condition = false;
-    });
+        throw;
+    }
+    s->in_condition = false;
     return expr;
 }
 
