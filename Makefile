@@ -39,7 +39,7 @@ OBJS = \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
-REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run deq_condition listen subscribers groups extension_schema
+REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run deq_condition listen subscribers groups array_limits extension_schema
 # Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out
@@ -62,7 +62,7 @@ SHLIB_LINK  += $(AQ_SANITIZE)
 override with_llvm = no
 
 # (Before the include: pgxs.mk tests it with ifdef when it is read.)
-EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
 	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out
 
 PG_CONFIG ?= pg_config
@@ -101,6 +101,9 @@ test/unit/commit_mode_test: test/unit/commit_mode_test.cpp src/commit/mode.cpp s
 test/unit/hint_test: test/unit/hint_test.cpp src/ingest/hint.cpp src/ingest/hint.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/hint_test.cpp src/ingest/hint.cpp
 
+test/unit/recipients_test: test/unit/recipients_test.cpp src/queue/recipients.hpp
+	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/recipients_test.cpp
+
 test/unit/seqid_test: test/unit/seqid_test.cpp src/ingest/seqid.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/seqid_test.cpp
 
@@ -113,12 +116,13 @@ test/unit/aq_bench_cli_test: test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.
 	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -I$(shell $(PG_CONFIG) --includedir) -o $@ \
 		test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.cpp -lboost_program_options
 
-unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test \
+unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test \
 		test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test
 	./test/unit/options_test
 	./test/unit/commit_mode_test
 	./test/unit/hint_test
 	./test/unit/seqid_test
+	./test/unit/recipients_test
 	./test/unit/checker_test
 	./test/unit/report_test
 	./test/unit/aq_bench_cli_test

@@ -28,6 +28,7 @@ extern "C" {
 #include "queue/bulk_dequeue.hpp"
 #include "queue/condition.hpp"
 #include "queue/deliveries.hpp"
+#include "queue/recipients.hpp"
 #include "queue/plan_cache.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/wakeup.hpp"
@@ -207,26 +208,36 @@ void run(const Tables& t, SPIPlanPtr plan, Datum* args, int expected) {
                     errhint("Add a subscriber with aq.add_subscriber(), or give the message a recipient_list.")));
 }
 
-// The consumer names of a message's recipient_list (an aq.agent[]), each once; false when the
-// list is NULL or empty.
+// The consumer names of a message's recipient_list (an aq.agent[]), each once, in the order of
+// their first appearance (recipients.hpp); false when the list is NULL or empty.  A list of more
+// than one dimension or of more than recipients::max_names elements is refused before it is
+// taken apart.
 bool recipients_of(HeapTupleHeader properties, Datum** names, int* count) {
     bool isnull;
     Datum list = GetAttributeByName(properties, "recipient_list", &isnull);
     if (isnull) return false;
     ArrayType* agents = DatumGetArrayTypeP(list);
+    if (ARR_NDIM(agents) > 1)
+        ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+                        errmsg("recipient_list must be a one-dimensional array, not of %d dimensions", ARR_NDIM(agents))));
+    int listed = ArrayGetNItems(ARR_NDIM(agents), ARR_DIMS(agents));
+    if (listed > recipients::max_names)
+        ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                        errmsg("recipient_list has %d elements; a message may name at most %d recipients", listed,
+                               recipients::max_names),
+                        errhint("Make the consumers subscribers (aq.add_subscriber) with a rule instead.")));
     Datum* elements;
     bool* nulls;
     int n;
     deconstruct_array(agents, ARR_ELEMTYPE(agents), -1, false, TYPALIGN_DOUBLE, &elements, &nulls, &n);
     if (n == 0) return false;
-    *names = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-    *count = 0;
+    auto* given = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+    auto* spelled = static_cast<const char**>(palloc(sizeof(char*) * n));
     for (int i = 0; i < n; i++) {
-        Datum name = (Datum)0;
         bool name_null = true;
         if (!nulls[i]) {
             HeapTupleHeader agent = DatumGetHeapTupleHeader(elements[i]);
-            name = GetAttributeByName(agent, "name", &name_null);
+            given[i] = GetAttributeByName(agent, "name", &name_null);
             bool address_null;
             (void)GetAttributeByName(agent, "address", &address_null);
             if (!address_null)
@@ -239,14 +250,17 @@ bool recipients_of(HeapTupleHeader properties, Datum** names, int* count) {
         if (name_null)
             ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
                             errmsg("recipient_list element %d has no consumer name", i + 1)));
-        char* consumer = TextDatumGetCString(name);
+        char* consumer = TextDatumGetCString(given[i]);
         if (consumer[0] == '\0' || strlen(consumer) >= NAMEDATALEN)
             ereport(ERROR, (errcode(ERRCODE_INVALID_NAME),
                             errmsg("recipient_list element %d: consumer name \"%s\" must have 1 to 63 bytes", i + 1, consumer)));
-        bool seen = false;
-        for (int j = 0; j < *count && !seen; j++) seen = strcmp(TextDatumGetCString((*names)[j]), consumer) == 0;
-        if (!seen) (*names)[(*count)++] = name;
+        spelled[i] = consumer;
     }
+    auto* scratch = static_cast<int*>(palloc(sizeof(int) * n));
+    auto* keep = static_cast<int*>(palloc(sizeof(int) * n));
+    *count = recipients::first_occurrences(spelled, n, scratch, keep);
+    *names = given;
+    for (int k = 0; k < *count; k++) given[k] = given[keep[k]];  // keep[k] >= k: in place
     return true;
 }
 
