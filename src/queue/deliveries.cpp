@@ -21,6 +21,7 @@ extern "C" {
 #include <algorithm>
 #include <cstring>
 
+#include "base/txn_local.hpp"
 #include "base/multi_insert.hpp"
 #include "base/run_as.hpp"
 #include "compat/executor.hpp"
@@ -264,16 +265,16 @@ bool recipients_of(HeapTupleHeader properties, Datum** names, int* count) {
     return true;
 }
 
-// Where this transaction's next sweep of a queue (and priority) starts (see sweep()); a few
-// entries, a collision only means a sweep from the head.
-struct Resume {
+// Where this transaction's next sweep of a queue (and priority) starts (see sweep()).
+struct SweepKey {
     int32 queue_id;
     int32 priority;
-    LocalTransactionId lxid;
-    TimestampTz enq_time;
+};
+struct Resume {
+    TimestampTz enq_time;  // DT_NOEND: nothing is left to sweep in this transaction
     int64 msgid;
 };
-Resume resumes[16];
+base::TxnLocalMap<SweepKey, Resume> resumes("aq sweep resumes");
 
 // What this backend knows of a queue (enq_time order) since its last sweep of it: the first
 // delivery that sweep found (the messages before it were gone), and where each consumer's first
@@ -617,7 +618,6 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
     // its later sweeps start where the last one stopped: the messages between there and the
     // first delivery row after it are gone too, since their delivery rows have the same keys.
     // What committed meanwhile before that point is left to a later transaction's sweep.
-    LocalTransactionId now = compat::my_local_xid();
     TimestampTz clock = GetCurrentTimestamp();
     Knowledge& k = knowledge_of(t.queue_id);
     // A priority-ordered queue's sweep covers the priorities the dequeue took; every one of them
@@ -642,12 +642,19 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
     }
     SPIPlanPtr plan = plan_of(t, sweep_queue);
     auto run_sweep = [&](int32 priority) {
-        Resume& r = resumes[(static_cast<uint32>(t.queue_id) * 31 + static_cast<uint32>(priority)) % lengthof(resumes)];
-        bool resumes_here = r.queue_id == t.queue_id && r.priority == priority && r.lxid == now;
-        if (resumes_here && r.enq_time == DT_NOEND) return;  // nothing left to sweep this transaction
-        Datum args[4] = {Int32GetDatum(t.queue_id), Int32GetDatum(priority),
-                         TimestampTzGetDatum(resumes_here ? r.enq_time : DT_NOBEGIN),
-                         Int64GetDatum(resumes_here ? r.msgid : PG_INT64_MIN)};
+        SweepKey key{};
+        key.queue_id = t.queue_id;
+        key.priority = priority;
+        const Resume* last = resumes.find(key);
+        bool resumes_here = last != nullptr;
+        if (resumes_here && last->enq_time == DT_NOEND) return;  // nothing left to sweep this transaction
+        Resume r = resumes_here ? *last : Resume{DT_NOBEGIN, PG_INT64_MIN};
+        auto remember = [&](const Resume& next) {
+            bool found;
+            *resumes.enter(key, &found) = next;
+        };
+        Datum args[4] = {Int32GetDatum(t.queue_id), Int32GetDatum(priority), TimestampTzGetDatum(r.enq_time),
+                         Int64GetDatum(r.msgid)};
         // Read before the statement's snapshot is taken: a removal it does not see counts after.
         Knowledge next_k{};
         next_k.queue_id = t.queue_id;
@@ -662,20 +669,20 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
             request.priority_order = t.priority_order;
             request.priority = priority;
             request.resumed = resumes_here;
-            request.from_enq_time = resumes_here ? r.enq_time : DT_NOBEGIN;
-            request.from_msgid = resumes_here ? r.msgid : PG_INT64_MIN;
+            request.from_enq_time = r.enq_time;
+            request.from_msgid = r.msgid;
             request.limit = sweep_limit;
             SweepFirst firsts[known_consumers];
             request.firsts = firsts;
             request.max_firsts = known_consumers;
             int removed = bulk_sweep(request);
             if (removed >= 0) {
-                Resume next{t.queue_id, priority, now, DT_NOEND, PG_INT64_MAX};
+                Resume next{DT_NOEND, PG_INT64_MAX};
                 if (removed >= sweep_limit)
-                    next.enq_time = request.last_enq_time, next.msgid = request.last_msgid;
+                    next = Resume{request.last_enq_time, request.last_msgid};
                 else if (request.found_first)
-                    next.enq_time = request.first_enq_time, next.msgid = request.first_msgid;
-                r = next;
+                    next = Resume{request.first_enq_time, request.first_msgid};
+                remember(next);
                 if (next_k.valid && !resumes_here && removed < sweep_limit && request.found_first &&
                     !request.firsts_overflow) {
                     next_k.enq_time = request.first_enq_time;
@@ -709,12 +716,12 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
         Datum last_id = SPI_getbinval(row, desc, 5, &last_null);
         // Stopped at the limit: on from the last message removed; otherwise at the first delivery
         // row (none: nothing is left).
-        Resume next{t.queue_id, priority, now, DT_NOEND, PG_INT64_MAX};
+        Resume next{DT_NOEND, PG_INT64_MAX};
         if (removed >= sweep_limit && !last_null)
-            next.enq_time = DatumGetTimestampTz(last_time), next.msgid = DatumGetInt64(last_id);
+            next = Resume{DatumGetTimestampTz(last_time), DatumGetInt64(last_id)};
         else if (!first_null)
-            next.enq_time = DatumGetTimestampTz(first_time), next.msgid = DatumGetInt64(first_id);
-        r = next;
+            next = Resume{DatumGetTimestampTz(first_time), DatumGetInt64(first_id)};
+        remember(next);
         // What the next sweep may skip for: only a sweep from the head that removed all it could
         // and found a first delivery (see Knowledge).
         if (next_k.valid && !resumes_here && removed < sweep_limit && !first_null) {

@@ -8,7 +8,7 @@ extern "C" {
 #include "utils/rel.h"
 }
 
-#include "compat/proc.hpp"
+#include "base/txn_local.hpp"
 #include "queue/bulk_enqueue.hpp"
 #include "queue/groups.hpp"
 
@@ -16,27 +16,22 @@ namespace aq::queue::groups {
 
 namespace {
 
-struct Current {
-    LocalTransactionId lxid;
-    Oid relid;
-    int64 group;
-};
-Current current[8];
-uint32 next_slot = 0;
+// The group of each grouped queue table this transaction enqueued into (one per table, for
+// the whole transaction: txn_local.hpp never evicts it).
+base::TxnLocalMap<Oid, int64> transaction_groups("aq transaction groups");
 
 constexpr uint16 group_lock_kind = 3;  // the advisory tag's fourth field (see the protocol)
 
 }  // namespace
 
 int64 transaction_group(Oid relid) {
-    LocalTransactionId now = compat::my_local_xid();
-    for (const auto& c : current)
-        if (c.lxid == now && c.relid == relid && now != InvalidLocalTransactionId) return c.group;
+    if (int64* group = transaction_groups.find(relid)) return *group;
     Relation rel = table_open(relid, AccessShareLock);
     Oid sequence = msgid_sequence(rel);
     table_close(rel, NoLock);
-    int64 group = nextval_internal(sequence, false);
-    current[next_slot++ % lengthof(current)] = Current{now, relid, group};
+    int64 group = nextval_internal(sequence, false);  // drawn before it is entered: an error leaves no entry
+    bool found;
+    *transaction_groups.enter(relid, &found) = group;
     return group;
 }
 
