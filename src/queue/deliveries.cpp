@@ -1,6 +1,7 @@
 // See deliveries.hpp for the protocol.
 extern "C" {
 #include "postgres.h"
+#include "utils/snapmgr.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
@@ -520,8 +521,13 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
             if (SPI_keepplan(plan) != 0) elog(ERROR, "aq: keeping the subscriber lookup failed");
             subscribers_plan = plan;
         }
+        // Read with the latest snapshot, taken after the lock: a REPEATABLE READ or SERIALIZABLE
+        // enqueue whose snapshot predates a remove_subscriber that committed meanwhile would
+        // otherwise write deliveries for the removed consumer, which then held back the removal
+        // of every later message of the queue for good.
         Datum args[1] = {Int32GetDatum(t.queue_id)};
-        int rc = SPI_execute_plan(subscribers_plan, args, nullptr, false, 0);
+        int rc = SPI_execute_snapshot(subscribers_plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
+                                      false, 0);
         if (rc != SPI_OK_SELECT) elog(ERROR, "aq: reading the subscribers failed: %s", SPI_result_code_string(rc));
         int nsubscribers = static_cast<int>(SPI_processed);
         if (nsubscribers == 0) no_recipients(t, subscribed[0]);
