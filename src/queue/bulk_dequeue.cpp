@@ -450,11 +450,15 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
         slot_getallattrs(slot);
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
-        if (!isnull[col_delay] && DatumGetTimestampTz(v[col_delay]) > now) continue;
         if (!isnull[col_expiration] && DatumGetTimestampTz(v[col_expiration]) <= now) continue;
-        if (counting && holds_unsettled_claim(slot)) {
-            if (hinted++ < 16) settler::hint(r.relid, &slot->tts_tid);
-            continue;
+        // In order (groups.hpp, the head rule): a message not takeable yet (a retry delay after a
+        // rollback, a dead consumer's claim not counted yet) ends the take; nothing after it is
+        // taken before it.
+        bool unsettled = counting && holds_unsettled_claim(slot);
+        if (unsettled && hinted++ < 16) settler::hint(r.relid, &slot->tts_tid);
+        if (unsettled || (!isnull[col_delay] && DatumGetTimestampTz(v[col_delay]) > now)) {
+            later = true;
+            break;
         }
         if (!registered) retries::before_claim();  // before the first claim (retries.hpp)
         registered = true;
@@ -521,6 +525,10 @@ int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, bool fr
     // have it): it may pass the groups whose every entry is surely dead.
     FloorWatch watch{floor_applies, 2, 2, scan_floor::Position{PG_INT64_MAX, PG_INT64_MIN}};
     bool found = false;
+    bool blocked = false;  // blocked_group's first message cannot be taken now
+    int64 blocked_group = 0;
+    bool counting = retries::counting();
+    int hinted = 0;
     for (;;) {
         CHECK_FOR_INTERRUPTS();
         if (!index_getnext_tid(scan, ForwardScanDirection)) break;
@@ -529,11 +537,20 @@ int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, bool fr
         watch.after_fetch(scan, visible);
         if (!visible) continue;
         bool isnull;
-        Datum delay = slot_getattr(slot, col_delay + 1, &isnull);
-        if (!isnull && DatumGetTimestampTz(delay) > now) continue;
+        int64 row_group = DatumGetInt64(slot_getattr(slot, column_count + 1, &isnull));
+        if (blocked && row_group == blocked_group) continue;
         Datum expiration = slot_getattr(slot, col_expiration + 1, &isnull);
         if (!isnull && DatumGetTimestampTz(expiration) <= now) continue;
-        *group = DatumGetInt64(slot_getattr(slot, column_count + 1, &isnull));
+        // The group's first message decides (groups.hpp, the head rule).
+        Datum delay = slot_getattr(slot, col_delay + 1, &isnull);
+        bool unsettled = counting && holds_unsettled_claim(slot);
+        if (unsettled && hinted++ < 16) settler::hint(relid, &slot->tts_tid);
+        if (unsettled || (!isnull && DatumGetTimestampTz(delay) > now)) {
+            blocked = true;
+            blocked_group = row_group;
+            continue;
+        }
+        *group = row_group;
         found = true;
         break;
     }

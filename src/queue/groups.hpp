@@ -22,6 +22,12 @@
 //    message left the dequeue raises QA235 (Oracle's ORA-25235); without a current group it is
 //    FIRST_MESSAGE.  NEXT_TRANSACTION takes the first group after the current one that it can
 //    lock.  A dequeue_array stays inside one group.
+//  - The head rule.  A group is delivered whole, in order, to one consumer: a group is found
+//    only when its first unexpired message can be taken now (ready, and not a claim whose
+//    attempt is still uncounted: a consumer that rolled back with a retry delay, or died), and a
+//    take stops at the first message that cannot be taken, so no message is ever taken before an
+//    earlier one of its group.  Both paths state it: next_group and bulk_dequeue_group on the
+//    index, the next_group statement and the by_group claim in queue_store.cpp.
 //  - Properties.  A dequeued message says its group (transaction_group, the id as text) and
 //    whether it is the group's last (end_of_group: no later message of the group is in the
 //    queue).

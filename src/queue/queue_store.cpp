@@ -527,14 +527,19 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             " RETURNING msgid",
             t, q.grouped ? ", transaction_group" : "", q.grouped ? ", $5" : "");
     if (statement == next_group)
-        // A message another transaction holds is not taken: its group is being consumed.
+        // The group's first message decides (groups.hpp, the head rule): h is the first
+        // unexpired message of its group, and it can be taken now.
         return psprintf(
-            "SELECT transaction_group FROM ONLY %s WHERE q_id OPERATOR(pg_catalog.=) $1"
-            "   AND transaction_group OPERATOR(pg_catalog.>) $2"
-            "   AND (delay IS NULL OR delay OPERATOR(pg_catalog.<=) $3)"
-            "   AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $3)"
-            "   AND (xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR aq._claimable(tableoid, ctid))"
-            " ORDER BY q_id, transaction_group LIMIT 1",
+            "SELECT h.transaction_group FROM ONLY %1$s h WHERE h.q_id OPERATOR(pg_catalog.=) $1"
+            "   AND h.transaction_group OPERATOR(pg_catalog.>) $2"
+            "   AND (h.delay IS NULL OR h.delay OPERATOR(pg_catalog.<=) $3)"
+            "   AND (h.expiration IS NULL OR h.expiration OPERATOR(pg_catalog.>) $3)"
+            "   AND (h.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR aq._claimable(h.tableoid, h.ctid))"
+            "   AND NOT EXISTS (SELECT FROM ONLY %1$s e WHERE e.q_id OPERATOR(pg_catalog.=) $1"
+            "         AND e.transaction_group OPERATOR(pg_catalog.=) h.transaction_group"
+            "         AND ROW(e.enq_time, e.msgid) OPERATOR(pg_catalog.<) ROW(h.enq_time, h.msgid)"
+            "         AND (e.expiration IS NULL OR e.expiration OPERATOR(pg_catalog.>) $3))"
+            " ORDER BY h.q_id, h.transaction_group LIMIT 1",
             t);
     if (statement == next_delay)
         return psprintf(
@@ -610,7 +615,22 @@ char* build_sql(const QueueInfo& q, int32 statement) {
     // The condition is analyzed in place of $10 (condition.hpp), as one expression: it cannot
     // reach beyond its AND.  The message table is tab there, as in Oracle's conditions.
     if (shape & with_condition) where = psprintf("%s AND $11", where);
-    if (shape & by_group) where = psprintf("%s AND %stransaction_group OPERATOR(pg_catalog.=) $10", where, p);
+    if (shape & by_group) {
+        where = psprintf("%s AND %stransaction_group OPERATOR(pg_catalog.=) $10", where, p);
+        // In order (groups.hpp, the head rule): nothing after a message of the group that cannot
+        // be taken now.
+        if (!(shape & mode_browse)) {
+            const char* o = (shape & with_condition) ? "tab." : psprintf("%s.", t);
+            where = psprintf(
+                "%1$s AND NOT EXISTS (SELECT FROM ONLY %2$s e WHERE e.q_id OPERATOR(pg_catalog.=) $1"
+                "   AND e.transaction_group OPERATOR(pg_catalog.=) $10"
+                "   AND ROW(e.enq_time, e.msgid) OPERATOR(pg_catalog.<) ROW(%3$senq_time, %3$smsgid)"
+                "   AND (e.expiration IS NULL OR e.expiration OPERATOR(pg_catalog.>) $2)"
+                "   AND NOT ((e.delay IS NULL OR e.delay OPERATOR(pg_catalog.<=) $2)"
+                "            AND (e.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR aq._claimable(e.tableoid, e.ctid))))",
+                where, t, o);
+        }
+    }
     // A row version that holds an attempt not counted yet is not claimed (retries.hpp).
     if (!(shape & mode_browse))
         where = psprintf("%1$s AND (%2$sxmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid"
