@@ -72,6 +72,24 @@ struct System {
     virtual void teardown(Session& s) = 0;
     // Before the final drain (PgQ: a forced tick, so that every committed event is in a batch).
     virtual void before_drain(Session&) {}
+    // The final drain's session, once connected (number: the subscriber's, else 0); the same as a
+    // consumer's unless a system says.
+    virtual void prepare_drain(Session& s, int number) { prepare_consumer(s, number); }
+    // The final drain's dequeue: as consume(), waiting up to wait_s seconds for a message when the
+    // system can (an event-driven wait); a system that cannot wait ignores it.
+    virtual Outcome drain(Session& s, int n, double wait_s, std::vector<std::string>& out) {
+        (void)wait_s;
+        return consume(s, n, out);
+    }
+    // How many messages the queue still owes the drain of this number: its rows that a dequeue
+    // takes now or later (ready, delayed, or held by a dead consumer's claim until the attempt is
+    // counted), fresh from the table, in *count; -1: unknown (the drain stops at its first empty
+    // dequeue).  Outcomes as for exec().
+    virtual Outcome owed(Session&, int number, long* count) {
+        (void)number;
+        *count = -1;
+        return Outcome::ok;
+    }
 };
 
 void read_payloads(const Result& r, std::vector<std::string>& out) {
@@ -80,9 +98,10 @@ void read_payloads(const Result& r, std::vector<std::string>& out) {
 }
 
 // The dequeue transaction; the payloads when its result arrived, even if the COMMIT's did not.
-Outcome consume_transaction(Session& s, const std::vector<std::string>& params, std::vector<std::string>& out) {
+Outcome consume_transaction(Session& s, const std::vector<std::string>& params, std::vector<std::string>& out,
+                            const char* statement = "aqb_consume") {
     Result r;
-    Outcome o = s.transaction("aqb_consume", params, &r);
+    Outcome o = s.transaction(statement, params, &r);
     if (o != Outcome::failed) read_payloads(r, out);
     return o;
 }
@@ -139,6 +158,41 @@ struct AqSystem : System {
     Outcome consume(Session& s, int n, std::vector<std::string>& out) override {
         Outcome o = consume_transaction(s, {std::to_string(n)}, out);
         if (o == Outcome::failed && s.last_sqlstate() == "QA228") return Outcome::ok;  // empty (rolled back)
+        return o;
+    }
+    // The final drain dequeues without a condition (it takes whatever no condition group did), as
+    // its subscriber with subscribers; "aqb_drain"'s wait ($2, seconds) is the drain's to choose.
+    // "aqb_owed" counts the rows of this queue (of this subscriber's deliveries) in the table,
+    // whatever their state: a row whose claim by a killed consumer is not yet counted as an attempt
+    // (retries.hpp: settled by the server's settler, seconds after a crash) is still there, live to
+    // this count, though no dequeue can take it yet; a delayed one too.  A row moved to an exception
+    // queue has that queue's q_id: not owed to this drain (the checker counts its id as lost).
+    void prepare_drain(Session& s, int number) override {
+        prepare(s);
+        std::string consumer = c.subscribers > 0 ? ", consumer_name => '" + subscriber(number % c.subscribers) + "'" : "";
+        s.prepare("aqb_drain", "SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int,"
+                               " aq.dequeue_options(wait => $2::double precision" + consumer + "))");
+        std::string queue_id = "(SELECT q.queue_id FROM aq.queues q WHERE q.queue_name = 'aqb_q')";
+        if (c.subscribers > 0) {
+            Result r = s.must("SELECT delivery_relid::text FROM aq.queue_tables WHERE queue_table = 'aqb_qt'");
+            s.prepare("aqb_owed", "SELECT count(*) FROM ONLY " + std::string(PQgetvalue(r.get(), 0, 0)) +
+                                      " WHERE q_id = " + queue_id + " AND consumer_name = '" +
+                                      subscriber(number % c.subscribers) + "'");
+        } else {
+            s.prepare("aqb_owed", "SELECT count(*) FROM ONLY aq_bench.aqb_qt WHERE q_id = " + queue_id);
+        }
+    }
+    Outcome drain(Session& s, int n, double wait_s, std::vector<std::string>& out) override {
+        char wait[32];
+        std::snprintf(wait, sizeof wait, "%.3f", wait_s);
+        Outcome o = consume_transaction(s, {std::to_string(n), wait}, out, "aqb_drain");
+        if (o == Outcome::failed && s.last_sqlstate() == "QA228") return Outcome::ok;  // empty (rolled back)
+        return o;
+    }
+    Outcome owed(Session& s, int, long* count) override {
+        Result r;
+        Outcome o = s.exec_prepared("aqb_owed", {}, &r);
+        if (o == Outcome::ok) *count = std::atol(PQgetvalue(r.get(), 0, 0));
         return o;
     }
     void teardown(Session& s) override {
@@ -341,30 +395,82 @@ void consumer(Shared& sh, int number) {
     sh.latencies_ms.insert(sh.latencies_ms.end(), latencies.begin(), latencies.end());
 }
 
-// After the load: whatever is left (messages whose producers' outcome was unknown, or that
-// were enqueued after the consumers stopped).
-// With subscribers, one drain each, as that subscriber.
+// After the load: whatever is left (messages whose producers' outcome was unknown, that were
+// enqueued after the consumers stopped, or that a killed consumer had claimed).  With
+// subscribers, one drain each, as that subscriber.
+//
+// The drain takes what a dequeue gives without waiting until a dequeue comes back empty, then
+// asks the table what it still owes (System::owed): 0 proves the queue empty for it and it ends.
+// Rows still owed that no dequeue can take yet — a killed consumer's claims, until the server's
+// settler has counted their attempt (seconds after the crash), delayed messages — it waits for
+// with the dequeue's own wait (the settler's commit wakes it), at most final_drain_wait_cap
+// before it counts again.  The whole final drain gives up at final_drain_patience: what is
+// still owed then is reported lost by the checker.  A system that cannot count (owed() = -1)
+// stops at its first empty dequeue.
+constexpr double final_drain_patience = 120;  // seconds, for all the drains together
+constexpr double final_drain_wait_cap = 5;    // seconds, one dequeue's wait before counting again
+
 void final_drain(Shared& sh) {
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(final_drain_patience));
+    auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
     for (int number = 0; number < std::max(1, sh.c.subscribers); number++) {
+        const std::string who = sh.c.subscribers > 0 ? " of sub" + std::to_string(number + 1) : "";
         Session s(sh.c.conninfo);
-        if (sh.c.subscribers > 0)
-            sh.system.prepare_consumer(s, number);
-        else
-            sh.system.prepare(s);
         s.connect(std::chrono::seconds(120));
+        sh.system.prepare_drain(s, number);  // after connecting: aq's looks up the delivery table
         sh.system.before_drain(s);
+        const Clock::time_point drain_start = Clock::now();
         std::vector<std::string> got;
+        long taken = 0, owed_at_first_wait = 0;
+        double wait = 0, waited = 0;  // the next dequeue's wait; the time spent in waiting dequeues
         for (;;) {
             got.clear();
-            Outcome o = sh.system.consume(s, 10000, got);
-            if (o != Outcome::ok) throw std::runtime_error("final drain failed: " + s.last_error());
-            if (got.empty()) break;
+            const Clock::time_point asked = Clock::now();
+            Outcome o = sh.system.drain(s, 10000, wait, got);
+            if (wait > 0) waited += seconds_since(asked);
+            if (o == Outcome::failed) throw std::runtime_error("final drain failed: " + s.last_error());
             for (auto& p : got) {
                 uint64_t id;
                 int64_t sent;
-                if (parse_payload(p.c_str(), &id, &sent)) sh.history_of(number).drained(id);
+                if (!parse_payload(p.c_str(), &id, &sent)) continue;
+                if (o == Outcome::ok)
+                    sh.history_of(number).drained(id);
+                else  // the COMMIT's answer was lost (the server restarted): as a consumer's
+                    sh.history_of(number).dequeued_uncertain(id);
             }
+            long owed = 0;
+            if (o == Outcome::ok) {
+                taken += static_cast<long>(got.size());
+                if (!got.empty()) {
+                    wait = 0;
+                    continue;
+                }
+                o = sh.system.owed(s, number, &owed);
+                if (o == Outcome::failed)
+                    throw std::runtime_error("final drain: counting the queue's rows failed: " + s.last_error());
+            }
+            if (o == Outcome::unknown) {  // the connection broke: again, on a new one
+                if (Clock::now() >= deadline) throw std::runtime_error("final drain failed: " + s.last_error());
+                reconnect(sh, s);
+                wait = 0;
+                continue;
+            }
+            if (owed <= 0) break;
+            if (owed_at_first_wait == 0) owed_at_first_wait = owed;
+            const double remaining = std::chrono::duration<double>(deadline - Clock::now()).count();
+            if (remaining <= 0) {
+                std::fprintf(stderr,
+                             "aq-bench: final drain%s: gave up after %.0f s with %ld message(s) still in the queue"
+                             " that no dequeue could take (the checker reports them lost)\n",
+                             who.c_str(), final_drain_patience, owed);
+                break;
+            }
+            wait = std::min(final_drain_wait_cap, remaining);
         }
+        std::fprintf(stderr, "aq-bench: final drain%s: %ld message(s) in %.2f s, %.2f s of it waiting for %ld not yet claimable\n",
+                     who.c_str(), taken, seconds_since(drain_start), waited, owed_at_first_wait);
     }
 }
 

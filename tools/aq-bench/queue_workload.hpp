@@ -7,7 +7,9 @@
 // one round trip, COMMIT in a second; every statement prepared once per connection: pg.hpp) and
 // records the ids it got as
 // committed, or as uncertain when the COMMIT's answer was lost.  After the load a final
-// drain takes what is left.  The checker (checker.hpp) then classifies every id.
+// drain takes what is left, until the table holds nothing more for it: it waits (with the
+// dequeue's wait) for rows no dequeue can take yet, such as a killed consumer's claims until the
+// server has counted their attempt, for at most 120 s (queue_workload.cpp: final_drain).  The checker (checker.hpp) then classifies every id.
 // With subscribers (aq's multi-consumer queues), every subscriber is to receive every message
 // once: each has a history of its own, in which the producers record every attempt and its
 // consumers and its own final drain what they got; a run is ok when each one is, and when no
