@@ -957,7 +957,9 @@ void aq_fast_ingest_launcher_main(Datum) {
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, start_interval_ms,
             AQ_WAIT_EVENT("AqIngestLauncherMain"));
     }
-    proc_exit(0);
+    // Terminated (pg_terminate_backend, or a shutdown): exit code 1, so that the postmaster starts
+    // it again (it does not at a shutdown); code 0 would unregister it for good.
+    proc_exit(1);
 }
 
 void aq_fast_ingest_drain_main(Datum database_arg) {

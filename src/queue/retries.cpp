@@ -165,7 +165,7 @@ bool row_holds_unsettled_claim(Relation rel, ItemPointer tid) {
 }
 
 bool counting() {
-    return settler::available();
+    return settler::available() && !settler::starved();
 }
 
 bool claimable(Oid relid, ItemPointer tid) {

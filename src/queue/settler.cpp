@@ -32,6 +32,7 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+#include "utils/timeout.h"
 #include "utils/wait_event.h"
 }
 
@@ -59,7 +60,9 @@ constexpr int idle_exit_ms = 3000;
 constexpr int rescan_ms = 1000;
 constexpr int start_interval_ms = 1000;
 constexpr uint32 max_failed_starts = 3;
-constexpr int max_workers = 3;
+constexpr int max_workers = 3;         // settlers at once for scans only
+constexpr int max_urgent_workers = 6;  // ... and for databases with requests (a rollback, a hint)
+constexpr int unit_timeout_ms = 1000;  // one queue table's settle, owner triggers included
 const char* const tranche_name = "aq settler";
 
 enum : uint32 { slot_stopped = 0, slot_starting = 1, slot_running = 2 };
@@ -85,6 +88,8 @@ struct DatabaseSlot {
     uint64 submitted;
     uint64 settled;
     bool scan_wanted;
+    bool urgent;     // requests (a rollback's claims, a dequeue's hint) wait: started first
+    bool starved;    // no background worker slot was free for its settler (a start failed)
     TimestampTz last_start;
 };
 
@@ -94,6 +99,7 @@ struct Shared {
     TransactionId horizon;  // invalid until the launcher ran: every claim counts
     int request_count;
     int dequeuer_count;
+    pg_atomic_uint32 starved_slots;  // slots with starved set: 0 is the common, lock-free case
     DatabaseSlot slots[max_databases];
     Request requests[max_requests];
     Dequeuer dequeuers[max_dequeuers];
@@ -108,7 +114,7 @@ DatabaseSlot* slot_for(Oid database, bool create) {
         if (!free_slot && slot.database == InvalidOid) free_slot = &slot;
     }
     if (!create || !free_slot) return nullptr;
-    *free_slot = DatabaseSlot{database, slot_stopped, no_proc, 0, 0, 0, false, 0};
+    *free_slot = DatabaseSlot{database, slot_stopped, no_proc, 0, 0, 0, false, false, false, 0};
     return free_slot;
 }
 
@@ -165,12 +171,22 @@ void shmem_startup() {
         memset(shared, 0, sizeof(Shared));
         shared->lock = &(GetNamedLWLockTranche(tranche_name))->lock;
         shared->launcher_procno = no_proc;
+        pg_atomic_init_u32(&shared->starved_slots, 0);
     }
     LWLockRelease(AddinShmemInitLock);
 }
 
 bool available() {
     return shared != nullptr;
+}
+
+bool starved() {
+    if (!shared || pg_atomic_read_u32(&shared->starved_slots) == 0) return false;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    DatabaseSlot* slot = slot_for(MyDatabaseId, false);
+    bool result = slot && slot->starved;
+    LWLockRelease(shared->lock);
+    return result;
 }
 
 bool register_dequeuer(TransactionId xid) {
@@ -214,7 +230,10 @@ uint64 submit(const Claim* claims, int count, int from_level, bool scan) {
             slot->scan_wanted = true;
             (void)append(MyDatabaseId, InvalidOid, nullptr, InvalidTransactionId, me);
         }
+        slot->urgent = true;
         ticket = ++slot->submitted;
+        // No settler can start (no worker slot): nobody would settle this soon; do not wait.
+        if (slot->starved) ticket = 0;
         wake_for(slot, &to_wake);
     }
     LWLockRelease(shared->lock);
@@ -234,6 +253,7 @@ void hint(Oid relid, ItemPointer tid) {
     }
     if (slot && !known) {
         if (!append(MyDatabaseId, relid, tid, InvalidTransactionId, no_proc)) slot->scan_wanted = true;
+        slot->urgent = true;
         slot->submitted++;
         wake_for(slot, &to_wake);
     }
@@ -263,6 +283,7 @@ bool wait_settled(uint64 ticket, long timeout_ms) {
 }
 
 void register_launcher() {
+    // Restarted a second after any exit but a server shutdown (it exits with 1 when terminated).
     BackgroundWorker worker = base::worker_spec("aq_settler_launcher_main", "aq settler launcher",
                                               BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION, 1);
     RegisterBackgroundWorker(&worker);
@@ -521,7 +542,11 @@ bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, i
                 *ntables = n;
                 MemoryContextSwitchTo(previous);
             } else {
+                // A time limit: an owner's slow trigger must not hold this database's other
+                // queue tables (what is left is settled by a later scan).
+                enable_timeout_after(STATEMENT_TIMEOUT, unit_timeout_ms);
                 left = settle_table(relid, tids, ntids);
+                disable_timeout(STATEMENT_TIMEOUT, false);
             }
         }
         SPI_finish();
@@ -532,6 +557,7 @@ bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, i
     PG_CATCH();
     {
         HOLD_INTERRUPTS();
+        disable_timeout(STATEMENT_TIMEOUT, false);
         EmitErrorReport();
         AbortCurrentTransaction();
         FlushErrorState();
@@ -621,6 +647,17 @@ void start_worker(int i) {
     if (!RegisterDynamicBackgroundWorker(&worker, &handles[i])) {
         slot.state = slot_stopped;
         handles[i] = nullptr;
+        // No worker slot (max_worker_processes): rollbacks stop waiting for this settler and
+        // dequeues take the rows it would have settled (their attempts go uncounted) until one
+        // starts.  Said once per stretch.
+        if (!slot.starved) {
+            slot.starved = true;
+            pg_atomic_fetch_add_u32(&shared->starved_slots, 1);
+            ereport(LOG, (errmsg("aq: no background worker slot is free for the settler of database %u", slot.database),
+                          errdetail("Until one is, the attempts of rolled-back dequeues in that database are not counted."),
+                          errhint("Raise max_worker_processes: aq needs three workers of its own and one per busy"
+                                  " database while it settles or drains.")));
+        }
     }
 }
 
@@ -654,6 +691,9 @@ void aq_settler_launcher_main(Datum) {
         LWLockAcquire(shared->lock, LW_SHARED);
         for (const auto& slot : shared->slots) active += slot.database != InvalidOid && slot.state != slot_stopped;
         LWLockRelease(shared->lock);
+        // Two passes: databases with requests first (a rollback waits, a dequeue skipped a row),
+        // then those with only a scan to do (the scans after a crash restart visit every one).
+        for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < max_databases; i++) {
             // A worker that never ran (fork failed, the database is gone) leaves its slot
             // "starting": count the failure.
@@ -680,13 +720,14 @@ void aq_settler_launcher_main(Datum) {
                     for (int r = 0; r < shared->request_count; r++)
                         if (shared->requests[r].database != slot.database) shared->requests[kept++] = shared->requests[r];
                     shared->request_count = kept;
-                    slot = DatabaseSlot{InvalidOid, slot_stopped, no_proc, 0, 0, 0, false, 0};
+                    if (slot.starved) pg_atomic_fetch_sub_u32(&shared->starved_slots, 1);
+                    slot = DatabaseSlot{InvalidOid, slot_stopped, no_proc, 0, 0, 0, false, false, false, 0};
                 } else {
                     long interval = long(start_interval_ms) << Min(slot.failed_starts, 6u);
                     start = slot.failed_starts == 0 || TimestampDifferenceExceeds(slot.last_start, now, int(interval));
                 }
             }
-            if (start && active < max_workers) {
+            if (start && (pass == 0 ? slot.urgent && active < max_urgent_workers : active < max_workers)) {
                 start_worker(i);
                 active++;
             }
@@ -695,13 +736,17 @@ void aq_settler_launcher_main(Datum) {
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, start_interval_ms,
             AQ_WAIT_EVENT("AqSettlerLauncherMain"));
     }
-    proc_exit(0);
+    // Terminated (pg_terminate_backend, or a shutdown): exit code 1, so that the postmaster starts
+    // it again (it does not at a shutdown); code 0 would unregister it for good.
+    proc_exit(1);
 }
 
 void aq_settler_main(Datum database_arg) {
     using namespace aq::queue::settler;
     Oid database = DatumGetObjectId(database_arg);
-    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    // Terminated at once, even inside an owner's trigger (its transaction aborts; an attempt it
+    // was settling stays recognisable and is settled again: retries.hpp, 3).
+    pqsignal(SIGTERM, die);
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     BackgroundWorkerUnblockSignals();
     if (!shared) proc_exit(1);
@@ -717,6 +762,10 @@ void aq_settler_main(Datum database_arg) {
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     slot->state = slot_running;
     slot->failed_starts = 0;
+    if (slot->starved) {
+        slot->starved = false;
+        pg_atomic_fetch_sub_u32(&shared->starved_slots, 1);
+    }
     LWLockRelease(shared->lock);
     aq::commit::committer::exempt_this_process();  // aq's commit modes are the users'
     pgstat_report_appname("aq settler");
@@ -747,10 +796,14 @@ void aq_settler_main(Datum database_arg) {
                 shared->requests[kept++] = shared->requests[i];
         }
         shared->request_count = kept;
-        bool scan = slot->scan_wanted;
-        slot->scan_wanted = false;
+        for (int i = 0; i < n; i++)
+            if (!OidIsValid(taken[i].relid)) slot->scan_wanted = false;  // a scan request: this round scans
+        // Requests first: a scan (every queue table) waits for a round without them.
+        bool scan = n == 0 && slot->scan_wanted;
+        if (scan) slot->scan_wanted = false;
+        slot->urgent = false;
         uint64 upto = slot->submitted;
-        bool idle = n == 0 && !scan && slot->settled == upto;
+        bool idle = n == 0 && !scan && !slot->scan_wanted && slot->settled == upto;
         TimestampTz now = GetCurrentTimestamp();
         if (idle && !rescan_at && TimestampDifferenceExceeds(idle_since, now, idle_exit_ms)) {
             slot->state = slot_stopped;

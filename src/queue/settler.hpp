@@ -13,16 +13,21 @@
 //    timeout, polling every 10 ms: interrupts are held during an abort).  When the array is
 //    full it sets scan_wanted instead.  A dequeue that skipped an unsettled attempt appends
 //    a request (a hint) without waiting.
-//  * "aq settler launcher" (one, static, restarted by the postmaster) starts an "aq settler"
-//    worker for every database slot with work (submitted > settled) that has none, at most
-//    three at a time.  At its start — a server start, and after every crash restart, which
+//  * "aq settler launcher" (one, static, restarted by the postmaster a second after it exits,
+//    terminated or crashed) starts an "aq settler" worker for every database slot with work
+//    (submitted > settled) that has none: first the slots with requests (urgent: a rollback or a
+//    hint), at most six settlers running, then those with only a scan, at most three.  When no
+//    background worker slot is free, the slot is starved (starved() above) until a settler of it
+//    runs; logged once per stretch.  At its start — a server start, and after every crash restart, which
 //    reinitialises shared memory — it sets the horizon to the next xid and marks every
 //    database for a scan, so a crash's unsettled attempts are found without anybody asking.
-//  * A settler worker takes its database's requests (and scan_wanted) under the lock,
+//  * A settler worker takes its database's requests under the lock (a scan, scan_wanted,
+//    waits for a round without requests: a scan visits every queue table),
 //    notes upto = submitted, settles them (retries.hpp: per queue table, its own
 //    transaction, as the table's owner with search_path = pg_catalog, pg_temp in a
 //    restricted security context; never waiting for the table's lock: a table another
-//    transaction holds — maybe the aborting one — is retried by a scan), then sets
+//    transaction holds — maybe the aborting one — is retried by a scan; at most a second per
+//    table, an owner's trigger included, and SIGTERM ends it at once), then sets
 //    settled = upto and sets the requesters' latches.  Its commit wakes the dequeues waiting
 //    on the queues whose messages came back (wakeup.hpp).  Rows it could not settle (locked,
 //    an error) are found by a scan a second later (backing off to a minute while that keeps
@@ -58,6 +63,12 @@ void register_launcher();  // from _PG_init, when preloaded
 
 // Shared memory exists (aq is preloaded).
 bool available();
+
+// No background worker slot was free for this database's settler at its last start: nobody
+// settles its attempts now.  Rollbacks then do not wait, and dequeues take rows that hold an
+// unsettled attempt (that attempt is not counted): a message is never stranded.  Lock-free
+// while no database is starved.
+bool starved();
 
 // Dequeuing transactions.  A claim counts as an attempt only if the claiming xid is a
 // registered dequeuer, or precedes the horizon (assigned before the server's last start or
