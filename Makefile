@@ -1,7 +1,7 @@
 # aq — PGXS build. `make && sudo make install`; `bash tools/run test` runs every suite.
 EXTENSION   = aq
 MODULE_big  = aq
-DATA        = sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql sql/aq--0.2.0--0.3.0.sql sql/aq--0.3.0--0.4.0.sql sql/aq--0.4.0--0.5.0.sql sql/aq--0.5.0--0.6.0.sql
+DATA        = sql/aq--0.7.0.sql sql/aq--0.1.0.sql sql/aq--0.1.0--0.2.0.sql sql/aq--0.2.0--0.3.0.sql sql/aq--0.3.0--0.4.0.sql sql/aq--0.4.0--0.5.0.sql sql/aq--0.5.0--0.6.0.sql sql/aq--0.6.0--0.7.0.sql
 PGFILEDESC  = "aq - Oracle-style Advanced Queuing for PostgreSQL"
 
 OBJS = \

@@ -2,14 +2,18 @@
 #
 # Upgrades keep what users built (hardening E19, E20).  Every kind of object a user makes
 # is created at 0.1.0 in database "upgraded", which is then upgraded one version at a time
-# (0.1.0 -> 0.2.0 -> 0.3.0 -> 0.4.0 -> 0.5.0 -> 0.6.0), each step adding what its version brings; a
-# fresh install of the current version in database "fresh" gets the same objects through
-# the current API.  The two must then be the same:
+# (0.1.0 -> 0.2.0 -> 0.3.0 -> 0.4.0 -> 0.5.0 -> 0.6.0 -> 0.7.0), each step adding what its version
+# brings; a fresh install of the current version in database "fresh" (CREATE EXTENSION runs
+# the one install script sql/aq--0.7.0.sql, none of the upgrade scripts) gets the same objects
+# through the current API.  The two must then be the same:
 #
-#   - the extension's members (pg_depend deptype 'e', by object identity): the aq$<queue
-#     table> views are the users' objects, not the extension's (E19);
-#   - the ACLs of aq's functions, users' EXECUTE grants included (E20: the 0.3.0 -> 0.4.0
-#     script dropped and recreated four admin functions, and their grants with them);
+#   - aq's catalog, by test/upgrade/catalog.sql: the extension's members (the aq$<queue
+#     table> views are the users' objects, not the extension's: E19), every function with its
+#     arguments, defaults, properties, body and ACL, users' EXECUTE grants included (E20: the
+#     0.3.0 -> 0.4.0 script dropped and recreated four admin functions, and their grants with
+#     them), types and their attributes, tables, columns, indexes, constraints, views,
+#     policies, triggers, casts, comments, sequences, initial privileges and dependencies;
+#     any difference fails the test and is shown as a diff;
 #   - `pg_dump --schema-only` of the two databases, normalised (pg_dump omitted member views,
 #     and it dumps a member function's grants only where they differ from pg_init_privs);
 #   - the users' data: queue catalog, messages, fast-ingest tables, settings;
@@ -248,32 +252,28 @@ for my $db ('upgraded', 'repaired')
 	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'aq'}), '0.5.0', "$db: at 0.5.0");
 	sql($db, q{ALTER EXTENSION aq UPDATE TO '0.6.0'});
 	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'aq'}), '0.6.0', "$db: at 0.6.0");
+	sql($db, q{ALTER EXTENSION aq UPDATE TO '0.7.0'});
+	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'aq'}), '0.7.0', "$db: at 0.7.0");
 }
 
 # ---------------------------------------------------------------- the fresh install
 
 sql('fresh', $user_objects);
 sql('fresh', q{CREATE EXTENSION aq});
+is(sql('fresh', q{SELECT extversion = default_version FROM pg_extension, pg_available_extensions
+                   WHERE extname = 'aq' AND name = 'aq'}), 't', 'fresh: at the default version');
+is(sql('fresh', q{SELECT extversion FROM pg_extension WHERE extname = 'aq'}), '0.7.0', 'fresh: at 0.7.0');
 queue_tables_010('fresh', 0);
-function_grants('fresh', '0.6.0');
+function_grants('fresh', '0.7.0');
 commit_settings('fresh');
 fast_ingest('fresh');
 queues_040('fresh');
 
 # ---------------------------------------------------------------- comparisons
 
+# aq's catalog (members, function ACLs and initial privileges among it) is compared by
+# test/upgrade/catalog.sql below; these are the users' objects and data.
 my %queries = (
-	'extension members' => q{
-		SELECT i.type || ' ' || i.identity FROM pg_depend d, pg_identify_object(d.classid, d.objid, d.objsubid) i
-		 WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
-		   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'aq')
-		 ORDER BY 1},
-	'function ACLs' => q{
-		SELECT p.oid::regprocedure::text || ' ' || coalesce(p.proacl::text, '(default)')
-		  FROM pg_proc p WHERE p.pronamespace = 'aq'::regnamespace ORDER BY 1},
-	'initial privileges' => q{
-		SELECT pg_describe_object(ip.classoid, ip.objoid, ip.objsubid) || ' ' || ip.initprivs::text
-		  FROM pg_init_privs ip WHERE ip.privtype = 'e' ORDER BY 1},
 	'queue catalog' => q{
 		SELECT format('%s %s %s.%s %s %s %s %s %s %s %s', q.queue_name, q.queue_type, t.table_schema, t.queue_table,
 		              t.payload_type, t.sort_list, q.max_retries, q.retry_delay, q.enqueue_enabled, q.dequeue_enabled,
@@ -313,6 +313,40 @@ sub dump_schema
 	return join("\n", @lines) . "\n";
 }
 
+# aq's catalog, one line per item (test/upgrade/catalog.sql), and how it differs from the fresh
+# install's (diff -u; empty when the same).
+my $work = PostgreSQL::Test::Utils::tempdir();
+sub catalog
+{
+	my ($db) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'psql', '-X', '-At', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($db),
+			'-f', 'test/upgrade/catalog.sql' ],
+		'>', \$out, '2>', \$err)
+	  or die "catalog.sql on $db failed: $err";
+	die "catalog.sql on $db: $err" if $err ne '';
+	return $out;
+}
+sub catalog_diff
+{
+	my ($db, $fresh_catalog) = @_;
+	my ($fresh_file, $db_file) = ("$work/fresh.catalog", "$work/$db.catalog");
+	PostgreSQL::Test::Utils::append_to_file($fresh_file, $fresh_catalog) unless -e $fresh_file;
+	PostgreSQL::Test::Utils::append_to_file($db_file, catalog($db));
+	my ($diff, $err) = ('', '');
+	IPC::Run::run([ 'diff', '-u', '--label', 'fresh', '--label', $db, $fresh_file, $db_file ],
+		'>', \$diff, '2>', \$err);
+	die "diff failed: $err" if $err ne '';
+	return $diff;
+}
+
+my $fresh_catalog = catalog('fresh');
+like($fresh_catalog, qr/^extension\|aq\|0\.7\.0\|aq\|/m, 'fresh: catalog.sql describes aq 0.7.0');
+like($fresh_catalog, qr/^function\|aq\.create_queue_table\(.*\|\{\w+=X\/\w+,app_owner=X\/\w+\}$/m,
+	'fresh: catalog.sql shows the users\' grants on the admin functions');
+cmp_ok(scalar(() = $fresh_catalog =~ /^(?:member|function|type|attribute|relation|policy|depend)\|/mg), '>', 500,
+	'fresh: catalog.sql lists aq\'s objects');
+
 my %fresh = map { $_ => sql('fresh', $queries{$_}) } keys %queries;
 my $fresh_dump = dump_schema('fresh');
 like($fresh_dump, qr/CREATE VIEW public\."aq\$orders_qt"/, 'fresh: pg_dump dumps the aq$ views');
@@ -321,6 +355,9 @@ like($fresh_dump, qr/GRANT ALL ON FUNCTION aq\.create_queue\(.*\) TO app_owner;/
 
 for my $db ('upgraded', 'repaired')
 {
+	my $diff = catalog_diff($db, $fresh_catalog);
+	ok($diff eq '', "$db: aq's catalog (test/upgrade/catalog.sql) as on a fresh install")
+	  or diag("catalog.sql, fresh install against $db:\n$diff");
 	for my $what (sort keys %queries)
 	{
 		is(sql($db, $queries{$what}), $fresh{$what}, "$db: $what as on a fresh install");

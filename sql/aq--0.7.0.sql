@@ -1,0 +1,1474 @@
+-- aq 0.7.0: Oracle Advanced Queuing (DBMS_AQADM / DBMS_AQ) with array enqueue/dequeue, Oracle
+-- commit modes (COMMIT_WAIT, COMMIT_LOGGING, COMMIT WRITE) and fast ingest (MEMOPTIMIZE FOR WRITE).
+--
+-- The install script: the whole schema of this version, each object once, in its final form.
+-- Installations of earlier versions reach the same schema through the upgrade scripts
+-- aq--X--Y.sql (test/t/015_upgrade.pl compares the two).  A release changes this file and
+-- adds its upgrade script.
+\echo Use "CREATE EXTENSION aq" to load this file. \quit
+
+-- Everything lives in schema aq, the extension's schema (aq.control: schema = aq), which
+-- CREATE EXTENSION creates when it is missing; DROP SCHEMA of any other schema (public
+-- CASCADE, say) leaves aq alone.  A schema aq that someone else made, that others may create
+-- objects in, or that holds anything, makes CREATE EXTENSION fail rather than adopt objects
+-- someone else created.  Every reference below is schema-qualified, and every function runs
+-- with search_path = pg_catalog, pg_temp, so nothing here depends on the caller's search_path.
+-- The library (shared_preload_libraries = 'aq') defines the parameters aq.*.
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+                    WHERE n.nspname OPERATOR(pg_catalog.=) 'aq' AND r.rolsuper
+                      AND NOT EXISTS (SELECT FROM pg_catalog.aclexplode(n.nspacl) a
+                                       WHERE a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+                                         AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner))
+       OR EXISTS (SELECT FROM pg_catalog.pg_depend d
+                   WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                     AND d.refobjid OPERATOR(pg_catalog.=) 'aq'::pg_catalog.regnamespace
+                     AND d.classid OPERATOR(pg_catalog.<>) 'pg_catalog.pg_extension'::pg_catalog.regclass) THEN
+        RAISE EXCEPTION 'schema "aq" already exists and belongs to someone else or is not empty'
+            USING ERRCODE = 'duplicate_schema',
+                  HINT = 'Drop or rename that schema, then run CREATE EXTENSION aq again.';
+    END IF;
+END $$;
+
+GRANT USAGE ON SCHEMA aq TO PUBLIC;
+
+-- ---------------------------------------------------------------- catalog
+
+-- A queue table: an ordinary heap table of messages (see aq.create_queue_table).  A
+-- multi-consumer one also has a delivery table aq$_<queue_table>_i: one row per message and
+-- recipient (Oracle's AQ$_<qt>_I).
+CREATE TABLE aq.queue_tables (
+    queue_table_id  integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue_table     text NOT NULL UNIQUE CHECK (octet_length(queue_table) BETWEEN 1 AND 63),
+    table_schema    text NOT NULL CHECK (octet_length(table_schema) BETWEEN 1 AND 63),
+    -- The table itself, by OID: a table later created under the same name is never taken
+    -- for it (regclass is dumped as a name and restored as the new OID).
+    relid           regclass NOT NULL,
+    payload_type    regtype NOT NULL,
+    sort_list       text NOT NULL DEFAULT 'enq_time',
+    comment         text,
+    created         timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    multiple_consumers boolean NOT NULL DEFAULT false,
+    message_grouping text NOT NULL DEFAULT 'none' CHECK (message_grouping IN ('none', 'transactional')),
+    -- The delivery table of a multi-consumer queue table, by OID (as relid).
+    delivery_relid  regclass
+);
+
+-- Oracle's queue types: a NORMAL_QUEUE takes enqueues; an EXCEPTION_QUEUE receives the
+-- messages of its queue table's queues that expired, and is only dequeued from.
+CREATE TABLE aq.queues (
+    queue_id        integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue_name      text NOT NULL UNIQUE CHECK (octet_length(queue_name) BETWEEN 1 AND 63),
+    queue_table_id  integer NOT NULL REFERENCES aq.queue_tables ON DELETE RESTRICT,
+    enqueue_enabled boolean NOT NULL DEFAULT false,
+    dequeue_enabled boolean NOT NULL DEFAULT false,
+    max_retries     integer NOT NULL DEFAULT 5 CHECK (max_retries >= 0),
+    retry_delay     interval NOT NULL DEFAULT '0' CHECK (retry_delay >= '0'),
+    retention_time  interval NOT NULL DEFAULT '0' CHECK (retention_time >= '0'),
+    comment         text,
+    created         timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    queue_type      text NOT NULL DEFAULT 'normal_queue' CHECK (queue_type IN ('normal_queue', 'exception_queue'))
+);
+CREATE INDEX ON aq.queues (queue_table_id);
+
+-- Oracle's subscribers (DBMS_AQADM.ADD_SUBSCRIBER): the consumers of a multi-consumer queue that
+-- receive its messages without being named in them.  rule: a condition over the message
+-- (src/queue/condition.hpp), checked when it is set; NULL takes every message.
+CREATE TABLE aq.subscribers (
+    subscriber_id   integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue_id        integer NOT NULL REFERENCES aq.queues ON DELETE CASCADE,
+    consumer_name   text NOT NULL CHECK (octet_length(consumer_name) BETWEEN 1 AND 63),
+    address         text,
+    protocol        integer NOT NULL DEFAULT 0,
+    rule            text,
+    created         timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    UNIQUE (queue_id, consumer_name)
+);
+
+-- The enqueue/dequeue functions run as the caller and read the catalog to find the queue.
+-- (What else PUBLIC may do to it is in "ownership" below.)
+GRANT SELECT ON aq.queue_tables, aq.queues, aq.subscribers TO PUBLIC;
+
+-- ---------------------------------------------------------------- waits in Oracle's forms
+
+-- A dequeue's or LISTEN's wait as an Oracle application writes it (src/pg/wait_time.cpp):
+-- 'forever' or NULL, 'no_wait' or 0, a number of seconds (-1 = DBMS_AQ.FOREVER), an interval.
+CREATE TYPE aq.wait_time;
+CREATE FUNCTION aq._wait_time_in(cstring) RETURNS aq.wait_time
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'aq__wait_time_in';
+CREATE FUNCTION aq._wait_time_out(aq.wait_time) RETURNS cstring
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'aq__wait_time_out';
+CREATE FUNCTION aq._wait_time_recv(internal) RETURNS aq.wait_time
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'aq__wait_time_recv';
+CREATE FUNCTION aq._wait_time_send(aq.wait_time) RETURNS bytea
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'aq__wait_time_send';
+CREATE TYPE aq.wait_time (
+    INPUT = aq._wait_time_in, OUTPUT = aq._wait_time_out, RECEIVE = aq._wait_time_recv, SEND = aq._wait_time_send,
+    INTERNALLENGTH = 8, PASSEDBYVALUE, ALIGNMENT = double);
+COMMENT ON TYPE aq.wait_time IS
+    'A wait (Oracle''s WAIT): ''forever'' or NULL, ''no_wait'' or 0, a number of seconds (-1 = forever), or an interval';
+CREATE FUNCTION aq._wait_time(smallint) RETURNS aq.wait_time
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'aq__wait_time_from_int2';
+CREATE FUNCTION aq._wait_time(integer) RETURNS aq.wait_time
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'aq__wait_time_from_int4';
+CREATE FUNCTION aq._wait_time(bigint) RETURNS aq.wait_time
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'aq__wait_time_from_int8';
+CREATE FUNCTION aq._wait_time(numeric) RETURNS aq.wait_time
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'aq__wait_time_from_numeric';
+CREATE FUNCTION aq._wait_time(double precision) RETURNS aq.wait_time
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'aq__wait_time_from_float8';
+CREATE FUNCTION aq._wait_time(interval) RETURNS aq.wait_time
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'aq__wait_time_from_interval';
+-- Every integer type, as drivers send a number of seconds as whichever fits (one step only: an
+-- implicit cast is never chained in a function call).
+CREATE CAST (smallint AS aq.wait_time) WITH FUNCTION aq._wait_time(smallint) AS IMPLICIT;
+CREATE CAST (integer AS aq.wait_time) WITH FUNCTION aq._wait_time(integer) AS IMPLICIT;
+CREATE CAST (bigint AS aq.wait_time) WITH FUNCTION aq._wait_time(bigint) AS IMPLICIT;
+CREATE CAST (numeric AS aq.wait_time) WITH FUNCTION aq._wait_time(numeric) AS IMPLICIT;
+CREATE CAST (double precision AS aq.wait_time) WITH FUNCTION aq._wait_time(double precision) AS IMPLICIT;
+CREATE CAST (interval AS aq.wait_time) WITH FUNCTION aq._wait_time(interval) AS IMPLICIT;
+-- The interval that aq.dequeue_options holds (NULL = forever): its constructor takes an
+-- aq.wait_time and stores this.
+CREATE FUNCTION aq._wait_interval(aq.wait_time) RETURNS interval
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'aq__wait_interval';
+-- The type's input and output (a cast to text calls them as the caller), its casts and
+-- _wait_interval run in the caller's expressions: PUBLIC keeps EXECUTE on them (they only convert).
+
+-- ---------------------------------------------------------------- message types
+
+-- Oracle's SYS.AQ$_AGENT: a consumer (name; NULL for a single-consumer queue), the queue it
+-- listens on (address: the queue's name) and a protocol (0, the only one: local queues).
+CREATE TYPE aq.agent AS (name text, address text, protocol integer);
+
+-- DBMS_AQ.MESSAGE_PROPERTIES_T.  On enqueue, NULL fields take Oracle's defaults
+-- (priority 1, no delay, never expires); attempts, enqueue_time and state are reported
+-- back on dequeue.  recipient_list (on enqueue: the consumers of this message instead of the
+-- subscribers); transaction_group and end_of_group (on dequeue from a transactional queue table).
+CREATE TYPE aq.message_properties AS (
+    priority        integer,
+    delay           interval,
+    expiration      interval,
+    correlation     text,
+    attempts        integer,
+    exception_queue text,
+    enqueue_time    timestamptz,
+    state           text,
+    recipient_list  aq.agent[],
+    transaction_group text,
+    end_of_group    boolean
+);
+
+-- DBMS_AQ.ENQUEUE_OPTIONS_T.
+CREATE TYPE aq.enqueue_options AS (
+    visibility      text,   -- on_commit
+    delivery_mode   text    -- persistent
+);
+
+-- DBMS_AQ.DEQUEUE_OPTIONS_T.  wait: NULL = forever (Oracle's default), '0' = no wait.
+-- deq_condition: Oracle's DEQ_CONDITION, a boolean expression over the message's properties
+-- and payload (tab.user_data.<field>, priority, corrid, ...), parsed by PostgreSQL's parser as
+-- one expression and evaluated with the caller's privileges (src/queue/condition.hpp).
+CREATE TYPE aq.dequeue_options AS (
+    consumer_name   text,
+    dequeue_mode    text,   -- remove
+    navigation      text,   -- next_message | first_message
+    visibility      text,   -- on_commit
+    wait            interval,
+    msgid           bigint,
+    correlation     text,   -- LIKE pattern
+    deq_condition   text
+);
+
+-- A structured purge condition (Oracle's is a SQL string; aq never runs one).  NULL fields
+-- do not restrict; the given ones must all hold.
+CREATE TYPE aq.purge_condition AS (
+    queue_name      text,         -- messages of this queue
+    msg_state       text,         -- READY, WAITING or EXPIRED, as the AQ$ view shows them
+    correlation     text,         -- LIKE pattern on the correlation
+    enqueued_before timestamptz,
+    msgids          bigint[]
+);
+
+-- Constructors with named arguments, e.g. aq.dequeue_options(wait => 5).
+CREATE FUNCTION aq.agent(name text DEFAULT NULL, address text DEFAULT NULL, protocol integer DEFAULT 0)
+RETURNS aq.agent LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ROW(name, address, protocol)::aq.agent $$;
+
+CREATE FUNCTION aq.message_properties(
+    priority integer DEFAULT 1, delay interval DEFAULT NULL, expiration interval DEFAULT NULL,
+    correlation text DEFAULT NULL, exception_queue text DEFAULT NULL, recipient_list aq.agent[] DEFAULT NULL)
+RETURNS aq.message_properties LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ROW(priority, delay, expiration, correlation, NULL, exception_queue, NULL, NULL, recipient_list, NULL, NULL)::aq.message_properties $$;
+
+CREATE FUNCTION aq.enqueue_options(visibility text DEFAULT 'on_commit', delivery_mode text DEFAULT 'persistent')
+RETURNS aq.enqueue_options LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ROW(visibility, delivery_mode)::aq.enqueue_options $$;
+
+CREATE FUNCTION aq.dequeue_options(
+    consumer_name text DEFAULT NULL, dequeue_mode text DEFAULT 'remove', navigation text DEFAULT 'next_message',
+    visibility text DEFAULT 'on_commit', wait aq.wait_time DEFAULT NULL, msgid bigint DEFAULT NULL,
+    correlation text DEFAULT NULL, deq_condition text DEFAULT NULL)
+RETURNS aq.dequeue_options LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ROW(consumer_name, dequeue_mode, navigation, visibility, aq._wait_interval(wait), msgid, correlation,
+                 deq_condition)::aq.dequeue_options $$;
+
+CREATE FUNCTION aq.purge_condition(
+    queue_name text DEFAULT NULL, msg_state text DEFAULT NULL, correlation text DEFAULT NULL,
+    enqueued_before timestamptz DEFAULT NULL, msgids bigint[] DEFAULT NULL)
+RETURNS aq.purge_condition LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ROW(queue_name, msg_state, correlation, enqueued_before, msgids)::aq.purge_condition $$;
+
+-- ---------------------------------------------------------------- names and lookups
+
+-- Names are identifiers taken exactly as given (like a quoted identifier): 1..63 bytes.
+CREATE FUNCTION aq._check_name(what text, name text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', what USING ERRCODE = 'null_value_not_allowed';
+    ELSIF name = '' THEN
+        RAISE EXCEPTION '% must not be empty', what USING ERRCODE = 'invalid_name';
+    ELSIF octet_length(name) > 63 THEN
+        RAISE EXCEPTION '% "%" is too long', what, name USING ERRCODE = 'invalid_name',
+            DETAIL = format('%s bytes; names are limited to 63 bytes.', octet_length(name));
+    END IF;
+END $$;
+
+CREATE FUNCTION aq._check_interval(what text, value interval) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF value < interval '0' THEN
+        RAISE EXCEPTION '% must not be negative', what USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END $$;
+
+CREATE FUNCTION aq._queue_table(queue_table text) RETURNS aq.queue_tables
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE t aq.queue_tables;
+BEGIN
+    PERFORM aq._check_name('queue_table', queue_table);
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table = _queue_table.queue_table;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'queue table "%" does not exist', queue_table USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN t;
+END $$;
+
+CREATE FUNCTION aq._queue(queue_name text) RETURNS aq.queues
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE q aq.queues;
+BEGIN
+    PERFORM aq._check_name('queue_name', queue_name);
+    SELECT * INTO q FROM aq.queues qq WHERE qq.queue_name = _queue.queue_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'queue "%" does not exist', queue_name USING ERRCODE = 'undefined_object',
+            HINT = 'Create it with aq.create_queue(); queue names are case-sensitive.';
+    END IF;
+    RETURN q;
+END $$;
+
+-- The queue table's relation, or an error if it was dropped behind aq's back.
+CREATE FUNCTION aq._queue_relation(t aq.queue_tables) RETURNS regclass
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
+        RAISE EXCEPTION 'the table of queue table "%" does not exist', t.queue_table
+            USING ERRCODE = 'undefined_table',
+                  DETAIL = 'It was dropped outside aq.drop_queue_table.';
+    END IF;
+    RETURN t.relid;
+END $$;
+
+-- The names of the objects around a queue table: its default exception queue (Oracle's
+-- AQ$_<queue_table>_E), its AQ$<queue_table> view, its delivery table and subscriber view.
+CREATE FUNCTION aq._default_exception_queue(queue_table text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 'aq$_' || queue_table || '_e' $$;
+
+CREATE FUNCTION aq._queue_table_view(queue_table text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 'aq$' || queue_table $$;
+
+CREATE FUNCTION aq._delivery_table(queue_table text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 'aq$_' || queue_table || '_i' $$;
+
+CREATE FUNCTION aq._subscriber_view(queue_table text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 'aq$' || queue_table || '_s' $$;
+
+-- ---------------------------------------------------------------- ownership
+--
+-- A queue table belongs to the role that created it (the owner of its table).  That role
+-- (or a member of it, or a superuser) manages the queue table, its queues and their
+-- subscribers; everyone else gets 42501.  The admin functions run as the caller, so the
+-- catalog is writable by PUBLIC but row-level security limits each role to the rows of queue
+-- tables it owns: calling the catalog directly gives no more than the functions do.
+
+-- The caller may manage the table relid (owner, member of the owner, or superuser).
+CREATE FUNCTION aq._manages(relid oid) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce((SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class c WHERE c.oid = relid),
+                    (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user))
+$$;
+
+CREATE FUNCTION aq._manages_queue(queue_id integer) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce((SELECT aq._manages(t.relid) FROM aq.queues q JOIN aq.queue_tables t ON t.queue_table_id = q.queue_table_id
+                      WHERE q.queue_id = _manages_queue.queue_id), false)
+$$;
+
+CREATE FUNCTION aq._check_owner(t aq.queue_tables) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT aq._manages(t.relid) THEN
+        RAISE EXCEPTION 'must be owner of queue table "%"', t.queue_table
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('Queue table "%s" is owned by %s.', t.queue_table,
+                                  (SELECT c.relowner::regrole FROM pg_class c WHERE c.oid = t.relid)),
+                  HINT = 'A queue table and its queues are managed by the role that created it, or by a superuser.';
+    END IF;
+END $$;
+
+-- The queue, after checking that the caller manages its queue table.
+CREATE FUNCTION aq._owned_queue(queue_name text) RETURNS aq.queues
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._queue(queue_name);
+    t aq.queue_tables;
+BEGIN
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    PERFORM aq._check_owner(t);
+    RETURN q;
+END $$;
+
+-- Writes go through policies per command:
+--   INSERT: a permanent table the role manages (and a delivery table too), and only a role
+--           that may run the admin function that makes such rows (so no one registers names
+--           around the functions);
+--   UPDATE: the queue settings and subscriber rules the admin functions change, of queues the
+--           role manages (queue tables are never updated: their names and schema stay what
+--           they were made);
+--   DELETE: rows the role manages.
+-- The identity columns are not granted: no row can take another's id.
+CREATE FUNCTION aq._registrable(relid oid) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT aq._manages(relid)
+       AND EXISTS (SELECT FROM pg_class c WHERE c.oid = relid AND c.relkind = 'r' AND c.relpersistence = 'p')
+       AND has_function_privilege('aq.create_queue_table(text, regtype, text, text, text, boolean, text)', 'EXECUTE')
+$$;
+
+ALTER TABLE aq.queue_tables ENABLE ROW LEVEL SECURITY;
+CREATE POLICY everyone_reads ON aq.queue_tables FOR SELECT USING (true);
+CREATE POLICY owner_registers ON aq.queue_tables FOR INSERT
+    WITH CHECK (aq._registrable(relid) AND (delivery_relid IS NULL OR aq._registrable(delivery_relid)));
+CREATE POLICY owner_deletes ON aq.queue_tables FOR DELETE USING (aq._manages(relid));
+GRANT INSERT (queue_table, table_schema, relid, payload_type, sort_list, comment,
+              multiple_consumers, message_grouping, delivery_relid),
+      DELETE ON aq.queue_tables TO PUBLIC;
+
+ALTER TABLE aq.queues ENABLE ROW LEVEL SECURITY;
+CREATE POLICY everyone_reads ON aq.queues FOR SELECT USING (true);
+CREATE POLICY owner_creates ON aq.queues FOR INSERT
+    WITH CHECK (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queues.queue_table_id
+                                                        AND aq._manages(t.relid))
+                AND (has_function_privilege('aq.create_queue_table(text, regtype, text, text, text, boolean, text)', 'EXECUTE')
+                     OR has_function_privilege('aq.create_queue(text, text, integer, interval, interval, text, text)', 'EXECUTE')));
+CREATE POLICY owner_alters ON aq.queues FOR UPDATE
+    USING (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queues.queue_table_id AND aq._manages(t.relid)))
+    WITH CHECK (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queues.queue_table_id AND aq._manages(t.relid)));
+CREATE POLICY owner_deletes ON aq.queues FOR DELETE
+    USING (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queues.queue_table_id AND aq._manages(t.relid)));
+GRANT INSERT (queue_name, queue_table_id, enqueue_enabled, dequeue_enabled, max_retries, retry_delay, retention_time,
+              comment, queue_type),
+      UPDATE (enqueue_enabled, dequeue_enabled, max_retries, retry_delay, retention_time, comment),
+      DELETE ON aq.queues TO PUBLIC;
+
+ALTER TABLE aq.subscribers ENABLE ROW LEVEL SECURITY;
+CREATE POLICY everyone_reads ON aq.subscribers FOR SELECT USING (true);
+CREATE POLICY owner_subscribes ON aq.subscribers FOR INSERT
+    WITH CHECK (aq._manages_queue(queue_id)
+                AND has_function_privilege('aq.add_subscriber(text, aq.agent, text, text, boolean, text)', 'EXECUTE'));
+CREATE POLICY owner_alters ON aq.subscribers FOR UPDATE
+    USING (aq._manages_queue(queue_id)) WITH CHECK (aq._manages_queue(queue_id));
+CREATE POLICY owner_deletes ON aq.subscribers FOR DELETE USING (aq._manages_queue(queue_id));
+GRANT INSERT (queue_id, consumer_name, address, protocol, rule), UPDATE (rule), DELETE ON aq.subscribers TO PUBLIC;
+
+-- ---------------------------------------------------------------- queue table objects
+
+-- The objects create_queue_table makes around the table:
+--   - the index of the sort order: (q_id, enq_time, msgid), made with the table, and
+--     (q_id, priority, enq_time, msgid) or, grouped, (q_id, transaction_group, enq_time, msgid);
+--   - partial indexes for dequeue by correlation (LIKE prefixes, in the C collation the
+--     dequeue compares with), for the next delayed message and for expired messages;
+--   - the default exception queue aq$_<queue_table>_e;
+--   - the view aq$<queue_table>, with security_invoker: reading it needs the privileges
+--     the table needs;
+--   - for a multi-consumer queue table also the delivery table's indexes (per consumer in the
+--     queue's order; delays and expirations), an AQ$ view with a row per message and recipient
+--     (Oracle's CONSUMER_NAME column), and the subscriber view aq$<queue_table>_s.
+-- The views are the queue table owner's objects, not members of the extension.
+CREATE FUNCTION aq._queue_table_objects(t aq.queue_tables) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    by_priority boolean := t.sort_list = 'priority,enq_time';
+    order_columns text := CASE WHEN by_priority THEN 'priority, enq_time, msgid' ELSE 'enq_time, msgid' END;
+    view_name text := aq._queue_table_view(t.queue_table);
+BEGIN
+    IF by_priority THEN
+        EXECUTE format('CREATE INDEX ON %s (q_id, priority, enq_time, msgid)', t.relid);
+    END IF;
+    IF t.message_grouping = 'transactional' THEN
+        -- The order of a grouped queue table: group by group (groups.hpp).
+        EXECUTE format('CREATE INDEX ON %s (q_id, transaction_group, enq_time, msgid) WITH (deduplicate_items = off)',
+                       t.relid);
+    END IF;
+    EXECUTE format('CREATE INDEX ON %s (q_id, corrid COLLATE pg_catalog."C", %s) WHERE corrid IS NOT NULL', t.relid, order_columns);
+    EXECUTE format('CREATE INDEX ON %s (q_id, delay) WHERE delay IS NOT NULL', t.relid);
+    EXECUTE format('CREATE INDEX ON %s (q_id, expiration) WHERE expiration IS NOT NULL', t.relid);
+    IF t.delivery_relid IS NULL THEN
+        EXECUTE format(
+            'CREATE VIEW %I.%I WITH (security_invoker = true) AS'
+            ' SELECT q.queue_name AS queue, m.msgid AS msg_id, m.corrid AS corr_id, m.priority AS msg_priority,'
+            '        CASE WHEN q.queue_type = ''exception_queue'' OR m.expiration <= pg_catalog.now() THEN ''EXPIRED'''
+            '             WHEN m.delay > pg_catalog.now() THEN ''WAITING'' ELSE ''READY'' END AS msg_state,'
+            '        m.delay, m.expiration, m.enq_time, m.enq_uid AS enq_user_id, m.retry_count,'
+            '        coalesce(m.exception_queue, %L) AS exception_queue,'
+            '        m.user_data'
+            '   FROM %s m LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id',
+            t.table_schema, view_name, aq._default_exception_queue(t.queue_table), t.relid);
+    ELSE
+        -- A consumer's deliveries in the queue's order (a dequeue reads only its own).  Its keys
+        -- are unique (msgid): deduplication would only cost the fan-out a pass per full page.
+        EXECUTE format('CREATE INDEX ON %s (q_id, consumer_name, %s) WITH (deduplicate_items = off)', t.delivery_relid,
+                       order_columns);
+        EXECUTE format('CREATE INDEX ON %s (q_id, delay) WHERE delay IS NOT NULL', t.delivery_relid);
+        EXECUTE format('CREATE INDEX ON %s (q_id, expiration) WHERE expiration IS NOT NULL', t.delivery_relid);
+        EXECUTE format(
+            'CREATE VIEW %I.%I WITH (security_invoker = true) AS'
+            ' SELECT q.queue_name AS queue, d.msgid AS msg_id, coalesce(d.corrid, m.corrid) AS corr_id, d.priority AS msg_priority,'
+            '        CASE WHEN q.queue_type = ''exception_queue'' OR d.expiration <= pg_catalog.now() THEN ''EXPIRED'''
+            '             WHEN d.delay > pg_catalog.now() THEN ''WAITING'' ELSE ''READY'' END AS msg_state,'
+            '        d.delay, d.expiration, d.enq_time, coalesce(d.enq_uid, m.enq_uid) AS enq_user_id, d.retry_count,'
+            '        coalesce(d.exception_queue, %L) AS exception_queue,'
+            '        d.consumer_name::text AS consumer_name,'
+            '        coalesce(d.user_data, m.user_data) AS user_data'
+            '   FROM %s d LEFT JOIN %s m ON m.msgid OPERATOR(pg_catalog.=) d.msgid'
+            '   LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) d.q_id',
+            t.table_schema, view_name, aq._default_exception_queue(t.queue_table), t.delivery_relid, t.relid);
+        -- The subscriber view names the delivery table in a clause that reads nothing, so that
+        -- it is found by that dependency when the queue table is dropped (never by a name alone),
+        -- and reading it needs the privileges on the queue that reading the deliveries needs.
+        EXECUTE format(
+            'CREATE VIEW %I.%I WITH (security_invoker = true) AS'
+            ' SELECT q.queue_name AS queue, s.consumer_name AS name, s.address, s.protocol, s.rule, s.created'
+            '   FROM aq.subscribers s JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) s.queue_id'
+            '  WHERE q.queue_table_id OPERATOR(pg_catalog.=) %s'
+            '    AND NOT EXISTS (SELECT FROM %s d WHERE false)',
+            t.table_schema, aq._subscriber_view(t.queue_table), t.queue_table_id, t.delivery_relid);
+        EXECUTE format('GRANT SELECT ON %I.%I TO PUBLIC', t.table_schema, aq._subscriber_view(t.queue_table));
+        EXECUTE format('COMMENT ON VIEW %I.%I IS %L', t.table_schema, aq._subscriber_view(t.queue_table),
+                       format('The subscribers of the queues of aq queue table %s (Oracle''s AQ$%s_S).',
+                              t.queue_table, t.queue_table));
+    END IF;
+    -- Reading it needs the table's privileges anyway (security_invoker).
+    EXECUTE format('GRANT SELECT ON %I.%I TO PUBLIC', t.table_schema, view_name);
+    EXECUTE format('COMMENT ON VIEW %I.%I IS %L', t.table_schema, view_name,
+                   format('The messages of aq queue table %s with their queue and state (Oracle''s AQ$%s).',
+                          t.queue_table, t.queue_table));
+    INSERT INTO aq.queues (queue_name, queue_table_id, queue_type, comment)
+    VALUES (aq._default_exception_queue(t.queue_table), t.queue_table_id, 'exception_queue',
+            format('default exception queue of %s', t.queue_table));
+END $$;
+
+-- The view of that name beside the table that depends on the table (found by the dependency,
+-- never by a name alone).
+CREATE FUNCTION aq._drop_dependent_view(relid regclass, view_name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE view_oid oid;
+BEGIN
+    SELECT v.oid INTO view_oid
+      FROM pg_class tbl JOIN pg_class v ON v.relnamespace = tbl.relnamespace
+     WHERE tbl.oid = relid AND v.relname = view_name AND v.relkind = 'v'
+       AND EXISTS (SELECT FROM pg_rewrite r JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                    WHERE r.ev_class = v.oid AND d.refclassid = 'pg_class'::regclass AND d.refobjid = relid);
+    IF view_oid IS NOT NULL THEN
+        EXECUTE format('DROP VIEW %s', view_oid::regclass);
+    END IF;
+END $$;
+
+-- ---------------------------------------------------------------- DBMS_AQADM: queue tables and queues
+
+-- Creates the queue table: an ordinary heap table in queue_table_schema (the caller's current
+-- schema by default) with the payload column user_data of the payload type itself, and the
+-- objects around it (aq._queue_table_objects).  sort_list: 'enq_time' (first in, first out)
+-- or 'priority,enq_time' (lower priority number first, then first in); each is served by an
+-- index, so a dequeue's cost does not grow with the queue's length.  multiple_consumers and
+-- message_grouping are Oracle's.  Queue table names are limited to 57 bytes, so that the
+-- exception queue aq$_<name>_e fits in a name (Oracle limits them to 24 characters).
+CREATE FUNCTION aq.create_queue_table(
+    queue_table text,
+    queue_payload_type regtype,
+    sort_list text DEFAULT 'enq_time',
+    comment text DEFAULT NULL,
+    queue_table_schema text DEFAULT pg_catalog.current_schema(),
+    multiple_consumers boolean DEFAULT false,
+    message_grouping text DEFAULT 'none')
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    sort_order text := lower(replace(sort_list, ' ', ''));
+    grouping text := lower(message_grouping);
+    multi boolean := coalesce(multiple_consumers, false);
+    t aq.queue_tables;
+    deliveries regclass;
+BEGIN
+    PERFORM aq._check_name('queue_table', queue_table);
+    IF octet_length(queue_table) > 57 THEN
+        RAISE EXCEPTION 'queue table name "%" is too long', queue_table USING ERRCODE = 'invalid_name',
+            DETAIL = format('%s bytes; queue table names are limited to 57 bytes, so that the exception queue aq$_%s_e fits in 63.',
+                            octet_length(queue_table), queue_table);
+    END IF;
+    IF queue_payload_type IS NULL THEN
+        RAISE EXCEPTION 'queue_payload_type must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF queue_table_schema IS NULL THEN
+        RAISE EXCEPTION 'queue_table_schema must not be NULL' USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'No schema is selected: set search_path or pass queue_table_schema.';
+    END IF;
+    PERFORM aq._check_name('queue_table_schema', queue_table_schema);
+    IF sort_order IS NULL OR sort_order NOT IN ('enq_time', 'priority,enq_time') THEN
+        RAISE EXCEPTION 'invalid sort_list: "%"', sort_list USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Valid values are enq_time and priority,enq_time.';
+    END IF;
+    IF grouping IN ('dbms_aqadm.none', 'dbms_aqadm.transactional') THEN
+        grouping := substr(grouping, 12);
+    END IF;
+    IF grouping IS NULL OR grouping NOT IN ('none', 'transactional') THEN
+        RAISE EXCEPTION 'invalid message_grouping: "%"', message_grouping USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Valid values are none and transactional.';
+    END IF;
+    IF grouping = 'transactional' AND multi THEN
+        RAISE EXCEPTION 'message_grouping transactional is not supported yet for multi-consumer queue tables'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF grouping = 'transactional' AND sort_order <> 'enq_time' THEN
+        RAISE EXCEPTION 'message_grouping transactional orders a queue table by its transaction groups'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = format('sort_list %s cannot be combined with it.', sort_list),
+                  HINT = 'Leave sort_list at enq_time.';
+    END IF;
+    IF EXISTS (SELECT FROM aq.queue_tables qt WHERE qt.queue_table = create_queue_table.queue_table) THEN
+        RAISE EXCEPTION 'queue table "%" already exists', queue_table USING ERRCODE = 'duplicate_table';
+    END IF;
+    IF EXISTS (SELECT FROM aq.queues q WHERE q.queue_name = aq._default_exception_queue(create_queue_table.queue_table)) THEN
+        RAISE EXCEPTION 'queue "%" already exists', aq._default_exception_queue(queue_table)
+            USING ERRCODE = 'duplicate_object',
+                  DETAIL = 'The queue table''s default exception queue would take that name.';
+    END IF;
+    IF (SELECT typtype FROM pg_type WHERE oid = queue_payload_type) = 'p' THEN
+        RAISE EXCEPTION 'queue_payload_type % is a pseudo-type', queue_payload_type
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (SELECT typarray FROM pg_type WHERE oid = queue_payload_type) = 0 THEN
+        RAISE EXCEPTION 'queue_payload_type % has no array type', queue_payload_type
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'enqueue_array and dequeue_array need arrays of the payload type.',
+                  HINT = 'Wrap it in a composite type, e.g. CREATE TYPE t AS (items integer[]).';
+    END IF;
+
+    EXECUTE format(
+        'CREATE TABLE %I.%I ('
+        '  msgid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,'
+        '  q_id integer NOT NULL,'
+        '  enq_time timestamptz NOT NULL,'
+        '  priority integer NOT NULL DEFAULT 1,'
+        '  delay timestamptz,'
+        '  expiration timestamptz,'
+        '  corrid text,'
+        '  retry_count integer NOT NULL DEFAULT 0,'
+        '  exception_queue text,'
+        '  enq_uid text NOT NULL DEFAULT current_user,'
+        '  user_data %s NOT NULL%s'
+        ') WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05)',
+        queue_table_schema, queue_table, queue_payload_type,
+        -- The enqueuing transaction's group (groups.hpp).
+        CASE WHEN grouping = 'transactional' THEN ', transaction_group bigint NOT NULL' ELSE '' END);
+    -- The enq_time order's index serves every queue table (the exception queues' order, and
+    -- the first-in order of a priority queue table's browse by msgid).
+    EXECUTE format('CREATE INDEX ON %I.%I (q_id, enq_time, msgid)', queue_table_schema, queue_table);
+    EXECUTE format('COMMENT ON TABLE %I.%I IS %L', queue_table_schema, queue_table,
+                   coalesce(comment, format('aq queue table of %s', queue_payload_type)));
+    IF multi THEN
+        EXECUTE format(
+            'CREATE TABLE %I.%I ('
+            '  msgid bigint NOT NULL,'
+            '  consumer_name text COLLATE pg_catalog."C" NOT NULL,'
+            '  q_id integer NOT NULL,'
+            '  priority integer NOT NULL,'
+            '  enq_time timestamptz NOT NULL,'
+            '  delay timestamptz,'
+            '  expiration timestamptz,'
+            '  retry_count integer NOT NULL DEFAULT 0,'
+            '  exception_queue text,'
+            -- Set when the delivery moves to an exception queue: it then keeps its message with it.
+            '  corrid text,'
+            '  enq_uid text,'
+            '  user_data %s'
+            ') WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05)',
+            queue_table_schema, aq._delivery_table(queue_table), queue_payload_type);
+        deliveries := format('%I.%I', queue_table_schema, aq._delivery_table(queue_table))::regclass;
+        EXECUTE format('COMMENT ON TABLE %s IS %L', deliveries,
+                       format('aq deliveries of multi-consumer queue table %s: one row per message and recipient', queue_table));
+    END IF;
+
+    INSERT INTO aq.queue_tables (queue_table, table_schema, relid, payload_type, sort_list, comment,
+                                 multiple_consumers, message_grouping, delivery_relid)
+    VALUES (queue_table, queue_table_schema, format('%I.%I', queue_table_schema, queue_table)::regclass,
+            queue_payload_type, sort_order, comment, multi, grouping, deliveries)
+    RETURNING * INTO t;
+    PERFORM aq._queue_table_objects(t);
+END $$;
+
+-- The default exception queue goes with its queue table, as in Oracle.
+CREATE FUNCTION aq.drop_queue_table(queue_table text, force boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t aq.queue_tables := aq._queue_table(queue_table);
+    queue_count integer;
+BEGIN
+    PERFORM aq._check_owner(t);
+    -- The default exception queue goes with its queue table, as in Oracle.
+    SELECT count(*) INTO queue_count FROM aq.queues q
+     WHERE q.queue_table_id = t.queue_table_id AND q.queue_name <> aq._default_exception_queue(t.queue_table);
+    IF queue_count > 0 AND NOT coalesce(force, false) THEN
+        RAISE EXCEPTION 'queue table "%" still has % queue(s)', queue_table, queue_count
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = 'Drop the queues first, or pass force => true.';
+    END IF;
+    DELETE FROM aq.queues q WHERE q.queue_table_id = t.queue_table_id;  -- wakes their waiters; takes their subscribers
+    DELETE FROM aq.queue_tables qt WHERE qt.queue_table_id = t.queue_table_id;
+    IF t.delivery_relid IS NOT NULL AND EXISTS (SELECT FROM pg_class c WHERE c.oid = t.delivery_relid) THEN
+        PERFORM aq._drop_dependent_view(t.delivery_relid, aq._subscriber_view(t.queue_table));
+        PERFORM aq._drop_dependent_view(t.delivery_relid, aq._queue_table_view(t.queue_table));
+        EXECUTE format('DROP TABLE %s', t.delivery_relid);
+    END IF;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
+        PERFORM aq._drop_dependent_view(t.relid, aq._queue_table_view(t.queue_table));
+        EXECUTE format('DROP TABLE %s', t.relid);
+    END IF;
+END $$;
+
+-- Removes the messages of the queue table that match the condition (all of them without
+-- one); returns how many.  One DELETE whose WHERE clause is fixed: the condition's values
+-- are parameters.  Of a multi-consumer queue table, the deliveries that match and then the
+-- messages that no delivery is left for.  Messages are deleted from the queue table ONLY: a
+-- table inheriting from it is not part of the queue.
+CREATE FUNCTION aq.purge_queue_table(queue_table text, purge_condition aq.purge_condition DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t aq.queue_tables := aq._queue_table(queue_table);
+    c aq.purge_condition := coalesce(purge_condition, ROW(NULL, NULL, NULL, NULL, NULL)::aq.purge_condition);
+    q aq.queues;
+    state text := upper(c.msg_state);
+    exception_queues integer[];
+    purged bigint;
+    purged_ids bigint[];
+BEGIN
+    PERFORM aq._check_owner(t);
+    IF c.queue_name IS NOT NULL THEN
+        q := aq._queue(c.queue_name);
+        IF q.queue_table_id <> t.queue_table_id THEN
+            RAISE EXCEPTION 'queue "%" is not in queue table "%"', c.queue_name, queue_table
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF state NOT IN ('READY', 'WAITING', 'EXPIRED') THEN
+        RAISE EXCEPTION 'invalid msg_state: "%"', c.msg_state USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Valid values are READY, WAITING, EXPIRED.';
+    END IF;
+    SELECT coalesce(array_agg(e.queue_id), '{}') INTO exception_queues FROM aq.queues e
+     WHERE e.queue_table_id = t.queue_table_id AND e.queue_type = 'exception_queue';
+    IF t.delivery_relid IS NULL THEN
+        EXECUTE format(
+            'DELETE FROM ONLY %s m'
+            ' WHERE ($1::integer IS NULL OR m.q_id = $1)'
+            '   AND ($2::text IS NULL OR $2 = CASE WHEN m.q_id = ANY ($6) OR m.expiration <= now() THEN ''EXPIRED'''
+            '                                      WHEN m.delay > now() THEN ''WAITING'' ELSE ''READY'' END)'
+            '   AND ($3::text IS NULL OR m.corrid LIKE $3)'
+            '   AND ($4::timestamptz IS NULL OR m.enq_time < $4)'
+            '   AND ($5::bigint[] IS NULL OR m.msgid = ANY ($5))',
+            aq._queue_relation(t))
+        USING q.queue_id, state, c.correlation, c.enqueued_before, c.msgids, exception_queues;
+    ELSE
+        -- Two statements: the second must see what the first deleted.
+        EXECUTE format(
+            'WITH purged AS ('
+            '  DELETE FROM ONLY %s d'
+            '   WHERE ($1::integer IS NULL OR d.q_id = $1)'
+            '     AND ($2::text IS NULL OR $2 = CASE WHEN d.q_id = ANY ($6) OR d.expiration <= now() THEN ''EXPIRED'''
+            '                                        WHEN d.delay > now() THEN ''WAITING'' ELSE ''READY'' END)'
+            '     AND ($3::text IS NULL OR coalesce(d.corrid, (SELECT m.corrid FROM ONLY %s m WHERE m.msgid = d.msgid)) LIKE $3)'
+            '     AND ($4::timestamptz IS NULL OR d.enq_time < $4)'
+            '     AND ($5::bigint[] IS NULL OR d.msgid = ANY ($5))'
+            '  RETURNING d.msgid)'
+            ' SELECT coalesce(array_agg(DISTINCT msgid), ''{}'') FROM purged',
+            t.delivery_relid, aq._queue_relation(t))
+        INTO purged_ids
+        USING q.queue_id, state, c.correlation, c.enqueued_before, c.msgids, exception_queues;
+        EXECUTE format('DELETE FROM ONLY %s m WHERE m.msgid = ANY ($1)'
+                       '   AND NOT EXISTS (SELECT FROM ONLY %s d WHERE d.msgid = m.msgid)',
+                       t.relid, t.delivery_relid)
+        USING purged_ids;
+    END IF;
+    GET DIAGNOSTICS purged = ROW_COUNT;
+    RETURN purged;
+END $$;
+
+-- queue_type: 'normal_queue' or 'exception_queue' (DBMS_AQADM.NORMAL_QUEUE / EXCEPTION_QUEUE);
+-- an exception queue of a queue table can be named in a message's exception_queue property.
+CREATE FUNCTION aq.create_queue(
+    queue_name text,
+    queue_table text,
+    max_retries integer DEFAULT 5,
+    retry_delay interval DEFAULT '0',
+    retention_time interval DEFAULT '0',
+    comment text DEFAULT NULL,
+    queue_type text DEFAULT 'normal_queue')
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t aq.queue_tables;
+    kind text := lower(queue_type);
+BEGIN
+    PERFORM aq._check_name('queue_name', queue_name);
+    t := aq._queue_table(queue_table);
+    PERFORM aq._check_owner(t);
+    IF kind IS NULL OR kind NOT IN ('normal_queue', 'exception_queue') THEN
+        RAISE EXCEPTION 'invalid queue_type: "%"', queue_type USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Valid values are normal_queue, exception_queue.';
+    END IF;
+    IF max_retries IS NULL OR max_retries < 0 THEN
+        RAISE EXCEPTION 'max_retries must be 0 or more' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM aq._check_interval('retry_delay', coalesce(retry_delay, '0'));
+    PERFORM aq._check_interval('retention_time', coalesce(retention_time, '0'));
+    IF EXISTS (SELECT FROM aq.queues q WHERE q.queue_name = create_queue.queue_name) THEN
+        RAISE EXCEPTION 'queue "%" already exists', queue_name USING ERRCODE = 'duplicate_object';
+    END IF;
+    INSERT INTO aq.queues (queue_name, queue_table_id, max_retries, retry_delay, retention_time, comment, queue_type)
+    VALUES (queue_name, t.queue_table_id, max_retries, coalesce(retry_delay, '0'),
+            coalesce(retention_time, '0'), comment, kind);
+END $$;
+
+-- NULL leaves a setting as it is.
+CREATE FUNCTION aq.alter_queue(
+    queue_name text,
+    max_retries integer DEFAULT NULL,
+    retry_delay interval DEFAULT NULL,
+    retention_time interval DEFAULT NULL,
+    comment text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE q aq.queues := aq._owned_queue(queue_name);
+BEGIN
+    IF max_retries < 0 THEN
+        RAISE EXCEPTION 'max_retries must be 0 or more' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM aq._check_interval('retry_delay', retry_delay);
+    PERFORM aq._check_interval('retention_time', retention_time);
+    UPDATE aq.queues qq
+       SET max_retries = coalesce(alter_queue.max_retries, qq.max_retries),
+           retry_delay = coalesce(alter_queue.retry_delay, qq.retry_delay),
+           retention_time = coalesce(alter_queue.retention_time, qq.retention_time),
+           comment = coalesce(alter_queue.comment, qq.comment)
+     WHERE qq.queue_id = q.queue_id;
+END $$;
+
+-- A queue must be stopped (for enqueue and dequeue) before it is dropped, as in Oracle;
+-- its messages are removed with it.
+CREATE FUNCTION aq.drop_queue(queue_name text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._owned_queue(queue_name);
+    t aq.queue_tables;
+BEGIN
+    IF q.enqueue_enabled OR q.dequeue_enabled THEN
+        RAISE EXCEPTION 'queue "%" must be stopped before it is dropped', queue_name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = format('Call aq.stop_queue(%L) first.', queue_name);
+    END IF;
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    IF q.queue_name = aq._default_exception_queue(t.queue_table) THEN
+        RAISE EXCEPTION 'queue "%" is the default exception queue of queue table "%"', queue_name, t.queue_table
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'It is dropped with its queue table.';
+    END IF;
+    IF t.delivery_relid IS NOT NULL AND EXISTS (SELECT FROM pg_class c WHERE c.oid = t.delivery_relid) THEN
+        EXECUTE format('DELETE FROM ONLY %s WHERE q_id = $1', t.delivery_relid) USING q.queue_id;
+        -- Its messages that reached another queue (an exception queue) stay for those deliveries.
+        EXECUTE format('DELETE FROM ONLY %s m WHERE m.q_id = $1 AND NOT EXISTS (SELECT FROM ONLY %s d WHERE d.msgid = m.msgid)',
+                       t.relid, t.delivery_relid) USING q.queue_id;
+    ELSIF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
+        EXECUTE format('DELETE FROM ONLY %s WHERE q_id = $1', t.relid) USING q.queue_id;
+    END IF;
+    DELETE FROM aq.queues qq WHERE qq.queue_id = q.queue_id;  -- wakes its waiters; takes its subscribers
+END $$;
+
+-- An exception queue takes no enqueue (as in Oracle): starting one enables dequeue only.
+CREATE FUNCTION aq.start_queue(queue_name text, enqueue boolean DEFAULT true, dequeue boolean DEFAULT true)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE q aq.queues := aq._owned_queue(queue_name);
+BEGIN
+    IF q.queue_type = 'exception_queue' AND coalesce(enqueue, false) THEN
+        RAISE NOTICE 'queue "%" is an exception queue: it is started for dequeue only', queue_name;
+    END IF;
+    UPDATE aq.queues qq
+       SET enqueue_enabled = qq.enqueue_enabled OR (coalesce(start_queue.enqueue, false) AND q.queue_type = 'normal_queue'),
+           dequeue_enabled = qq.dequeue_enabled OR coalesce(start_queue.dequeue, false)
+     WHERE qq.queue_id = q.queue_id;
+END $$;
+
+CREATE FUNCTION aq.stop_queue(queue_name text, enqueue boolean DEFAULT true, dequeue boolean DEFAULT true)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE q aq.queues := aq._owned_queue(queue_name);
+BEGIN
+    -- The update wakes the queue's waiting dequeues: they see the stop and give up.
+    UPDATE aq.queues qq
+       SET enqueue_enabled = qq.enqueue_enabled AND NOT coalesce(stop_queue.enqueue, false),
+           dequeue_enabled = qq.dequeue_enabled AND NOT coalesce(stop_queue.dequeue, false)
+     WHERE qq.queue_id = q.queue_id;
+END $$;
+
+-- Waiting dequeues are woken by a trigger of aq.queues when their queue is stopped, altered or
+-- dropped (a trigger function cannot be called directly, so no role can wake another's waiters).
+CREATE FUNCTION aq._queues_changed() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'aq_queues_changed';
+CREATE TRIGGER queues_changed AFTER UPDATE OR DELETE ON aq.queues
+    FOR EACH ROW EXECUTE FUNCTION aq._queues_changed();
+
+-- ---------------------------------------------------------------- DBMS_AQADM: subscribers
+--
+-- A multi-consumer queue table (create_queue_table(..., multiple_consumers => true)) keeps each
+-- message once, in the queue table, and one delivery row per recipient in its delivery table
+-- aq$_<queue_table>_i, made by the enqueue: to every subscriber of the queue whose rule the
+-- message matches, or to the message's own recipient_list.  A dequeue with consumer_name claims
+-- that consumer's delivery rows as a single-consumer dequeue claims messages (FOR UPDATE SKIP
+-- LOCKED, the row's xmax is the claim: retries.hpp), so each consumer has its own order,
+-- attempts, retries and exception queue; the message row goes once no delivery is left
+-- (src/queue/deliveries.hpp).  A delivery row has the columns of a message that a dequeue
+-- orders, filters and retries by, under the same names.
+
+-- A rule, parsed and analyzed against the queue table as a dequeue condition is (42601, 22023
+-- and PostgreSQL's own SQLSTATEs, with the position in the rule).
+-- Called by add_subscriber and alter_subscriber, which run as the caller (the queue table's owner):
+-- so executable by PUBLIC, as the other helpers of the admin functions.  It parses and analyzes the
+-- rule against the table's row type and runs nothing.
+CREATE FUNCTION aq._check_rule(queue_table regclass, rule text) RETURNS void
+LANGUAGE c STABLE STRICT AS 'MODULE_PATHNAME', 'aq_check_rule';
+
+-- The queue of queue_name after checking that the caller manages it and that it is a normal
+-- queue of a multi-consumer queue table (Oracle's ORA-24039 otherwise).
+CREATE FUNCTION aq._subscribed_queue(queue_name text, subscriber aq.agent) RETURNS aq.queues
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._owned_queue(queue_name);
+    t aq.queue_tables;
+BEGIN
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    IF NOT t.multiple_consumers THEN
+        RAISE EXCEPTION 'queue "%" is a single-consumer queue', queue_name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Queue table "%s" was not created for multiple consumers (ORA-24039 analogue).', t.queue_table),
+                  HINT = 'Create the queue table with multiple_consumers => true.';
+    END IF;
+    IF q.queue_type = 'exception_queue' THEN
+        RAISE EXCEPTION 'queue "%" is an exception queue', queue_name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'An exception queue has no subscribers: its messages keep the consumer they were for.';
+    END IF;
+    IF subscriber IS NULL THEN
+        RAISE EXCEPTION 'subscriber must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM aq._check_name('subscriber name', subscriber.name);
+    IF subscriber.address IS NOT NULL OR coalesce(subscriber.protocol, 0) <> 0 THEN
+        RAISE EXCEPTION 'subscriber "%" has an address', subscriber.name USING ERRCODE = 'feature_not_supported',
+            DETAIL = 'Subscribers are consumers of this queue; forwarding to another queue (propagation) is not supported.',
+            HINT = 'Pass aq.agent(name => ...) without address and protocol.';
+    END IF;
+    RETURN q;
+END $$;
+
+-- Oracle's DBMS_AQADM.ADD_SUBSCRIBER: from now on, every message enqueued to the queue without
+-- a recipient_list is delivered to the subscriber too, if it matches the rule (NULL: every one).
+CREATE FUNCTION aq.add_subscriber(
+    queue_name text,
+    subscriber aq.agent,
+    rule text DEFAULT NULL,
+    transformation text DEFAULT NULL,
+    queue_to_queue boolean DEFAULT false,
+    delivery_mode text DEFAULT 'persistent')
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._subscribed_queue(queue_name, subscriber);
+    t aq.queue_tables;
+BEGIN
+    IF transformation IS NOT NULL THEN
+        RAISE EXCEPTION 'transformations are not supported' USING ERRCODE = 'feature_not_supported',
+            HINT = 'Pass transformation => NULL.';
+    END IF;
+    IF coalesce(queue_to_queue, false) THEN
+        RAISE EXCEPTION 'queue_to_queue propagation is not supported' USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF lower(coalesce(delivery_mode, 'persistent')) NOT IN ('persistent', 'dbms_aqadm.persistent') THEN
+        RAISE EXCEPTION 'invalid delivery_mode: "%"', delivery_mode USING ERRCODE = 'feature_not_supported',
+            DETAIL = 'Messages are persistent; buffered messages are not part of aq.';
+    END IF;
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    IF rule IS NOT NULL THEN
+        PERFORM aq._check_rule(t.relid, rule);
+    END IF;
+    IF EXISTS (SELECT FROM aq.subscribers s WHERE s.queue_id = q.queue_id AND s.consumer_name = subscriber.name) THEN
+        RAISE EXCEPTION 'subscriber "%" of queue "%" already exists', subscriber.name, queue_name
+            USING ERRCODE = 'duplicate_object', DETAIL = 'ORA-24034 analogue.';
+    END IF;
+    INSERT INTO aq.subscribers (queue_id, consumer_name, rule) VALUES (q.queue_id, subscriber.name, rule);
+END $$;
+
+-- Oracle's DBMS_AQADM.ALTER_SUBSCRIBER: a new rule, for messages enqueued from now on.
+CREATE FUNCTION aq.alter_subscriber(
+    queue_name text,
+    subscriber aq.agent,
+    rule text,
+    transformation text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._subscribed_queue(queue_name, subscriber);
+    t aq.queue_tables;
+BEGIN
+    IF transformation IS NOT NULL THEN
+        RAISE EXCEPTION 'transformations are not supported' USING ERRCODE = 'feature_not_supported',
+            HINT = 'Pass transformation => NULL.';
+    END IF;
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    IF rule IS NOT NULL THEN
+        PERFORM aq._check_rule(t.relid, rule);
+    END IF;
+    UPDATE aq.subscribers s SET rule = alter_subscriber.rule
+     WHERE s.queue_id = q.queue_id AND s.consumer_name = subscriber.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'subscriber "%" of queue "%" does not exist', subscriber.name, queue_name
+            USING ERRCODE = 'undefined_object', DETAIL = 'ORA-24035 analogue.';
+    END IF;
+END $$;
+
+-- Oracle's DBMS_AQADM.REMOVE_SUBSCRIBER: the subscriber and the messages waiting for it (in the
+-- queue itself; what reached an exception queue stays there).
+CREATE FUNCTION aq.remove_subscriber(queue_name text, subscriber aq.agent)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._subscribed_queue(queue_name, subscriber);
+    t aq.queue_tables;
+    removed bigint[];
+BEGIN
+    -- An enqueue in progress may have read the subscriber and written deliveries for it that
+    -- this transaction cannot see yet.  Every enqueue holds ROW EXCLUSIVE on the delivery table
+    -- from before it reads the subscribers (deliveries.hpp): SHARE waits for those in progress
+    -- and holds back those that start later until this transaction ends (they then see the
+    -- subscriber gone); the statements below see what the waited-for ones wrote.  So it needs a
+    -- new snapshot per statement.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'remove_subscriber must run in a READ COMMITTED transaction'
+            USING ERRCODE = 'invalid_transaction_state',
+                  DETAIL = 'It removes the deliveries that enqueues in progress wrote for the subscriber; a '
+                           'transaction snapshot would not show them.';
+    END IF;
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.delivery_relid) THEN
+        EXECUTE format('LOCK TABLE ONLY %s IN SHARE MODE', t.delivery_relid);
+    END IF;
+    DELETE FROM aq.subscribers s WHERE s.queue_id = q.queue_id AND s.consumer_name = subscriber.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'subscriber "%" of queue "%" does not exist', subscriber.name, queue_name
+            USING ERRCODE = 'undefined_object', DETAIL = 'ORA-24035 analogue.';
+    END IF;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.delivery_relid) THEN
+        EXECUTE format('WITH gone AS (DELETE FROM ONLY %s d WHERE d.q_id = $1 AND d.consumer_name = $2 RETURNING d.msgid)'
+                       ' SELECT coalesce(array_agg(msgid), ''{}'') FROM gone', t.delivery_relid)
+        INTO removed USING q.queue_id, subscriber.name;
+        EXECUTE format('DELETE FROM ONLY %s m WHERE m.msgid = ANY ($1)'
+                       '   AND NOT EXISTS (SELECT FROM ONLY %s d WHERE d.msgid = m.msgid)',
+                       t.relid, t.delivery_relid)
+        USING removed;
+    END IF;
+END $$;
+
+-- ---------------------------------------------------------------- DBMS_AQADM: queue privileges
+
+-- Privileges are PostgreSQL grants on the queue's table (so they cover every queue of
+-- that queue table), as narrow as the statements need:
+--   ENQUEUE = INSERT on the columns an enqueue sets (not msgid, retry_count, enq_uid,
+--             which a producer must not forge) + SELECT of msgid, which enqueue returns;
+--   DEQUEUE = SELECT and DELETE, + UPDATE of retry_count only (FOR UPDATE needs an
+--             UPDATE privilege; no consumer may rewrite a message), on the queue table and on
+--             a multi-consumer queue table's deliveries (the enqueue's fan-out writes them as
+--             the queue table's owner: ENQUEUE needs nothing there);
+--   ALL     = both.
+CREATE FUNCTION aq._enqueue_grant() RETURNS text LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp AS $$
+    SELECT 'INSERT (q_id, enq_time, priority, delay, expiration, corrid, exception_queue, user_data), SELECT (msgid)'
+$$;
+CREATE FUNCTION aq._dequeue_grant() RETURNS text LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp AS $$
+    SELECT 'SELECT, DELETE, UPDATE (retry_count)'
+$$;
+
+CREATE FUNCTION aq._queue_privileges(privilege text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    CASE upper(coalesce(privilege, ''))
+        WHEN 'ENQUEUE' THEN RETURN aq._enqueue_grant();
+        WHEN 'DEQUEUE' THEN RETURN aq._dequeue_grant();
+        WHEN 'ALL' THEN RETURN aq._enqueue_grant() || ', ' || aq._dequeue_grant();
+        ELSE
+            RAISE EXCEPTION 'invalid privilege: "%"', privilege USING ERRCODE = 'invalid_parameter_value',
+                DETAIL = 'Valid values are ENQUEUE, DEQUEUE, ALL.';
+    END CASE;
+END $$;
+
+CREATE FUNCTION aq._grantee(grantee text) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF grantee IS NULL THEN
+        RAISE EXCEPTION 'grantee must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF grantee IN ('PUBLIC', 'public') THEN   -- the keyword; a role "Public" is a role
+        RETURN 'PUBLIC';
+    ELSIF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = grantee) THEN
+        RAISE EXCEPTION 'role "%" does not exist', grantee USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN quote_ident(grantee);
+END $$;
+
+-- The owner grants, and so does a role that holds the privilege WITH GRANT OPTION
+-- (PostgreSQL's own rule); anyone else gets 42501 (GRANT itself would only warn).
+CREATE FUNCTION aq._check_grantor(t aq.queue_tables, privilege text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    kind text := upper(privilege);
+    can boolean;
+BEGIN
+    IF aq._manages(t.relid) THEN
+        RETURN;
+    END IF;
+    can := CASE kind
+        WHEN 'ENQUEUE' THEN has_column_privilege(t.relid, 'user_data', 'INSERT WITH GRANT OPTION')
+        WHEN 'DEQUEUE' THEN has_table_privilege(t.relid, 'DELETE WITH GRANT OPTION')
+        ELSE has_column_privilege(t.relid, 'user_data', 'INSERT WITH GRANT OPTION')
+             AND has_table_privilege(t.relid, 'DELETE WITH GRANT OPTION') END;
+    IF NOT coalesce(can, false) THEN
+        RAISE EXCEPTION 'permission denied to grant or revoke % on queue table "%"', kind, t.queue_table
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'The queue table''s owner grants queue privileges, and so does a role granted them with grant_option.';
+    END IF;
+END $$;
+
+CREATE FUNCTION aq.grant_queue_privilege(
+    privilege text, queue_name text, grantee text, grant_option boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._queue(queue_name);
+    t aq.queue_tables;
+    privileges text := aq._queue_privileges(privilege);
+BEGIN
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    PERFORM aq._check_grantor(t, privilege);
+    EXECUTE format('GRANT %s ON TABLE %s TO %s%s', privileges, aq._queue_relation(t),
+                   aq._grantee(grantee), CASE WHEN grant_option THEN ' WITH GRANT OPTION' ELSE '' END);
+    IF t.delivery_relid IS NOT NULL AND upper(privilege) IN ('DEQUEUE', 'ALL') THEN
+        EXECUTE format('GRANT %s ON TABLE %s TO %s%s', aq._dequeue_grant(), t.delivery_relid,
+                       aq._grantee(grantee), CASE WHEN grant_option THEN ' WITH GRANT OPTION' ELSE '' END);
+    END IF;
+END $$;
+
+-- The grantor check, then the revokes.  A role that holds the privileges WITH GRANT OPTION
+-- (column-level for ENQUEUE) revokes them in the form they were granted; the owner also
+-- revokes at table level, which takes any column-level grant of the same kind with it.
+CREATE FUNCTION aq.revoke_queue_privilege(privilege text, queue_name text, grantee text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._queue(queue_name);
+    t aq.queue_tables;
+    kind text := upper(coalesce(privilege, ''));
+    role_sql text;
+    role_oid oid;
+    relation regclass;
+    revoking_grantor oid;
+    had_msgid boolean;
+BEGIN
+    PERFORM aq._queue_privileges(privilege);  -- validates the name
+    role_sql := aq._grantee(grantee);
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    relation := aq._queue_relation(t);
+    PERFORM aq._check_grantor(t, privilege);
+    role_oid := CASE WHEN role_sql = 'PUBLIC' THEN 0
+                     ELSE (SELECT r.oid FROM pg_roles r WHERE r.rolname = revoke_queue_privilege.grantee) END;
+    -- The grants this call can revoke are those made by its grantor: the owner for whoever
+    -- manages the table, the caller otherwise (PostgreSQL's rule).
+    revoking_grantor := CASE WHEN aq._manages(t.relid) THEN (SELECT c.relowner FROM pg_class c WHERE c.oid = t.relid)
+                    ELSE (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user) END;
+    had_msgid := EXISTS (SELECT FROM pg_attribute a, aclexplode(a.attacl) acl
+                          WHERE a.attrelid = t.relid AND a.attname = 'msgid' AND acl.privilege_type = 'SELECT'
+                            AND acl.grantee = role_oid AND acl.grantor = revoking_grantor);
+    IF kind IN ('ENQUEUE', 'ALL') THEN
+        EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE', aq._enqueue_grant(), relation, role_sql);
+    END IF;
+    IF kind IN ('DEQUEUE', 'ALL') THEN
+        EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE', aq._dequeue_grant(), relation, role_sql);
+        IF t.delivery_relid IS NOT NULL THEN
+            EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE', aq._dequeue_grant(), t.delivery_relid, role_sql);
+        END IF;
+    END IF;
+    IF aq._manages(t.relid) THEN
+        EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE',
+                       CASE kind WHEN 'ENQUEUE' THEN 'INSERT' WHEN 'DEQUEUE' THEN 'SELECT, DELETE, UPDATE'
+                                 ELSE 'INSERT, SELECT, DELETE, UPDATE' END,
+                       relation, role_sql);
+        IF t.delivery_relid IS NOT NULL AND kind IN ('DEQUEUE', 'ALL') THEN
+            EXECUTE format('REVOKE SELECT, DELETE, UPDATE ON TABLE %s FROM %s CASCADE', t.delivery_relid, role_sql);
+        END IF;
+    END IF;
+    -- Revoking DEQUEUE's SELECT also took the SELECT (msgid) of an ENQUEUE from the same
+    -- grantor: give it back if the grantee can still enqueue by that grantor's grant.
+    IF kind = 'DEQUEUE' AND had_msgid AND EXISTS (
+           SELECT FROM pg_attribute a, aclexplode(a.attacl) acl
+            WHERE a.attrelid = t.relid AND a.attname = 'user_data'
+              AND acl.privilege_type = 'INSERT' AND acl.grantee = role_oid AND acl.grantor = revoking_grantor) THEN
+        EXECUTE format('GRANT SELECT (msgid) ON TABLE %s TO %s', relation, role_sql);
+    END IF;
+END $$;
+
+-- ---------------------------------------------------------------- DBMS_AQADM: who may run it
+
+-- The admin functions are revoked from PUBLIC (as DBMS_AQADM is in Oracle): a superuser
+-- grants EXECUTE on them to the roles that create queues, and those roles then manage the
+-- queue tables they own.
+REVOKE EXECUTE ON FUNCTION
+    aq.create_queue_table(text, regtype, text, text, text, boolean, text),
+    aq.drop_queue_table(text, boolean),
+    aq.purge_queue_table(text, aq.purge_condition),
+    aq.create_queue(text, text, integer, interval, interval, text, text),
+    aq.alter_queue(text, integer, interval, interval, text),
+    aq.drop_queue(text),
+    aq.start_queue(text, boolean, boolean),
+    aq.stop_queue(text, boolean, boolean),
+    aq.grant_queue_privilege(text, text, text, boolean),
+    aq.revoke_queue_privilege(text, text, text),
+    aq.add_subscriber(text, aq.agent, text, text, boolean, text),
+    aq.alter_subscriber(text, aq.agent, text, text),
+    aq.remove_subscriber(text, aq.agent),
+    aq._queues_changed()
+FROM PUBLIC;
+
+-- The read-only helpers they call are harmless to everyone.  These carry an explicit ACL
+-- (the owner's EXECUTE, then PUBLIC's), as in installations upgraded from 0.3.0 or earlier,
+-- whose scripts revoked them and granted them back: the REVOKE makes that ACL.
+REVOKE EXECUTE ON FUNCTION
+    aq._queue_table(text),
+    aq._queue(text),
+    aq._queue_privileges(text),
+    aq._enqueue_grant(),
+    aq._dequeue_grant(),
+    aq._queue_relation(aq.queue_tables),
+    aq._grantee(text)
+FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    aq._queue_table(text),
+    aq._queue(text),
+    aq._queue_privileges(text),
+    aq._enqueue_grant(),
+    aq._dequeue_grant(),
+    aq._queue_relation(aq.queue_tables),
+    aq._grantee(text)
+TO PUBLIC;
+
+-- ---------------------------------------------------------------- DBMS_AQ
+
+-- Returns the new message id.  Runs as the caller: needs INSERT on the queue table.
+CREATE FUNCTION aq.enqueue(
+    queue_name text,
+    payload anyelement,
+    message_properties aq.message_properties DEFAULT NULL,
+    enqueue_options aq.enqueue_options DEFAULT NULL)
+RETURNS bigint LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_enqueue';
+
+-- One INSERT for the whole array; returns the message ids in payload order.
+CREATE FUNCTION aq.enqueue_array(
+    queue_name text,
+    payload_array anyarray,
+    message_properties_array aq.message_properties[] DEFAULT NULL,
+    enqueue_options aq.enqueue_options DEFAULT NULL)
+RETURNS bigint[] LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_enqueue_array';
+
+-- payload_type only names the type, e.g. NULL::demo_ot: the payload comes back typed.
+CREATE FUNCTION aq.dequeue(
+    queue_name text,
+    payload_type anyelement,
+    dequeue_options aq.dequeue_options DEFAULT NULL,
+    OUT msgid bigint,
+    OUT payload anyelement,
+    OUT message_properties aq.message_properties)
+RETURNS record LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_dequeue';
+
+-- Up to array_size messages, claimed and deleted in one statement.
+CREATE FUNCTION aq.dequeue_array(
+    queue_name text,
+    payload_type anyelement,
+    array_size integer,
+    dequeue_options aq.dequeue_options DEFAULT NULL,
+    OUT msgid bigint,
+    OUT payload anyelement,
+    OUT message_properties aq.message_properties)
+RETURNS SETOF record LANGUAGE c VOLATILE ROWS 500 AS 'MODULE_PATHNAME', 'aq_dequeue_array';
+
+-- A rolled-back dequeue leaves its claim in the row (its xmax); the settler counts it.  The
+-- dequeue statements skip rows whose attempt is not counted yet with this filter, in the
+-- caller's own statement: so every role that dequeues executes it.  It reads one row
+-- version's header and requires SELECT on the table.
+CREATE FUNCTION aq._claimable(queue_table pg_catalog.oid, row_version pg_catalog.tid) RETURNS boolean
+LANGUAGE c VOLATILE STRICT PARALLEL RESTRICTED COST 10 AS 'MODULE_PATHNAME', 'aq__claimable';
+REVOKE ALL ON FUNCTION aq._claimable(pg_catalog.oid, pg_catalog.tid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aq._claimable(pg_catalog.oid, pg_catalog.tid) TO PUBLIC;
+
+-- Oracle's DBMS_AQ.LISTEN: waits until one of the agents' queues has a message a dequeue could
+-- take now, and returns that agent (the first in the list that has one); it takes nothing.  A
+-- commit wakes it, as it wakes a waiting dequeue.  wait: NULL waits forever, '0' not at all; at
+-- the end of the wait QA254 (ORA-25254).  The caller needs SELECT on the queue tables (DEQUEUE).
+CREATE FUNCTION aq.listen(agent_list aq.agent[], wait aq.wait_time DEFAULT NULL)
+RETURNS aq.agent LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_listen';
+
+-- ---------------------------------------------------------------- catalog views
+
+-- Oracle's ALL_QUEUE_TABLES / USER_QUEUE_TABLES: the queue tables the caller owns or may
+-- use (any queue privilege), with their sort order and queues.
+CREATE VIEW aq.all_queue_tables AS
+SELECT c.relowner::regrole::text AS owner, t.queue_table, t.table_schema, t.payload_type::text AS object_type,
+       t.sort_list AS sort_order,
+       (SELECT count(*) FROM aq.queues q WHERE q.queue_table_id = t.queue_table_id) AS queues,
+       c.oid IS NOT NULL AS table_exists, t.comment AS user_comment, t.created
+  FROM aq.queue_tables t LEFT JOIN pg_catalog.pg_class c ON c.oid = t.relid
+ WHERE c.oid IS NULL OR pg_has_role(c.relowner, 'USAGE')
+    OR has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'INSERT');
+
+CREATE VIEW aq.user_queue_tables AS
+SELECT v.* FROM aq.all_queue_tables v WHERE v.owner = current_user::regrole::text;
+
+-- Oracle's ALL_QUEUES / USER_QUEUES, with the queue's state.
+CREATE VIEW aq.all_queues AS
+SELECT v.owner, q.queue_name AS name, q.queue_table, q.queue_id AS qid, upper(q.queue_type) AS queue_type,
+       q.max_retries, q.retry_delay, q.retention_time AS retention,
+       q.enqueue_enabled, q.dequeue_enabled,
+       CASE WHEN q.enqueue_enabled AND q.dequeue_enabled THEN 'STARTED'
+            WHEN q.enqueue_enabled THEN 'ENQUEUE ONLY'
+            WHEN q.dequeue_enabled THEN 'DEQUEUE ONLY'
+            ELSE 'STOPPED' END AS state,
+       q.comment AS user_comment, q.created
+  FROM (SELECT qq.*, t.queue_table FROM aq.queues qq JOIN aq.queue_tables t USING (queue_table_id)) q
+  JOIN aq.all_queue_tables v ON v.queue_table = q.queue_table;
+
+CREATE VIEW aq.user_queues AS
+SELECT v.* FROM aq.all_queues v WHERE v.owner = current_user::regrole::text;
+
+GRANT SELECT ON aq.all_queue_tables, aq.user_queue_tables, aq.all_queues, aq.user_queues TO PUBLIC;
+
+-- ---------------------------------------------------------------- commit modes
+
+-- Oracle's COMMIT_WAIT, COMMIT_LOGGING and COMMIT WRITE.  The parameters aq.commit_wait,
+-- aq.commit_logging, aq.commit_write, aq.commit_wait_level and aq.batch_commit_window are
+-- defined by the library; these are the SQL entry points.
+
+-- COMMIT WRITE [IMMEDIATE|BATCH] [WAIT|NOWAIT]: commits the current transaction in that mode.
+-- Where PostgreSQL allows a procedure to commit (CALL at top level, or from a procedure);
+-- elsewhere, SET LOCAL aq.commit_write = '...' and COMMIT.
+CREATE PROCEDURE aq.commit(mode text DEFAULT NULL)
+LANGUAGE c AS 'MODULE_PATHNAME', 'aq_commit';
+
+-- The mode the current transaction would commit with now, and which setting decided each half.
+CREATE FUNCTION aq.commit_mode(
+    OUT commit_wait text,
+    OUT commit_logging text,
+    OUT synchronous_commit text,
+    OUT wait_decided_by text,
+    OUT logging_decided_by text,
+    OUT forced boolean)
+RETURNS record LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_commit_mode';
+
+-- Every level (system, database, role, session, transaction) at which a commit parameter is set.
+CREATE FUNCTION aq.commit_settings(
+    OUT level text,
+    OUT parameter text,
+    OUT value text)
+RETURNS SETOF record LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_commit_settings';
+
+-- This session's last commit: its LSN, the WAL flushed so far, whether it is durable now and
+-- whether it was when the commit returned, and the mode it ran with.
+CREATE FUNCTION aq.last_commit(
+    OUT commit_lsn pg_lsn,
+    OUT flushed_lsn pg_lsn,
+    OUT durable boolean,
+    OUT durable_on_return boolean,
+    OUT commit_wait text,
+    OUT commit_logging text,
+    OUT synchronous_commit text,
+    OUT committed_at timestamptz)
+RETURNS record LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_last_commit';
+
+-- Commit counters of this session (or of all sessions since the server started):
+-- commits acknowledged after / before their WAL was flushed, WAIT/BATCH group flushes,
+-- NOWAIT/IMMEDIATE commits handed to aq's log writer, and its flushes (all_sessions only).
+CREATE FUNCTION aq.commit_stats(
+    all_sessions boolean DEFAULT false,
+    OUT commits bigint,
+    OUT waited bigint,
+    OUT not_waited bigint,
+    OUT batch_gathers bigint,
+    OUT batch_followers bigint,
+    OUT log_writer_requests bigint,
+    OUT log_writer_flushes bigint)
+RETURNS record LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_commit_stats';
+
+-- ---------------------------------------------------------------- fast ingest
+
+-- Oracle's MEMOPTIMIZE FOR WRITE, DBMS_MEMOPTIMIZE, V$MEMOPTIMIZE_WRITE_AREA.  Rows inserted
+-- with the /*+ MEMOPTIMIZE_WRITE */ hint (or with aq.memoptimize_write = on) into an enabled
+-- table go to a shared-memory ring when their transaction commits; a background drain applies
+-- them in batches.  Needs shared_preload_libraries = 'aq'.
+
+-- Tables enabled with aq.enable_fast_ingest (Oracle: ALTER TABLE ... MEMOPTIMIZE FOR WRITE).
+-- The table by regclass and the enabling role by regrole, not by OID: pg_dump writes such a
+-- value as the name and the restore reads the new OID back (see "pg_dump" below).
+CREATE TABLE aq.fast_ingest_tables (
+    relid regclass PRIMARY KEY,
+    enabled_by regrole NOT NULL,
+    enabled_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Per epoch (one incarnation of the ring: it changes at every server start and crash restart),
+-- the highest id such that every row of this database with an id at or below it was applied
+-- (or rejected).  Written in each drain batch's own transaction, so it survives a crash: after
+-- one, the ids of the ended epoch above applied_hwm are the rows that were lost.
+CREATE TABLE aq.fast_ingest_progress (
+    epoch integer PRIMARY KEY,
+    applied_hwm bigint NOT NULL,
+    applied_rows bigint NOT NULL,
+    rejected_rows bigint NOT NULL,
+    batches bigint NOT NULL,
+    updated_at timestamptz NOT NULL
+);
+
+-- Rows the drain could not apply (duplicate key, check, not-null or foreign-key violation,
+-- privilege revoked, table dropped or altered), kept with their error.  Oracle drops them.
+CREATE TABLE aq.fast_ingest_rejects (
+    seqid bigint NOT NULL,
+    table_name text,
+    relid regclass NOT NULL,
+    role_name text,
+    row_text text,
+    sqlstate text NOT NULL,
+    message text NOT NULL,
+    detail text,
+    rejected_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX ON aq.fast_ingest_rejects (relid, seqid);
+
+-- Everyone reads the registry and the progress.  A writer sees its own rejected rows (the
+-- drain records the writing role's name in role_name); administrators (superusers, the
+-- table's owner) see every row.  Only the drain writes these tables.
+GRANT SELECT ON aq.fast_ingest_tables, aq.fast_ingest_progress, aq.fast_ingest_rejects TO PUBLIC;
+ALTER TABLE aq.fast_ingest_rejects ENABLE ROW LEVEL SECURITY;
+CREATE POLICY writer_sees_own_rejects ON aq.fast_ingest_rejects FOR SELECT TO PUBLIC
+    USING (role_name OPERATOR(pg_catalog.=) CAST(CURRENT_USER AS pg_catalog.text));
+
+-- A restored aq.fast_ingest_progress brings the epochs of the server it was dumped from; a new
+-- cluster would take the same epochs again (its counter in $PGDATA/pg_aq_epoch starts afresh),
+-- and its ids would repeat that server's.  Only the drain writes the table: a row inserted by
+-- anyone else (pg_restore) raises this server's epoch counter above the row's.
+CREATE FUNCTION aq._progress_restored() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'aq_progress_restored';
+REVOKE EXECUTE ON FUNCTION aq._progress_restored() FROM PUBLIC;
+CREATE TRIGGER progress_restored AFTER INSERT ON aq.fast_ingest_progress
+    FOR EACH ROW EXECUTE FUNCTION aq._progress_restored();
+
+-- ALTER TABLE t MEMOPTIMIZE FOR WRITE / NO MEMOPTIMIZE FOR WRITE.  The table's owner only.
+CREATE FUNCTION aq.enable_fast_ingest(tbl regclass) RETURNS void
+LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'aq_enable_fast_ingest';
+CREATE FUNCTION aq.disable_fast_ingest(tbl regclass) RETURNS void
+LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'aq_disable_fast_ingest';
+
+-- DBMS_MEMOPTIMIZE.GET_WRITE_HWM_SEQID: the last sequence id this session's committed
+-- fast-ingest rows got (NULL before any).
+CREATE FUNCTION aq.get_write_hwm_seqid() RETURNS bigint
+LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_get_write_hwm_seqid';
+-- DBMS_MEMOPTIMIZE.GET_APPLY_HWM_SEQID: in this database, every row with an id at or below it
+-- is in its table (or in aq.fast_ingest_rejects).
+CREATE FUNCTION aq.get_apply_hwm_seqid() RETURNS bigint
+LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_get_apply_hwm_seqid';
+-- DBMS_MEMOPTIMIZE.WRITE_END: waits until this session's committed rows are applied.
+CREATE FUNCTION aq.write_end(timeout interval DEFAULT NULL) RETURNS void
+LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_write_end';
+-- DBMS_MEMOPTIMIZE_ADMIN.WRITES_FLUSH: waits until every row committed so far, by any session
+-- in any database, is applied.  Administrators only (EXECUTE is not granted to PUBLIC).
+CREATE FUNCTION aq.writes_flush(timeout interval DEFAULT NULL) RETURNS void
+LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_writes_flush';
+REVOKE EXECUTE ON FUNCTION aq.writes_flush(interval) FROM PUBLIC;
+
+-- The epoch a sequence id belongs to.
+CREATE FUNCTION aq.seqid_epoch(seqid bigint) RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS 'SELECT (seqid >> 40)::integer';
+
+CREATE FUNCTION aq._memoptimize_write_area(
+    OUT total_bytes bigint,
+    OUT used_bytes bigint,
+    OUT free_bytes bigint,
+    OUT rows_buffered bigint,
+    OUT writers integer,
+    OUT applied_rows bigint,
+    OUT rejected_rows bigint,
+    OUT batches bigint,
+    OUT epoch integer,
+    OUT write_hwm bigint,
+    OUT apply_hwm bigint,
+    OUT drain_workers integer,
+    OUT oldest_undrained timestamptz)
+RETURNS record LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_memoptimize_write_area';
+
+-- V$MEMOPTIMIZE_WRITE_AREA, with the drain's figures: rows_buffered are committed (or
+-- committing) rows not yet applied; writers are sessions with fast-ingest rows in their
+-- transaction; drain_lag is the age of the oldest committed row not yet applied.
+CREATE VIEW aq.memoptimize_write_area AS
+SELECT total_bytes, used_bytes, free_bytes, rows_buffered, writers, applied_rows, rejected_rows, batches,
+       coalesce(clock_timestamp() - oldest_undrained, interval '0') AS drain_lag,
+       epoch, write_hwm, apply_hwm, drain_workers
+FROM aq._memoptimize_write_area();
+GRANT SELECT ON aq.memoptimize_write_area TO PUBLIC;
+
+-- ---------------------------------------------------------------- pg_dump
+
+-- pg_dump keeps the rows of aq's own tables and the state of their identity sequences (the
+-- queue tables themselves are user tables).  Of the fast-ingest registry only the rows of
+-- tables that still exist: the OID of a dropped one would name whatever relation the restore
+-- gives that number.
+SELECT pg_catalog.pg_extension_config_dump('aq.queue_tables', '');
+SELECT pg_catalog.pg_extension_config_dump('aq.queues', '');
+SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('aq.queue_tables', 'queue_table_id'), '');
+SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('aq.queues', 'queue_id'), '');
+SELECT pg_catalog.pg_extension_config_dump('aq.fast_ingest_tables',
+    'WHERE EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) relid)');
+SELECT pg_catalog.pg_extension_config_dump('aq.fast_ingest_progress', '');
+SELECT pg_catalog.pg_extension_config_dump('aq.fast_ingest_rejects', '');
+SELECT pg_catalog.pg_extension_config_dump('aq.subscribers', '');
+SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('aq.subscribers', 'subscriber_id'), '');
