@@ -392,7 +392,14 @@ GRANT INSERT (queue_name, queue_table_id, enqueue_enabled, dequeue_enabled, max_
       DELETE ON aq.queues TO PUBLIC;
 
 ALTER TABLE aq.subscribers ENABLE ROW LEVEL SECURITY;
-CREATE POLICY everyone_reads ON aq.subscribers FOR SELECT USING (true);
+-- A queue's subscribers are seen by the roles that may use the queue: those that may dequeue from
+-- it (SELECT on its queue table), enqueue into it (the fan-out reads them as the enqueuer) or
+-- manage it (their privileges include both).
+CREATE POLICY queue_users_read ON aq.subscribers FOR SELECT USING (
+    EXISTS (SELECT FROM aq.queues q JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) q.queue_table_id
+             WHERE q.queue_id OPERATOR(pg_catalog.=) subscribers.queue_id
+               AND (pg_catalog.has_table_privilege(t.relid, 'SELECT')
+                    OR pg_catalog.has_any_column_privilege(t.relid, 'INSERT'))));
 CREATE POLICY owner_subscribes ON aq.subscribers FOR INSERT
     WITH CHECK (aq._manages_queue(queue_id)
                 AND has_function_privilege('aq.add_subscriber(text, aq.agent, text, text, boolean, text)', 'EXECUTE'));

@@ -25,6 +25,7 @@ extern "C" {
 #include "base/txn_local.hpp"
 #include "base/multi_insert.hpp"
 #include "base/run_as.hpp"
+#include "compat/acl.hpp"
 #include "compat/executor.hpp"
 #include "compat/proc.hpp"
 #include "queue/bulk_dequeue.hpp"
@@ -789,6 +790,12 @@ bool available() {
 }
 
 void check_rule(Oid relid, const char* rule) {
+    // Executable by every role (add_subscriber and alter_subscriber run as their caller): only a
+    // role that manages the table may have it opened and locked.  Checked before any lock.
+    if (!compat::owns_relation(relid, GetUserId()))
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                        errmsg("permission denied to check a rule on table %s", get_rel_name(relid)),
+                        errdetail("Only a role that manages the queue table may give its subscribers rules.")));
     Node* raw = condition::parse(rule, "rule");
     condition::check(raw, rule, "rule", relid);
 }

@@ -10,7 +10,7 @@
 -- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.  Run as a superuser;
 -- everything (roles included) is rolled back.
 BEGIN;
-SELECT plan(213);
+SELECT plan(216);
 
 SET LOCAL search_path = public;
 SET LOCAL client_min_messages = warning;
@@ -373,21 +373,30 @@ SELECT ok(has_table_privilege('public', 'aq_sp_sch."aq$sp_qt_s"', 'SELECT')
           AND NOT has_table_privilege('public', 'aq_sp_sch."aq$sp_qt_s"', 'INSERT, UPDATE, DELETE, TRUNCATE'),
           'PUBLIC has SELECT, and only SELECT, on aq_sp_sch."aq$sp_qt_s"');
 SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'aq.subscribers'::regclass), 'aq.subscribers has row-level security');
-SELECT policies_are('aq', 'subscribers', ARRAY['everyone_reads', 'owner_subscribes', 'owner_alters', 'owner_deletes'],
-                    'aq.subscribers has the policies everyone_reads, owner_subscribes, owner_alters, owner_deletes');
+SELECT policies_are('aq', 'subscribers', ARRAY['queue_users_read', 'owner_subscribes', 'owner_alters', 'owner_deletes'],
+                    'aq.subscribers has the policies queue_users_read, owner_subscribes, owner_alters, owner_deletes');
 
 -- the subscriber view: the subscribers of sp_qt's queues (not sp_mqt's), for whoever may read the deliveries
+-- and the catalog aq.subscribers: the subscribers of the queues the role may use (enqueue into,
+-- dequeue from, or manage: policy queue_users_read), nobody else's
 CREATE TEMP TABLE sp_view_expected (o integer PRIMARY KEY, role text NOT NULL, label text NOT NULL, view_s text NOT NULL,
-                                    view_m text NOT NULL);
+                                    view_m text NOT NULL, catalog text NOT NULL);
 GRANT SELECT ON sp_view_expected TO PUBLIC;
 INSERT INTO sp_view_expected VALUES
-    (1, 'aq_sp_none', 'no privilege', 'ERROR 42501: permission denied for table aq$_sp_qt_i', 'ERROR 42501: permission denied for table aq$_sp_qt_i'),
-    (2, 'aq_sp_enq', 'ENQUEUE only', 'ERROR 42501: permission denied for table aq$_sp_qt_i', 'ERROR 42501: permission denied for table aq$_sp_qt_i'),
-    (3, 'aq_sp_deq', 'DEQUEUE', 'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub', 'alpha,beta,big,q2sub'),
-    (4, 'aq_sp_owner', 'owner', 'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub', 'alpha,beta,big,q2sub'),
-    (5, 'aq_sp_member', 'member of the owner', 'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub', 'alpha,beta,big,q2sub'),
-    (6, 'aq_sp_mgr', 'other manager', 'ERROR 42501: permission denied for table aq$_sp_qt_i', 'ERROR 42501: permission denied for table aq$_sp_qt_i'),
-    (7, 'aq_sp_admin', 'admin', 'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub', 'alpha,beta,big,q2sub');
+    (1, 'aq_sp_none', 'no privilege', 'ERROR 42501: permission denied for table aq$_sp_qt_i', 'ERROR 42501: permission denied for table aq$_sp_qt_i',
+     '<NULL>'),
+    (2, 'aq_sp_enq', 'ENQUEUE only', 'ERROR 42501: permission denied for table aq$_sp_qt_i', 'ERROR 42501: permission denied for table aq$_sp_qt_i',
+     'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub'),
+    (3, 'aq_sp_deq', 'DEQUEUE', 'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub', 'alpha,beta,big,q2sub',
+     'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub'),
+    (4, 'aq_sp_owner', 'owner', 'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub', 'alpha,beta,big,q2sub',
+     'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub'),
+    (5, 'aq_sp_member', 'member of the owner', 'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub', 'alpha,beta,big,q2sub',
+     'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub'),
+    (6, 'aq_sp_mgr', 'other manager', 'ERROR 42501: permission denied for table aq$_sp_qt_i', 'ERROR 42501: permission denied for table aq$_sp_qt_i',
+     'sp_mq:m1'),
+    (7, 'aq_sp_admin', 'admin', 'sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub', 'alpha,beta,big,q2sub',
+     'sp_mq:m1,sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub');
 CREATE FUNCTION pg_temp.sp_reads() RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE e sp_view_expected;
 BEGIN
@@ -397,13 +406,11 @@ BEGIN
                    format('%s: aq$sp_qt_s gives %s', e.label, e.view_s));
     RETURN NEXT is(pg_temp.sp_try($q$SELECT string_agg(DISTINCT consumer_name, ',' ORDER BY consumer_name) FROM aq_sp_sch."aq$sp_qt"$q$),
                    e.view_m, format('%s: the AQ$ view aq$sp_qt gives %s', e.label, e.view_m));
-    -- the catalog is readable by every role, as aq.queues is (policy everyone_reads): the subscriber
-    -- view's DEQUEUE requirement does not hide the subscribers' names and rules (reported)
+    -- Privileges: the catalog once showed every queue's subscribers, names and rules, to every role.
     RETURN NEXT is(pg_temp.sp_try($q$SELECT string_agg(q.queue_name || ':' || s.consumer_name, ',' ORDER BY q.queue_name COLLATE "C", s.consumer_name COLLATE "C")
                                       FROM aq.subscribers s JOIN aq.queues q USING (queue_id)
                                      WHERE q.queue_name IN ('sp_q', 'sp_q2', 'sp_mq')$q$),
-                   'sp_mq:m1,sp_q:alpha,sp_q:beta,sp_q:big,sp_q2:q2sub',
-                   format('%s: aq.subscribers lists every queue''s subscribers (everyone_reads)', e.label));
+                   e.catalog, format('%s: aq.subscribers shows %s (queue_users_read)', e.label, e.catalog));
 END $$;
 GRANT EXECUTE ON FUNCTION pg_temp.sp_reads() TO PUBLIC;
 SET LOCAL ROLE aq_sp_none;   SELECT pg_temp.sp_reads(); RESET ROLE;
@@ -416,6 +423,21 @@ SET LOCAL ROLE aq_sp_admin;  SELECT pg_temp.sp_reads(); RESET ROLE;
 SET LOCAL ROLE aq_sp_deq;
 SELECT is(pg_temp.sp_try($$SELECT count(*) FROM aq_sp_msch."aq$sp_mqt_s"$$), 'ERROR 42501: permission denied for table aq$_sp_mqt_i',
           'DEQUEUE on sp_qt: the subscriber view of the other manager''s queue table gives 42501');
+RESET ROLE;
+
+-- Privileges: aq._check_rule, executable by every role, opened and locked any table by OID for
+-- whoever called it.  Now only a role that manages the table may check a rule on it.
+SET LOCAL ROLE aq_sp_none;
+SELECT is(pg_temp.sp_try($$SELECT aq._check_rule('aq_sp_sch.sp_qt'::regclass, 'true')::text$$),
+          'ERROR 42501: permission denied to check a rule on table sp_qt',
+          'no privilege: aq._check_rule on sp_qt gives 42501');
+SELECT is(pg_temp.sp_try($$SELECT aq._check_rule('pg_catalog.pg_authid'::regclass, 'true')::text$$),
+          'ERROR 42501: permission denied to check a rule on table pg_authid',
+          'no privilege: aq._check_rule on a catalog it cannot read gives 42501');
+RESET ROLE;
+SET LOCAL ROLE aq_sp_owner;
+SELECT is(pg_temp.sp_try($$SELECT aq._check_rule('aq_sp_sch.sp_qt'::regclass, 'priority > 0')::text$$), '',
+          'owner: aq._check_rule on its own queue table works');
 RESET ROLE;
 
 ------------------------------------------------------------------------------ 5. hostile writes
