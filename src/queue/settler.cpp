@@ -62,7 +62,8 @@ constexpr int start_interval_ms = 1000;
 constexpr uint32 max_failed_starts = 3;
 constexpr int max_workers = 3;         // settlers at once for scans only
 constexpr int max_urgent_workers = 6;  // ... and for databases with requests (a rollback, a hint)
-constexpr int unit_timeout_ms = 1000;  // one queue table's settle, owner triggers included
+constexpr int unit_timeout_ms = 1000;  // one queue table's settle, owner triggers included: the
+                                       // first budget, doubled per timeout in a row (to 64 s)
 const char* const tranche_name = "aq settler";
 
 enum : uint32 { slot_stopped = 0, slot_starting = 1, slot_running = 2 };
@@ -518,6 +519,27 @@ Oid* queue_tables(int* count) {
 
 bool extension_missing = false;  // the last unit found no aq in this database
 
+// The queue tables whose settle ran over its time budget, and how many times in a row: a table
+// whose owner's trigger is slow gets a longer budget each time (so it is settled in the end),
+// after the others' requests (a scan retries it).  A few entries; a forgotten one starts again at
+// the first budget.
+struct Overrun {
+    Oid relid;
+    int times;
+};
+Overrun overruns[16];
+
+Overrun* overrun_of(Oid relid, bool create) {
+    for (auto& o : overruns)
+        if (o.relid == relid) return &o;
+    if (!create) return nullptr;
+    Overrun* victim = &overruns[0];
+    for (auto& o : overruns)
+        if (o.times < victim->times) victim = &o;
+    *victim = Overrun{relid, 0};
+    return victim;
+}
+
 // One unit of work in its own transaction: returns true if something was left.  An
 // error is logged and counts as left (a scan retries it).
 bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables) {
@@ -543,10 +565,13 @@ bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, i
                 MemoryContextSwitchTo(previous);
             } else {
                 // A time limit: an owner's slow trigger must not hold this database's other
-                // queue tables (what is left is settled by a later scan).
-                enable_timeout_after(STATEMENT_TIMEOUT, unit_timeout_ms);
+                // queue tables for long (what is left is settled by a later scan, with a
+                // longer budget).
+                const Overrun* o = overrun_of(relid, false);
+                enable_timeout_after(STATEMENT_TIMEOUT, unit_timeout_ms << Min(o ? o->times : 0, 6));
                 left = settle_table(relid, tids, ntids);
                 disable_timeout(STATEMENT_TIMEOUT, false);
+                if (Overrun* done = overrun_of(relid, false)) done->relid = InvalidOid;
             }
         }
         SPI_finish();
@@ -558,6 +583,12 @@ bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, i
     {
         HOLD_INTERRUPTS();
         disable_timeout(STATEMENT_TIMEOUT, false);
+        // A cancel here is the budget's timer (the message says so; its indicator is already
+        // consumed by then): the next settle of the table gets a longer budget.
+        MemoryContextSwitchTo(outer);
+        ErrorData* error = CopyErrorData();
+        if (error->sqlerrcode == ERRCODE_QUERY_CANCELED && OidIsValid(relid)) overrun_of(relid, true)->times++;
+        FreeErrorData(error);
         EmitErrorReport();
         AbortCurrentTransaction();
         FlushErrorState();

@@ -26,8 +26,9 @@
 //    notes upto = submitted, settles them (retries.hpp: per queue table, its own
 //    transaction, as the table's owner with search_path = pg_catalog, pg_temp in a
 //    restricted security context; never waiting for the table's lock: a table another
-//    transaction holds — maybe the aborting one — is retried by a scan; at most a second per
-//    table, an owner's trigger included, and SIGTERM ends it at once), then sets
+//    transaction holds — maybe the aborting one — is retried by a scan; one table's settle has a
+//    time budget, an owner's trigger included, of a second, doubled per overrun in a row up to
+//    64 s, and SIGTERM ends it at once), then sets
 //    settled = upto and sets the requesters' latches.  Its commit wakes the dequeues waiting
 //    on the queues whose messages came back (wakeup.hpp).  Rows it could not settle (locked,
 //    an error) are found by a scan a second later (backing off to a minute while that keeps
