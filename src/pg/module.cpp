@@ -168,6 +168,7 @@ void _PG_init(void) {
     }
     aq::base::entry_void([] { aq::commit::settings::define(process_shared_preload_libraries_in_progress); });
     aq::ingest::settings::define(process_shared_preload_libraries_in_progress);
+    aq::queue::wakeup::define_settings();
     aq::ingest::writer::install_hooks();
     MarkGUCPrefixReserved("aq");
     register_transaction_ends();

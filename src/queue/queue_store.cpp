@@ -981,6 +981,7 @@ int claim_in_bulk(const ClaimArgs& a) {
         remember_position(a.queue->queue_id, "", false, state.last_priority, state.last_enq_time, state.last_msgid,
                           a.group);
         wakeup::note_dequeue(a.queue->queue_id);  // a rollback brings them back: wake waiters then
+        if (a.group) wakeup::note_release(a.queue->queue_id);  // the rest of the group, at commit
     }
     return rows;
 }
@@ -1069,6 +1070,9 @@ int claim(const ClaimArgs& a) {
         }
         // Removed or locked messages come back if the transaction rolls back: wake waiters then.
         if (o.mode != DequeueMode::browse) wakeup::note_dequeue(a.queue->queue_id);
+        // ... and locked ones, or the rest of a group, if it commits.
+        if (o.mode == DequeueMode::locked || (a.group && o.mode != DequeueMode::browse))
+            wakeup::note_release(a.queue->queue_id);
     } else if (receiver.sweeps) {
         deliveries::sweep(tables_of(*a.queue, a.request->queue_name), nullptr, 0, nullptr);
     }

@@ -1,6 +1,7 @@
 // See wakeup.hpp for the protocol.
 extern "C" {
 #include "postgres.h"
+#include "utils/guc.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/atomics.h"
@@ -165,7 +166,7 @@ void sleep(int32_t queue_id, uint64_t seen, long timeout_ms) {
     // At most longest_sleep_ms at a time (the caller loops until its deadline and scans the
     // queue again): rows written without aq.enqueue (by hand, COPY, logical replication) commit
     // no wake-up, and the next scan finds them; and the client connection is checked.
-    if (timeout_ms < 0 || timeout_ms > longest_sleep_ms) timeout_ms = longest_sleep_ms;
+    if (timeout_ms < 0 || timeout_ms > longest_sleep_ms()) timeout_ms = longest_sleep_ms();
     Channel& ch = channel_of(queue_id);
     ConditionVariablePrepareToSleep(&ch.cv);
     while (pg_atomic_read_u64(&ch.generation) == seen) {
@@ -195,7 +196,7 @@ bool sleep_any(const int32_t* queue_ids, const uint64_t* seen, int count, long t
         sleep(count > 0 ? queue_ids[0] : 0, 0, timeout_ms);  // polls
         return false;
     }
-    if (timeout_ms < 0 || timeout_ms > longest_sleep_ms) timeout_ms = longest_sleep_ms;
+    if (timeout_ms < 0 || timeout_ms > longest_sleep_ms()) timeout_ms = longest_sleep_ms();
     ConditionVariablePrepareToSleep(&shared->listen_cv);
     bool moved;
     while (!(moved = changed())) {
@@ -232,6 +233,27 @@ void note_enqueue(int32_t queue_id) {
 
 void note_dequeue(int32_t queue_id) {
     dequeued.add(queue_id);
+}
+
+void note_release(int32_t queue_id) {
+    enqueued.add(queue_id);  // woken for at commit, as an enqueue
+}
+
+namespace {
+int rescan_interval_ms = 1000;
+}
+
+long longest_sleep_ms() {
+    return rescan_interval_ms;
+}
+
+void define_settings() {
+    DefineCustomIntVariable("aq.wait_rescan_interval",
+                            "Longest time a waiting dequeue or LISTEN sleeps before it scans its queues again.",
+                            "Commits wake waiters without it; the scan is a safety net, and when it also checks "
+                            "that the client is still there.  A developer setting: tests of wake-ups raise it.",
+                            &rescan_interval_ms, 1000, 10, 3600 * 1000, PGC_SUSET, GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+                            nullptr, nullptr, nullptr);
 }
 
 void note_prepared_transaction_end() {

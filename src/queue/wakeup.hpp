@@ -7,7 +7,8 @@
 //     scan finds nothing, it sleeps on the channel's CV until the generation differs
 //     from what it read, its wait runs out, or it is interrupted (cancel,
 //     statement_timeout: ConditionVariableTimedSleep checks for interrupts).
-//   - An enqueue only remembers its queue in this backend; when the transaction
+//   - An enqueue (or a dequeue that leaves messages takeable at its commit: note_release) only
+//     remembers its queue in this backend; when the transaction
 //     commits (XACT_EVENT_COMMIT, i.e. after the commit is visible to new snapshots)
 //     the generation is incremented and the CV broadcast.  A dequeue that claimed
 //     messages does the same when its transaction aborts, because the rollback makes
@@ -46,8 +47,11 @@ namespace aq::queue::wakeup {
 
 inline constexpr int channel_count = 128;
 inline constexpr long poll_interval_ms = 100;
-// The longest a waiting dequeue sleeps before it scans its queue again (see sleep()).
-inline constexpr long longest_sleep_ms = 1000;
+// The longest a waiting dequeue sleeps before it scans its queue again and checks its client
+// (see sleep()): aq.wait_rescan_interval, 1 s by default.  Wake-ups never rely on it; the
+// tests of wake-ups set it high, so that a lost one shows.
+long longest_sleep_ms();
+void define_settings();  // from _PG_init
 
 // Shared memory size, and attach/initialise (from shmem hooks).
 std::size_t shmem_size();
@@ -77,6 +81,10 @@ bool only_own_removals(int32_t queue_id, uint64_t* known);
 // Remember queues for the end of the current transaction.
 void note_enqueue(int32_t queue_id);
 void note_dequeue(int32_t queue_id);
+// The transaction holds messages of the queue that its commit leaves takeable: rows a locked
+// dequeue locked, the rest of a transaction group it took part of (its group lock goes).  Its
+// commit wakes the waiters, as an enqueue's does.
+void note_release(int32_t queue_id);
 
 // The current statement is COMMIT PREPARED or ROLLBACK PREPARED.
 void note_prepared_transaction_end();
