@@ -52,7 +52,10 @@ Datum wait_time_in(FunctionCallInfo fcinfo) {
             iv = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(text), ObjectIdGetDatum(InvalidOid),
                                                        Int32GetDatum(-1)));
         });
-    } catch (const base::PgError&) {
+    } catch (const base::PgError& e) {
+        // Only a text interval_in cannot read is an invalid wait (its errors are data exceptions,
+        // class 22); anything else (out of memory, a cancel) goes on as it is.
+        if (ERRCODE_TO_CATEGORY(e.edata()->sqlerrcode) != ERRCODE_DATA_EXCEPTION) throw;
         valid = false;
     }
     if (!valid)

@@ -581,7 +581,10 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
             plan_cache::index_plans_end(level);
             if (rule.rc != SPI_OK_INSERT_RETURNING)
                 elog(ERROR, "aq: delivering messages by rule failed: %s", SPI_result_code_string(rule.rc));
-            if (nplain > 0) continue;
+            if (nplain > 0) {  // every message has a recipient already: the rows matched do not matter
+                SPI_freetuptable(SPI_tuptable);
+                continue;
+            }
             for (uint64 k = 0; k < SPI_processed; k++) {
                 bool isnull;
                 int64 id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull));

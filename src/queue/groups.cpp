@@ -35,13 +35,29 @@ int64 transaction_group(Oid relid) {
     return group;
 }
 
-bool try_lock(Oid relid, int64 group) {
+namespace {
+
+LOCKTAG group_tag(Oid relid, int64 group) {
     uint64 key[2] = {static_cast<uint64>(relid), static_cast<uint64>(group)};
     uint64 hash = hash_bytes_extended(reinterpret_cast<const unsigned char*>(key), sizeof key, 0);
     LOCKTAG tag;
     SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(hash >> 32), static_cast<uint32>(hash),
                          group_lock_kind);
-    return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+    return tag;
+}
+
+}  // namespace
+
+bool try_lock(Oid relid, int64 group, bool* taken) {
+    LOCKTAG tag = group_tag(relid, group);
+    LockAcquireResult result = LockAcquire(&tag, ExclusiveLock, false, true);
+    if (taken) *taken = result == LOCKACQUIRE_OK;
+    return result != LOCKACQUIRE_NOT_AVAIL;
+}
+
+void unlock(Oid relid, int64 group) {
+    LOCKTAG tag = group_tag(relid, group);
+    (void)LockRelease(&tag, ExclusiveLock, false);
 }
 
 }  // namespace aq::queue::groups

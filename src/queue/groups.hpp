@@ -58,6 +58,11 @@ inline constexpr const char* floor_key = "\x01groups";
 int64 transaction_group(Oid relid);
 
 // Whether this transaction holds the group's lock now (taken if free; see the protocol).
-bool try_lock(Oid relid, int64 group);
+// *taken says whether this call took it (it was not held before).
+bool try_lock(Oid relid, int64 group, bool* taken = nullptr);
+
+// Gives back a lock try_lock took for a group that yielded nothing: a long search through groups
+// holds no lock for each one it passed.
+void unlock(Oid relid, int64 group);
 
 }  // namespace aq::queue::groups

@@ -1115,9 +1115,11 @@ int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted) 
             SPI_freetuptable(SPI_tuptable);
         }
         if (!found) return 0;
-        if (browse || groups::try_lock(q.relid, group)) {
+        bool taken = false;
+        if (browse || groups::try_lock(q.relid, group, &taken)) {
             int rows = claim(ClaimArgs{&q, &r, nullptr, &group});
             if (rows > 0) return rows;
+            if (taken) groups::unlock(q.relid, group);  // nothing of it taken: not held on
         }
         after = group;  // held by another transaction, or nothing of it to take
     }
