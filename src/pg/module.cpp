@@ -32,6 +32,7 @@ PGDLLEXPORT void _PG_init(void);
 #include "queue/scan_floor.hpp"
 #include "queue/settler.hpp"
 #include "queue/wakeup.hpp"
+#include "queue/deliveries.hpp"
 
 namespace {
 
@@ -125,6 +126,14 @@ void register_transaction_ends() {
     wakeups.parallel_abort = wakeup::at_abort;
     wakeups.sub_abort = [](SubTransactionId, SubTransactionId) { wakeup::at_subtransaction_abort(); };
     aq::base::xact_end::add(wakeups);
+
+    // A committed dequeue whose sweep was contended asks the settler for one (deliveries.hpp).
+    Handlers sweeps{};
+    sweeps.name = "removal sweeps";
+    sweeps.commit = aq::queue::deliveries::at_commit;
+    sweeps.abort = aq::queue::deliveries::at_abort;
+    sweeps.prepare = aq::queue::deliveries::at_abort;
+    aq::base::xact_end::add(sweeps);
 
     // Dequeue positions belong to their transaction (by local transaction id); a rolled-back
     // subtransaction may have returned the messages they point past.

@@ -1,6 +1,7 @@
 // See bulk_dequeue.hpp for the protocol.  Called inside base::call: plain data only.
 extern "C" {
 #include "postgres.h"
+#include "storage/procarray.h"
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relscan.h"
@@ -176,6 +177,23 @@ bool held_by_several(TupleTableSlot* slot) {
     bool should_free;
     HeapTuple tuple = ExecFetchSlotHeapTuple(slot, false, &should_free);
     return (tuple->t_data->t_infomask & HEAP_XMAX_IS_MULTI) != 0;
+}
+
+// Whether the visible row version in the slot is being deleted (or updated) by another
+// transaction that is still running.  Reads the header under a share lock on its buffer.
+bool deleted_by_running_other(TupleTableSlot* slot) {
+    auto* buffered = reinterpret_cast<BufferHeapTupleTableSlot*>(slot);
+    HeapTupleHeader header = buffered->base.tuple->t_data;
+    if (!TransactionIdIsValid(HeapTupleHeaderGetRawXmax(header))) return false;
+    LockBuffer(buffered->buffer, BUFFER_LOCK_SHARE);
+    bool running = false;
+    if (!(header->t_infomask & HEAP_XMAX_INVALID) && !HEAP_XMAX_IS_LOCKED_ONLY(header->t_infomask)) {
+        TransactionId xmax = HeapTupleHeaderGetUpdateXid(header);
+        running = TransactionIdIsValid(xmax) && !TransactionIdIsCurrentTransactionId(xmax) &&
+                  TransactionIdIsInProgress(xmax);
+    }
+    LockBuffer(buffered->buffer, BUFFER_LOCK_UNLOCK);
+    return running;
 }
 
 // Whether the visible row version in the slot holds an unsettled dequeue attempt
@@ -763,6 +781,7 @@ int bulk_sweep(BulkSweep& r) {
     r.nfirsts = 0;
     r.firsts_overflow = false;
     r.found_first = false;
+    r.first_contended = false;
     Relation rel = table_open(r.delivery_relid, AccessShareLock);
     Relation messages = table_open(r.message_relid, RowExclusiveLock);
     static const AttrNumber by_time[] = {dcol_q_id + 1, dcol_consumer_name + 1, dcol_enq_time + 1, dcol_msgid + 1};
@@ -850,7 +869,15 @@ int bulk_sweep(BulkSweep& r) {
         if (!index_getnext_slot(firsts, ForwardScanDirection, slot)) continue;
         TimestampTz at_time = DatumGetTimestampTz(slot_getattr(slot, dcol_enq_time + 1, &isnull));
         int64 at_id = DatumGetInt64(slot_getattr(slot, dcol_msgid + 1, &isnull));
-        if (later(first_time, first_id, at_time, at_id)) first_time = at_time, first_id = at_id;
+        // Contended: every consumer's delivery at the first position is being taken by another
+        // running transaction (two recipients taking a message's last deliveries at once).
+        bool deleting = deleted_by_running_other(slot);
+        if (later(first_time, first_id, at_time, at_id)) {
+            first_time = at_time, first_id = at_id;
+            r.first_contended = deleting;
+        } else if (first_time == at_time && first_id == at_id) {
+            r.first_contended = r.first_contended && deleting;
+        }
         if (r.nfirsts < r.max_firsts) {
             SweepFirst& f = r.firsts[r.nfirsts++];
             strlcpy(f.name, consumer, sizeof f.name);

@@ -139,6 +139,8 @@ struct BulkSweep {
     bool found_first;
     TimestampTz first_enq_time;
     int64 first_msgid;
+    bool first_contended;  // every delivery row at the first position is being deleted by a transaction
+                           // still running: once it commits, a sweep may remove what this one kept
     TimestampTz last_enq_time;  // the last message removed
     int64 last_msgid;
 };

@@ -34,6 +34,7 @@ extern "C" {
 #include "queue/recipients.hpp"
 #include "queue/plan_cache.hpp"
 #include "queue/scan_floor.hpp"
+#include "queue/settler.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq::queue::deliveries {
@@ -622,7 +623,18 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
     lower(listed_names, nlisted);
 }
 
-void sweep(const Tables& t, const int32* priorities, int count, const Taken* taken) {
+// The queues whose sweep this transaction found contended (see sweep() in deliveries.hpp).
+struct Contended {
+    int32 ids[16];
+    int count;
+    void add(int32 id) {
+        for (int i = 0; i < count; i++)
+            if (ids[i] == id) return;
+        if (count < int(lengthof(ids))) ids[count++] = id;  // more: the next contended sweep asks again
+    }
+} contended;
+
+void sweep(const Tables& t, const int32* priorities, int count, const Taken* taken, bool forced) {
     // A transaction's first sweep of a queue starts at the head.  The delivery rows the
     // transaction removes stay in its snapshot's way until it ends (they cannot be pruned), so
     // its later sweeps start where the last one stopped: the messages between there and the
@@ -639,8 +651,10 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
         last = IdleSweep{t.queue_id, clock};
         return true;
     };
-    bool every_priority = false;
-    if (!taken) {
+    bool every_priority = forced;
+    if (forced) {
+        // the settler's: no knowledge, no rate limit
+    } else if (!taken) {
         // An empty dequeue: a sweep at most once a second per queue, when nothing holds.
         if (!t.priority_order && holds(k, t.queue_id, clock)) return;
         if (!due(idle_sweeps)) return;
@@ -686,6 +700,7 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
             request.firsts = firsts;
             request.max_firsts = known_consumers;
             int removed = bulk_sweep(request);
+            if (removed >= 0 && request.first_contended) contended.add(t.queue_id);
             if (removed >= 0) {
                 Resume next{DT_NOEND, PG_INT64_MAX};
                 if (removed >= sweep_limit)
@@ -775,6 +790,15 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
     }
     SPI_freetuptable(SPI_tuptable);
     for (int i = 0; i < n; i++) run_sweep(found[i]);
+}
+
+void at_commit() {
+    if (contended.count > 0) settler::request_sweeps(contended.ids, contended.count);
+    contended.count = 0;
+}
+
+void at_abort() {
+    contended.count = 0;
 }
 
 char* keep_message_sql(const char* messages, const char* alias, const char* moving) {

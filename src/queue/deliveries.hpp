@@ -135,7 +135,18 @@ struct Taken {
 // queue table; count -1: of any), up to `taken`: removes the queue's messages that no delivery
 // is left for.  taken nullptr: the dequeue found nothing; the sweep then runs only if what this
 // backend knows of the queue no longer holds.
-void sweep(const Tables& t, const int32* priorities, int count, const Taken* taken);
+// forced: every priority from the head, whatever this backend knows (the settler's sweeps).
+// A sweep whose first delivery is being taken by another running transaction (two recipients
+// taking a message's last deliveries at once: each one's sweep sees the other's row) leaves the
+// message; its transaction's commit asks the settler for a sweep of the queue (at_commit), which
+// the settler repeats, once a second, until no sweep is contended: a queue nobody dequeues from
+// any more still ends empty.
+void sweep(const Tables& t, const int32* priorities, int count, const Taken* taken, bool forced = false);
+
+// Transaction ends (module.cpp): at commit the contended sweeps go to the settler; at an abort or
+// a PREPARE they are forgotten.  Never raise.
+void at_commit();
+void at_abort();
 
 // The SET items of an UPDATE of delivery rows (alias) that move them to an exception queue: the
 // row takes its message's correlation, enqueuing user and payload from the queue table

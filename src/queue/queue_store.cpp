@@ -278,7 +278,7 @@ bool lookup(const char* queue_name, QueueInfo& info) {
     return true;
 }
 
-[[maybe_unused]] bool lookup_by_id(int32 queue_id, QueueInfo& info) {
+bool lookup_by_id(int32 queue_id, QueueInfo& info) {
     if (!lookup_id_plan) lookup_id_plan = prepare_lookup("q.queue_id OPERATOR(pg_catalog.=) $1", INT4OID);
     return read_lookup(lookup_id_plan, Int32GetDatum(queue_id), info);
 }
@@ -1557,6 +1557,25 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
                     "Catch SQLSTATE 'QA254' to treat it as a timeout.");
     }
     return found;
+}
+
+void settler_sweep(int32 queue_id) {
+    base::entry_void([&] {
+        QueueInfo q;
+        bool found = false;
+        base::call([&] { found = lookup_by_id(queue_id, q); });
+        if (!found || !q.multiple_consumers || q.exception_queue) return;
+        deliveries::Tables t = tables_of(q, "");
+        base::RunAs as;
+        as.role = q.owner;
+        base::call([&] {
+            base::run_as(as, [](void* arg) {
+                base::entry_void([arg] {
+                    deliveries::sweep(*static_cast<deliveries::Tables*>(arg), nullptr, -1, nullptr, true);
+                });
+            }, &t);
+        });
+    });
 }
 
 }  // namespace aq::queue

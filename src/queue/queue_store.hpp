@@ -99,4 +99,9 @@ int listen(const ListenAgent* agents, int count, const Wait& wait);
 // messages are back in the queue, possibly before the position).
 void forget_positions();
 
+// The settler's sweep of a multi-consumer queue (deliveries.hpp, sweep() forced), as its queue
+// table's owner (base/run_as.hpp).  Nothing for another kind of queue or one that is gone.
+// Requires SPI; PostgreSQL errors only (C++ ones are turned into them).
+void settler_sweep(int32 queue_id);
+
 }  // namespace aq::queue

@@ -45,6 +45,7 @@ extern "C" {
 #include "base/worker_spec.hpp"
 #include "queue/retries.hpp"
 #include "queue/deliveries.hpp"
+#include "queue/queue_store.hpp"
 #include "queue/settler.hpp"
 #include "queue/wakeup.hpp"
 
@@ -74,6 +75,7 @@ struct Request {
     ItemPointerData tid;
     TransactionId xid;  // the claiming (sub)transaction, or invalid (a hint)
     uint32 requester;   // procno to wake, or no_proc
+    int32 sweep_queue;  // not 0: a sweep of this multi-consumer queue (relid and tid unused)
 };
 
 struct Dequeuer {
@@ -135,6 +137,7 @@ bool append(Oid database, Oid relid, const ItemPointerData* tid, TransactionId x
         ItemPointerSetInvalid(&r.tid);
     r.xid = xid;
     r.requester = requester;
+    r.sweep_queue = 0;
     return true;
 }
 
@@ -258,6 +261,24 @@ void hint(Oid relid, ItemPointer tid) {
         slot->submitted++;
         wake_for(slot, &to_wake);
     }
+    LWLockRelease(shared->lock);
+    wake(to_wake);
+}
+
+void request_sweeps(const int32* queue_ids, int count) {
+    if (!shared || !OidIsValid(MyDatabaseId) || count == 0) return;
+    uint32 to_wake = no_proc;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    DatabaseSlot* slot = slot_for(MyDatabaseId, true);
+    for (int i = 0; slot && i < count; i++) {
+        bool known = false;
+        for (int j = 0; j < shared->request_count && !known; j++)
+            known = shared->requests[j].database == MyDatabaseId && shared->requests[j].sweep_queue == queue_ids[i];
+        if (known || !append(MyDatabaseId, InvalidOid, nullptr, InvalidTransactionId, no_proc)) continue;
+        shared->requests[shared->request_count - 1].sweep_queue = queue_ids[i];
+        slot->submitted++;
+    }
+    if (slot) wake_for(slot, &to_wake);
     LWLockRelease(shared->lock);
     wake(to_wake);
 }
@@ -618,6 +639,71 @@ TransactionId* aborted_dequeuers(Oid database, int* count) {
 
 DatabaseSlot* my_slot = nullptr;
 
+// The sweeps this settler owes (request_sweeps), each at most once a second per queue: a sweep
+// still contended asks again at its commit and runs a second after the last.
+struct PendingSweep {
+    int32 queue_id;        // 0: free
+    TimestampTz not_before;
+    TimestampTz last;      // the last sweep of the queue by this settler
+};
+PendingSweep pending_sweeps[64];
+
+void owe_sweep(int32 queue_id, TimestampTz now) {
+    PendingSweep* free_entry = nullptr;
+    PendingSweep* oldest = &pending_sweeps[0];
+    for (auto& p : pending_sweeps) {
+        if (p.queue_id == queue_id) {
+            p.not_before = Max(p.not_before, p.last + USECS_PER_SEC);
+            if (p.not_before == 0) p.not_before = now;
+            return;
+        }
+        if (!free_entry && p.queue_id == 0) free_entry = &p;
+        if (p.queue_id == 0 || p.last < oldest->last) oldest = &p;
+    }
+    // Full: the entry swept longest ago makes room (its queue only loses that memory).
+    PendingSweep* e = free_entry ? free_entry : oldest;
+    *e = PendingSweep{queue_id, now, 0};
+}
+
+bool sweeps_owed(TimestampTz* next) {
+    bool any = false;
+    for (const auto& p : pending_sweeps)
+        if (p.queue_id != 0 && p.not_before != 0) {
+            if (!any || p.not_before < *next) *next = p.not_before;
+            any = true;
+        }
+    return any;
+}
+
+// One owed sweep in its own transaction; an error is logged (the next contended sweep asks again).
+void run_sweep_unit(int32 queue_id) {
+    MemoryContext outer = CurrentMemoryContext;
+    PG_TRY();
+    {
+        SetCurrentStatementStartTimestamp();
+        StartTransactionCommand();
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
+        PushActiveSnapshot(GetTransactionSnapshot());
+        pgstat_report_activity(STATE_RUNNING, "aq: removing delivered messages");
+        if (OidIsValid(get_extension_oid("aq", true))) queue::settler_sweep(queue_id);
+        SPI_finish();
+        PopActiveSnapshot();
+        CommitTransactionCommand();
+    }
+    PG_CATCH();
+    {
+        HOLD_INTERRUPTS();
+        MemoryContextSwitchTo(outer);
+        EmitErrorReport();
+        AbortCurrentTransaction();
+        FlushErrorState();
+        RESUME_INTERRUPTS();
+    }
+    PG_END_TRY();
+    MemoryContextSwitchTo(outer);
+    pgstat_report_activity(STATE_IDLE, nullptr);
+}
+
 void worker_exit(int, Datum) {
     if (!my_slot) return;
     uint32 to_wake = no_proc;
@@ -827,6 +913,16 @@ void aq_settler_main(Datum database_arg) {
                 shared->requests[kept++] = shared->requests[i];
         }
         shared->request_count = kept;
+        // Sweep requests go to this settler's own list; the rest are claims, hints and scans.
+        TimestampTz taken_at = GetCurrentTimestamp();
+        int kept_requests = 0;
+        for (int i = 0; i < n; i++) {
+            if (taken[i].sweep_queue != 0)
+                owe_sweep(taken[i].sweep_queue, taken_at);
+            else
+                taken[kept_requests++] = taken[i];
+        }
+        n = kept_requests;
         for (int i = 0; i < n; i++)
             if (!OidIsValid(taken[i].relid)) slot->scan_wanted = false;  // a scan request: this round scans
         // Requests first: a scan (every queue table) waits for a round without them.
@@ -834,7 +930,10 @@ void aq_settler_main(Datum database_arg) {
         if (scan) slot->scan_wanted = false;
         slot->urgent = false;
         uint64 upto = slot->submitted;
-        bool idle = n == 0 && !scan && !slot->scan_wanted && slot->settled == upto;
+        TimestampTz next_sweep = 0;
+        bool owed = sweeps_owed(&next_sweep);
+        bool quiet = n == 0 && !scan && !slot->scan_wanted && slot->settled == upto;
+        bool idle = quiet && !owed;
         TimestampTz now = GetCurrentTimestamp();
         if (idle && !rescan_at && TimestampDifferenceExceeds(idle_since, now, idle_exit_ms)) {
             slot->state = slot_stopped;
@@ -848,9 +947,21 @@ void aq_settler_main(Datum database_arg) {
             scan = true;
             rescan_at = 0;
         }
-        if (idle && !scan) {
+        // The owed sweeps that are due (each in its own transaction).
+        if (owed) {
+            for (auto& p : pending_sweeps)
+                if (p.queue_id != 0 && p.not_before != 0 && p.not_before <= now) {
+                    p.not_before = 0;
+                    p.last = GetCurrentTimestamp();
+                    run_sweep_unit(p.queue_id);
+                }
+            owed = sweeps_owed(&next_sweep);
+            idle_since = GetCurrentTimestamp();
+        }
+        if (quiet && !scan) {
             MemoryContextSwitchTo(outer);
             long wait_ms = rescan_at ? Max(1L, TimestampDifferenceMilliseconds(now, rescan_at)) : 1000L;
+            if (owed) wait_ms = Min(wait_ms, Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_sweep)));
             (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
                 AQ_WAIT_EVENT("AqSettlerMain"));
             continue;

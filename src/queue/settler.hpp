@@ -36,6 +36,8 @@
 //    its requests; once a scan of the database settled everything, every registered xid of
 //    the database that did not commit.  An idle worker exits after a few seconds (DROP
 //    DATABASE is not blocked), checking under the lock that nothing was submitted meanwhile.
+//  * Sweep requests (request_sweeps) go to the settler's own list of owed sweeps: each runs in a
+//    transaction of its own (queue_store.hpp, settler_sweep), at most once a second per queue.
 //  * A slot whose worker fails to start three times in a row (the database was dropped)
 //    has its work dropped and is freed.
 #pragma once
@@ -89,6 +91,11 @@ uint64 submit(const Claim* claims, int count, int from_level, bool scan);
 
 // A dequeue skipped an unsettled attempt at (relid, tid): have it settled, no wait.
 void hint(Oid relid, ItemPointer tid);
+
+// Transactions that committed with a contended sweep of these multi-consumer queues
+// (deliveries.hpp): the settler of the database sweeps each, as its owner, a second apart until a
+// sweep is no longer contended.  From a commit handler: never raises, never waits.
+void request_sweeps(const int32* queue_ids, int count);
 
 // Waits at most timeout_ms until the ticket is settled.  Never raises; works with
 // interrupts held (abort).
