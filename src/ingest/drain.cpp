@@ -109,6 +109,22 @@ DatabaseSlot* my_slot = nullptr;
 uint64 batch_number = 0;        // the batch being applied (RecordHeader::batch): pid and counter
 uint64 batch_counter = 0;
 TimestampTz run_deadline = 0;   // the running run's time budget ends then (0: no run)
+volatile sig_atomic_t in_run = 0;  // a run is applying rows (owner triggers may be running)
+TimestampTz stop_deadline = 0;  // terminated: the drain stops trying by then (0: not terminated)
+
+// SIGTERM (a shutdown, pg_terminate_backend, DROP DATABASE ... WITH (FORCE)): the drain stops.
+// A run in progress, which may sit in a table owner's slow trigger, is cancelled at once: its
+// rows are deferred (not an attempt) and stay in the ring.
+void drain_sigterm(SIGNAL_ARGS) {
+    int save_errno = errno;
+    ShutdownRequestPending = true;
+    if (in_run) {
+        QueryCancelPending = true;
+        InterruptPending = true;
+    }
+    SetLatch(MyLatch);
+    errno = save_errno;
+}
 SPIPlanPtr progress_plan = nullptr;
 SPIPlanPtr reject_plan = nullptr;
 
@@ -612,13 +628,20 @@ void apply_run_rows(Row* rows, int count, BatchCounts* counts) {
     relation_close(rel, RowExclusiveLock);
 }
 
+// A run's time budget (see run_budget_ms); once terminated, no more than the drain has left.
+__attribute__((noinline)) long run_budget(const RecordHeader* first, TimestampTz start) {
+    const long budget = run_budget_ms << Min(int(first->deferrals), run_budget_doublings);
+    if (!stop_deadline) return budget;
+    return Min(budget, Max(100L, long(TimestampDifferenceMilliseconds(start, stop_deadline))));
+}
+
 // One run within its time budget (see run_budget_ms): in a subtransaction of its own, so that
 // a run over its budget leaves nothing behind (not even rows it applied or rejected one by one)
 // and its records are deferred whole.
 void apply_run(Row* rows, int count, BatchCounts* counts) {
     RecordHeader* first = rows[0].header;
-    long budget = run_budget_ms << Min(int(first->deferrals), run_budget_doublings);
     TimestampTz start = GetCurrentTimestamp();
+    const long budget = run_budget(first, start);
     run_deadline = TimestampTzPlusMilliseconds(start, budget);
     BatchCounts before = *counts;
     MemoryContext outer = CurrentMemoryContext;
@@ -626,9 +649,15 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
     BeginInternalSubTransaction(nullptr);
     MemoryContextSwitchTo(outer);
     enable_timeout_at(STATEMENT_TIMEOUT, run_deadline);
+    in_run = 1;
+    if (ShutdownRequestPending) {  // terminated just before: as if the signal came now
+        QueryCancelPending = true;
+        InterruptPending = true;
+    }
     PG_TRY();
     {
         apply_run_rows(rows, count, counts);
+        in_run = 0;
         // A budget that ran out just as the run ended: its cancel must not hit what follows.
         disable_timeout(STATEMENT_TIMEOUT, true);
         if (get_timeout_indicator(STATEMENT_TIMEOUT, true)) QueryCancelPending = false;
@@ -636,6 +665,7 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
     }
     PG_CATCH();
     {
+        in_run = 0;
         disable_timeout(STATEMENT_TIMEOUT, false);
         MemoryContextSwitchTo(outer);
         ErrorData* e = CopyErrorData();
@@ -643,7 +673,10 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
         RollbackAndReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(outer);
         CurrentResourceOwner = owner;
-        if (!over_budget(e->sqlerrcode)) {
+        // A cancel after SIGTERM is the drain's own stop, not the rows' fault: deferred as an
+        // overrun is.
+        bool stopped = e->sqlerrcode == ERRCODE_QUERY_CANCELED && ShutdownRequestPending;
+        if (!over_budget(e->sqlerrcode) && !stopped) {
             run_deadline = 0;
             ReThrowError(e);
         }
@@ -966,7 +999,7 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
     using namespace aq::ingest::drain;
     using namespace aq::ingest::ring;
     Oid database = DatumGetObjectId(database_arg);
-    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    pqsignal(SIGTERM, drain_sigterm);
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     BackgroundWorkerUnblockSignals();
     if (!shared) proc_exit(1);
@@ -1002,6 +1035,7 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
             ProcessConfigFile(PGC_SIGHUP);
         }
         bool stopping = ShutdownRequestPending;
+        if (stopping && !stop_deadline) stop_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), shutdown_wait_ms);
         bool in_flight = false;
         long wait_ms = 1000;
         uint64 rows = 0;

@@ -290,7 +290,8 @@ bool wait_settled(uint64 ticket, long timeout_ms) {
     for (;;) {
         LWLockAcquire(shared->lock, LW_SHARED);
         DatabaseSlot* slot = slot_for(MyDatabaseId, false);
-        done = !slot || slot->settled >= ticket;
+        // Starved meanwhile (no worker slot for its settler): nobody will settle it soon.
+        done = !slot || slot->settled >= ticket || slot->starved;
         LWLockRelease(shared->lock);
         if (done) break;
         long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
