@@ -82,7 +82,7 @@ SELECT results_eq(
        WHERE p.pronamespace = 'aq'::regnamespace AND p.proname NOT LIKE E'\\_%'
        GROUP BY p.proname ORDER BY p.proname$$,
     $$VALUES ('add_subscriber', 1), ('agent', 1), ('alter_queue', 1), ('alter_subscriber', 1), ('commit', 1), ('commit_mode', 1), ('commit_settings', 1), ('commit_stats', 1),
-             ('create_queue', 1), ('create_queue_table', 1), ('dequeue', 1),
+             ('consumer_info', 1), ('create_queue', 1), ('create_queue_table', 1), ('dequeue', 1),
              ('dequeue_array', 1), ('dequeue_options', 1), ('disable_fast_ingest', 1), ('drop_queue', 1),
              ('drop_queue_table', 1), ('enable_fast_ingest', 1),
              ('enqueue', 1), ('enqueue_array', 1), ('enqueue_options', 1), ('get_apply_hwm_seqid', 1),
@@ -143,6 +143,8 @@ SELECT results_eq(
       ('commit_settings', ARRAY['level','parameter','value'], 0),
       ('commit_stats', ARRAY['all_sessions','commits','waited','not_waited','batch_gathers','batch_followers',
                              'log_writer_requests','log_writer_flushes'], 1),
+      ('consumer_info', ARRAY['queue_name','queue','consumer','waiting','ready','oldest_enq_time','lag','unsettled',
+                              'holds_removal','removable'], 1),
       ('create_queue', ARRAY['queue_name','queue_table','max_retries','retry_delay','retention_time','comment',
                              'queue_type'], 5),
       ('create_queue_table', ARRAY['queue_table','queue_payload_type','sort_list','comment','queue_table_schema',

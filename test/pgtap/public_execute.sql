@@ -36,6 +36,7 @@ INSERT INTO documented VALUES
     ('aq.purge_condition(text,text,text,timestamp with time zone,bigint[])', 'API'),
     ('aq.agent(text,text,integer)', 'API'),
     ('aq.listen(aq.agent[],aq.wait_time)', 'API: reads only queues whose tables the caller may read'),
+    ('aq.consumer_info(text)', 'API: reports only queues whose tables the caller may read'),
     ('aq.commit(text)', 'commit modes'),
     ('aq.commit_mode()', 'commit modes'),
     ('aq.commit_settings()', 'commit modes'),
