@@ -5,6 +5,7 @@
 // shmem_request_hook).
 extern "C" {
 #include "postgres.h"
+#include "executor/executor.h"
 #include "access/xact.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -39,6 +40,17 @@ namespace {
 shmem_request_hook_type prev_shmem_request_hook = nullptr;
 shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
 ProcessUtility_hook_type prev_process_utility_hook = nullptr;
+ExecutorStart_hook_type prev_executor_start_hook = nullptr;
+
+// A statement after a dequeue in the same transaction (the message's processing) starts with
+// the dequeue's claims on disk (retries.hpp, 1).
+void executor_start(QueryDesc* query_desc, int eflags) {
+    aq::queue::retries::flush_pending_claims();
+    if (prev_executor_start_hook)
+        prev_executor_start_hook(query_desc, eflags);
+    else
+        standard_ExecutorStart(query_desc, eflags);
+}
 
 void request_shmem() {
     if (prev_shmem_request_hook) prev_shmem_request_hook();
@@ -146,6 +158,7 @@ void register_transaction_ends() {
 }
 
 // COMMIT PREPARED / ROLLBACK PREPARED: mark the transaction so its end wakes every channel.
+// Any other utility statement after a dequeue flushes its claims first (retries.hpp, 1).
 void process_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_tree,
                      ProcessUtilityContext context, ParamListInfo params, QueryEnvironment* query_env,
                      DestReceiver* dest, QueryCompletion* qc) {
@@ -154,6 +167,8 @@ void process_utility(PlannedStmt* pstmt, const char* query_string, bool read_onl
         auto kind = castNode(TransactionStmt, statement)->kind;
         if (kind == TRANS_STMT_COMMIT_PREPARED || kind == TRANS_STMT_ROLLBACK_PREPARED)
             aq::queue::wakeup::note_prepared_transaction_end();
+    } else {
+        aq::queue::retries::flush_pending_claims();  // as for a statement (executor_start)
     }
     if (prev_process_utility_hook)
         prev_process_utility_hook(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
@@ -171,6 +186,8 @@ void _PG_init(void) {
         shmem_startup_hook = startup_shmem;
         prev_process_utility_hook = ProcessUtility_hook;
         ProcessUtility_hook = process_utility;
+        prev_executor_start_hook = ExecutorStart_hook;
+        ExecutorStart_hook = executor_start;
         aq::commit::log_writer::register_worker();
         aq::ingest::drain::register_launcher();
         aq::queue::settler::register_launcher();

@@ -117,8 +117,29 @@ void note_claimed(Oid relid, ItemPointer tid) {
     entries[used++] = Entry{relid, *tid, xid, GetCurrentTransactionNestLevel()};
 }
 
+namespace {
+XLogRecPtr pending_claims = InvalidXLogRecPtr;  // claims written by this transaction, not flushed yet
+}
+
 void make_claims_durable() {
-    if (!XLogRecPtrIsInvalid(XactLastRecEnd)) XLogFlush(XactLastRecEnd);
+    if (XLogRecPtrIsInvalid(XactLastRecEnd)) return;
+    // In a transaction block the client gets the messages and goes on (to process them, maybe
+    // for long) before the transaction ends: the claims are flushed now.
+    if (IsTransactionBlock()) {
+        XLogFlush(XactLastRecEnd);
+        return;
+    }
+    // A statement of its own: its commit follows before the client has the result, and flushes
+    // the claims with its own record; until then, the next statement or an abort flushes them.
+    pending_claims = XactLastRecEnd;
+    XLogSetAsyncXactLSN(pending_claims);  // and the WAL writer soon, whatever comes next
+}
+
+void flush_pending_claims() {
+    if (XLogRecPtrIsInvalid(pending_claims)) return;
+    XLogRecPtr upto = pending_claims;
+    pending_claims = InvalidXLogRecPtr;
+    XLogFlush(upto);
 }
 
 bool unsettled_claim(HeapTupleHeader h, ItemPointer self) {
@@ -186,12 +207,14 @@ bool claimable(Oid relid, ItemPointer tid) {
 }
 
 void at_commit() {
+    pending_claims = InvalidXLogRecPtr;  // the commit's own flush covers them (or its mode waives it)
     used = 0;
     overflowed = false;
     drop_registered(0, true);
 }
 
 void at_abort() {
+    flush_pending_claims();  // the attempts are counted from the claims: they must survive a crash
     hand_over(0);
     used = 0;
     registered_count = 0;
@@ -212,6 +235,7 @@ void at_subtransaction_commit() {
 }
 
 void at_subtransaction_abort() {
+    flush_pending_claims();
     hand_over(GetCurrentTransactionNestLevel());
 }
 

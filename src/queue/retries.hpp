@@ -6,9 +6,15 @@
 //
 //  1. The claim.  A remove dequeue deletes the message's row, a locked dequeue locks it FOR
 //     UPDATE: either way the row version's xmax is the claiming (sub)transaction, and the
-//     heap WAL-logs it.  Before a dequeue that claimed messages returns them, it flushes the
-//     WAL up to its last record, so the claim survives a crash of the backend or of the
-//     server even when the client has already seen the message.
+//     heap WAL-logs it.  The claim is on disk before anything the message can cause
+//     (make_claims_durable): in a transaction block (BEGIN, or several statements in one
+//     query) before the dequeue returns, since the client holds the message from then on; in a
+//     statement of its own (autocommit) with the commit that follows it, whose flush covers the
+//     claim (one WAL sync per committed dequeue, as a plain DELETE's), and before anything else:
+//     a later statement of the same transaction (a function processing the message, the
+//     executor and utility hooks of module.cpp) or its abort flushes it first, and the WAL
+//     writer is asked to meanwhile.  So the claim survives a crash of the backend or of the
+//     server, whatever the message made the transaction do.
 //
 //  2. The unsettled attempt.  A live row version whose xmax is a claim — a delete (not
 //     lock-only, t_ctid pointing at itself) or a FOR UPDATE lock, or a MultiXact with such
@@ -77,9 +83,11 @@ namespace aq::queue::retries {
 void before_claim();
 void note_claimed(Oid relid, ItemPointer tid);
 
-// Flushes the WAL up to this backend's last record: the claims just made are durable
-// before their messages reach the client.
+// The claims just made, as the dequeue returns their messages (see the protocol, 1): flushed now
+// in a transaction block; otherwise pending, flushed by flush_pending_claims (the next statement,
+// an abort) or the commit.
 void make_claims_durable();
+void flush_pending_claims();
 
 // Whether a row version holds an unsettled attempt (see the protocol).  The caller holds
 // at least a share lock on the tuple's buffer.
