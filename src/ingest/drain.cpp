@@ -2,6 +2,8 @@
 // errors are PostgreSQL's own and are caught with PG_TRY around subtransactions.
 extern "C" {
 #include "postgres.h"
+#include "catalog/pg_database.h"
+#include "storage/lock.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
@@ -628,6 +630,17 @@ void apply_run_rows(Row* rows, int count, BatchCounts* counts) {
     relation_close(rel, RowExclusiveLock);
 }
 
+// Whether a DROP DATABASE of this database is waiting for this drain to go: it holds the
+// database object's AccessExclusiveLock meanwhile (asked for without waiting, as a session lock:
+// the drain's loop runs outside a transaction).
+bool database_being_dropped() {
+    LOCKTAG tag;
+    SET_LOCKTAG_OBJECT(tag, InvalidOid, DatabaseRelationId, MyDatabaseId, 0);
+    if (LockAcquire(&tag, AccessShareLock, true, true) == LOCKACQUIRE_NOT_AVAIL) return true;
+    LockRelease(&tag, AccessShareLock, true);
+    return false;
+}
+
 // A run's time budget (see run_budget_ms); once terminated, no more than the drain has left.
 __attribute__((noinline)) long run_budget(const RecordHeader* first, TimestampTz start) {
     const long budget = run_budget_ms << Min(int(first->deferrals), run_budget_doublings);
@@ -650,10 +663,6 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
     MemoryContextSwitchTo(outer);
     enable_timeout_at(STATEMENT_TIMEOUT, run_deadline);
     in_run = 1;
-    if (ShutdownRequestPending) {  // terminated just before: as if the signal came now
-        QueryCancelPending = true;
-        InterruptPending = true;
-    }
     PG_TRY();
     {
         apply_run_rows(rows, count, counts);
@@ -673,8 +682,9 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
         RollbackAndReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(outer);
         CurrentResourceOwner = owner;
-        // A cancel after SIGTERM is the drain's own stop, not the rows' fault: deferred as an
-        // overrun is.
+        // Cancelled by SIGTERM, or by a budget the stop cut short: the drain's own stop, not the
+        // table's slowness: the rows stay in the ring as they were (no deferral counted, no
+        // backoff), for the next drain.
         bool stopped = e->sqlerrcode == ERRCODE_QUERY_CANCELED && ShutdownRequestPending;
         if (!over_budget(e->sqlerrcode) && !stopped) {
             run_deadline = 0;
@@ -686,13 +696,19 @@ void apply_run(Row* rows, int count, BatchCounts* counts) {
             RecordHeader* h = rows[i].header;
             if (h->deferred) continue;
             h->deferred = true;  // the batch's copy: write_back() carries it to the ring
+            h->attempts--;       // not the rows' fault
+            if (stopped) continue;
             if (h->deferrals < INT16_MAX) h->deferrals++;
             long backoff = Min(defer_backoff_max_ms, defer_backoff_ms << Min(int(h->deferrals) - 1, 5));
             h->not_before = TimestampTzPlusMilliseconds(now, backoff);
-            h->attempts--;  // not the rows' fault
         }
-        ereport(LOG, (errmsg("aq: fast-ingest rows %llu.. (%d rows) deferred: table %u took more than %ld ms",
-                             (unsigned long long)first->first_seq, count, first->relation, budget)));
+        if (stopped)
+            ereport(LOG, (errmsg("aq: fast-ingest rows %llu.. (%d rows) of table %u stay in the ring: the drain was"
+                                 " terminated while it applied them",
+                                 (unsigned long long)first->first_seq, count, first->relation)));
+        else
+            ereport(LOG, (errmsg("aq: fast-ingest rows %llu.. (%d rows) deferred: table %u took more than %ld ms",
+                                 (unsigned long long)first->first_seq, count, first->relation, budget)));
         FreeErrorData(e);
     }
     PG_END_TRY();
@@ -1025,7 +1041,6 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
     MemoryContext batch_context = AllocSetContextCreate(TopMemoryContext, "aq fast ingest batch", ALLOCSET_DEFAULT_SIZES);
     auto* taken = static_cast<Taken*>(MemoryContextAlloc(TopMemoryContext, sizeof(Taken) * batch_records));
     TimestampTz idle_since = GetCurrentTimestamp();
-    TimestampTz shutdown_deadline = 0;
     bool lingered = false;
     for (;;) {
         ResetLatch(MyLatch);
@@ -1036,6 +1051,9 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
         }
         bool stopping = ShutdownRequestPending;
         if (stopping && !stop_deadline) stop_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), shutdown_wait_ms);
+        // A DROP DATABASE waits for this drain (with FORCE, for at most five seconds): nothing
+        // more is tried; the launcher discards the rows once the database is gone.
+        if (stopping && database_being_dropped()) break;
         bool in_flight = false;
         long wait_ms = 1000;
         uint64 rows = 0;
@@ -1082,16 +1100,14 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
                 pgstat_report_activity(STATE_IDLE, nullptr);
                 // At shutdown a drain that keeps failing does not hold the server up for ever:
                 // its rows are lost with the ring, and no watermark claims them.
-                if (stopping) {
-                    TimestampTz now = GetCurrentTimestamp();
-                    if (!shutdown_deadline) shutdown_deadline = TimestampTzPlusMilliseconds(now, shutdown_wait_ms);
-                    if (now >= shutdown_deadline) {
-                        ereport(LOG, (errmsg("aq: fast-ingest drain of database %u stops with rows it could not apply",
-                                             MyDatabaseId),
-                                      errdetail("Rows above sequence id %llu are lost with the ring.",
-                                                (unsigned long long)pg_atomic_read_u64(&my_slot->apply_hwm))));
-                        break;
-                    }
+                // A database being dropped (DROP DATABASE waits for this drain): at once.
+                if (stopping && (GetCurrentTimestamp() >= stop_deadline || database_being_dropped())) {
+                    ereport(LOG, (errmsg("aq: fast-ingest drain of database %u stops with rows it could not apply",
+                                         MyDatabaseId),
+                                  errdetail("Rows above sequence id %llu stay in the ring for the next drain of the"
+                                            " database; a server shutdown loses them.",
+                                            (unsigned long long)pg_atomic_read_u64(&my_slot->apply_hwm))));
+                    break;
                 }
                 if (failed)
                     (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, retry_backoff_ms,
@@ -1106,10 +1122,10 @@ void aq_fast_ingest_drain_main(Datum database_arg) {
         if (stopping) {
             // Drain everything first; wait (boundedly) for commits still in flight, and for the
             // clients that may still commit (see drain.hpp).
-            if (!shutdown_deadline) shutdown_deadline = TimestampTzPlusMilliseconds(now, shutdown_wait_ms);
             bool work = has_work(&in_flight);
             bool writers = CountDBConnections(MyDatabaseId) > 0;
-            if (!work && (!(in_flight || writers) || now >= shutdown_deadline)) break;
+            if (!work && (!(in_flight || writers) || now >= stop_deadline)) break;
+            if (database_being_dropped()) break;
             wait_ms = 10;
         } else if (!in_flight && TimestampDifferenceExceeds(idle_since, now, idle_exit_ms) && try_stop()) {
             my_slot = nullptr;  // try_stop already marked the slot
