@@ -43,6 +43,7 @@ extern "C" {
 #include "queue/deliveries.hpp"
 #include "queue/groups.hpp"
 #include "queue/retries.hpp"
+#include "queue/rules.hpp"
 #include "queue/settler.hpp"
 #include "queue/scan_floor.hpp"
 
@@ -210,6 +211,27 @@ bool holds_unsettled_claim(TupleTableSlot* slot) {
     return unsettled;
 }
 
+// The rules' view of the row a walk holds in its slot (rules.hpp): its delay and expiration
+// columns (0-based, of the deformed slot), and settled() read from its header (invariant 3),
+// which hints the settler of an unsettled claim (at most 16 per walk).
+struct RowView {
+    TupleTableSlot* slot;
+    int delay_col, expiration_col;
+    bool counting;  // retries::counting(): without it no claim is unsettled
+    Oid relid;      // for the hint
+    int hinted = 0;
+
+    bool delay_null() const { return slot->tts_isnull[delay_col]; }
+    rules::Time delay() const { return DatumGetTimestampTz(slot->tts_values[delay_col]); }
+    bool expiration_null() const { return slot->tts_isnull[expiration_col]; }
+    rules::Time expiration() const { return DatumGetTimestampTz(slot->tts_values[expiration_col]); }
+    bool settled() {
+        if (!counting || !holds_unsettled_claim(slot)) return true;
+        if (hinted++ < 16) settler::hint(relid, &slot->tts_tid);
+        return false;
+    }
+};
+
 // Deletes the visible row version in the slot, SKIP LOCKED's way: one another transaction holds
 // is skipped, not waited for; one this transaction locked (mode locked) is deleted.  Only a plain
 // xid can be ours: a MultiXactId (several lockers) is skipped, never waited for.
@@ -233,14 +255,11 @@ bool open_sorted_indexes(Oid first_oid, Oid second_oid, Relation* first, Relatio
     return false;
 }
 
-// Is this message after the navigation position, in the queue's sort order?
+// Is this message after the navigation position, in the queue's sort order (rules.hpp, 6)?
 bool after_position(const BulkDequeuePosition& p, bool priority_order, const Datum* v) {
-    int32 priority = DatumGetInt32(v[col_priority]);
-    TimestampTz enq_time = DatumGetTimestampTz(v[col_enq_time]);
-    int64 msgid = DatumGetInt64(v[col_msgid]);
-    if (priority_order && priority != p.priority) return priority > p.priority;
-    if (enq_time != p.enq_time) return enq_time > p.enq_time;
-    return msgid > p.msgid;
+    return rules::after(rules::Key{DatumGetInt32(v[col_priority]), DatumGetTimestampTz(v[col_enq_time]),
+                                   DatumGetInt64(v[col_msgid])},
+                        rules::Key{p.priority, p.enq_time, p.msgid}, priority_order);
 }
 
 // (columns) > or >= (values) as one btree row comparison: the scan starts right there,
@@ -338,8 +357,7 @@ int bulk_dequeue(const BulkDequeue& r) {
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk dequeue", ALLOCSET_SMALL_SIZES);
 
-    bool counting = retries::counting();
-    int hinted = 0;
+    RowView row_view{slot, col_delay, col_expiration, retries::counting(), r.relid};
     bool registered = false;
     // If the scan runs out without meeting a message: the floor may rise to the scan's start.
     FloorWatch watch{floor_applies, 2, 3, scan_floor::Position{now, PG_INT64_MIN}};
@@ -355,13 +373,7 @@ int bulk_dequeue(const BulkDequeue& r) {
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
         if (r.after && !after_position(*r.after, r.priority_order, v)) continue;
-        if (!isnull[col_delay] && DatumGetTimestampTz(v[col_delay]) > now) continue;
-        if (!isnull[col_expiration] && DatumGetTimestampTz(v[col_expiration]) <= now) continue;
-
-        if (counting && holds_unsettled_claim(slot)) {
-            if (hinted++ < 16) settler::hint(r.relid, &slot->tts_tid);
-            continue;
-        }
+        if (!rules::holds<rules::Takeable>(row_view, now)) continue;
 
         if (!registered) retries::before_claim();  // before the first claim (retries.hpp)
         registered = true;
@@ -455,8 +467,7 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
         held.present = false;
     };
 
-    bool counting = retries::counting();
-    int hinted = 0;
+    RowView row_view{slot, col_delay, col_expiration, retries::counting(), r.relid};
     bool registered = false;
     int removed = 0;
     bool later = false;  // a row of the group after the held message
@@ -468,13 +479,12 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
         slot_getallattrs(slot);
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
-        if (!isnull[col_expiration] && DatumGetTimestampTz(v[col_expiration]) <= now) continue;
-        // In order (groups.hpp, the head rule): a message not takeable yet (a retry delay after a
-        // rollback, a dead consumer's claim not counted yet) ends the take; nothing after it is
-        // taken before it.
-        bool unsettled = counting && holds_unsettled_claim(slot);
-        if (unsettled && hinted++ < 16) settler::hint(r.relid, &slot->tts_tid);
-        if (unsettled || (!isnull[col_delay] && DatumGetTimestampTz(v[col_delay]) > now)) {
+        // In order (rules.hpp, the head rule): an expired message is passed; one not takeable yet
+        // (a retry delay after a rollback, a dead consumer's claim not counted yet) ends the take,
+        // and nothing after it is taken before it.
+        rules::InGroup in_group = rules::in_group(row_view, now);
+        if (in_group == rules::InGroup::pass) continue;
+        if (in_group == rules::InGroup::stop) {
             later = true;
             break;
         }
@@ -545,8 +555,7 @@ int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, bool fr
     bool found = false;
     bool blocked = false;  // blocked_group's first message cannot be taken now
     int64 blocked_group = 0;
-    bool counting = retries::counting();
-    int hinted = 0;
+    RowView row_view{slot, col_delay, col_expiration, retries::counting(), relid};
     for (;;) {
         CHECK_FOR_INTERRUPTS();
         if (!index_getnext_tid(scan, ForwardScanDirection)) break;
@@ -554,16 +563,13 @@ int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, bool fr
         bool visible = index_fetch_heap(scan, slot);
         watch.after_fetch(scan, visible);
         if (!visible) continue;
-        bool isnull;
-        int64 row_group = DatumGetInt64(slot_getattr(slot, column_count + 1, &isnull));
+        slot_getallattrs(slot);
+        int64 row_group = DatumGetInt64(slot->tts_values[column_count]);
         if (blocked && row_group == blocked_group) continue;
-        Datum expiration = slot_getattr(slot, col_expiration + 1, &isnull);
-        if (!isnull && DatumGetTimestampTz(expiration) <= now) continue;
-        // The group's first message decides (groups.hpp, the head rule).
-        Datum delay = slot_getattr(slot, col_delay + 1, &isnull);
-        bool unsettled = counting && holds_unsettled_claim(slot);
-        if (unsettled && hinted++ < 16) settler::hint(relid, &slot->tts_tid);
-        if (unsettled || (!isnull && DatumGetTimestampTz(delay) > now)) {
+        // The group's first message that is not passed decides (rules.hpp, the head rule).
+        rules::InGroup in_group = rules::in_group(row_view, now);
+        if (in_group == rules::InGroup::pass) continue;
+        if (in_group == rules::InGroup::stop) {
             blocked = true;
             blocked_group = row_group;
             continue;
@@ -693,8 +699,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     MessageReader reader{compat::index_begin_scan(messages, pkey, snapshot, 1), message_slot, false, 0};
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk dequeue", ALLOCSET_SMALL_SIZES);
 
-    bool counting = retries::counting();
-    int hinted = 0;
+    RowView row_view{slot, dcol_delay, dcol_expiration, retries::counting(), r.delivery_relid};
     bool registered = false;
     FloorWatch watch{floor_applies, 3, 4, scan_floor::Position{now, PG_INT64_MIN}};
     int removed = 0;
@@ -708,12 +713,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
         slot_getallattrs(slot);
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
-        if (!isnull[dcol_delay] && DatumGetTimestampTz(v[dcol_delay]) > now) continue;
-        if (!isnull[dcol_expiration] && DatumGetTimestampTz(v[dcol_expiration]) <= now) continue;
-        if (counting && holds_unsettled_claim(slot)) {
-            if (hinted++ < 16) settler::hint(r.delivery_relid, &slot->tts_tid);
-            continue;
-        }
+        if (!rules::holds<rules::Takeable>(row_view, now)) continue;
         // Its message, before the delivery is claimed (one that is not there is left alone).
         // A delivery that carries its message (deliveries.hpp) needs none.
         bool carried = !isnull[dcol_user_data];

@@ -48,6 +48,7 @@ extern "C" {
 #include "queue/plan_cache.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
+#include "queue/rules.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/wakeup.hpp"
 
@@ -494,6 +495,29 @@ char* properties_sql(const char* p, const char* corrid, bool expired, const char
         tail);
 }
 
+// The rules' SQL (rules.hpp), written into a StringInfo in the current memory context: plain
+// data only, so an ereport on the way skips no C++ destructor.
+struct SqlOut {
+    StringInfo buffer;
+    void append(const char* part) { appendStringInfoString(buffer, part); }
+};
+template <class Rule>
+const char* rule_sql(const char* row, const char* now) {
+    SqlOut out{makeStringInfo()};
+    rules::write_sql<Rule>(out, row, now);
+    return out.buffer->data;
+}
+const char* order_sql(const char* row, bool priority_order) {
+    SqlOut out{makeStringInfo()};
+    rules::write_order(out, row, priority_order);
+    return out.buffer->data;
+}
+const char* after_sql(const char* row, bool priority_order) {  // after the position $8, $4, $5
+    SqlOut out{makeStringInfo()};
+    rules::write_after(out, row, priority_order, "$8", "$4", "$5");
+    return out.buffer->data;
+}
+
 // The statements run with the caller's search_path, so every operator, function and collation
 // in them is schema-qualified (OPERATOR(pg_catalog.x), pg_catalog."C"): nothing the caller's
 // schemas define can stand in for them.  Every read, update and delete of the queue table says
@@ -527,25 +551,23 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             " RETURNING msgid",
             t, q.grouped ? ", transaction_group" : "", q.grouped ? ", $5" : "");
     if (statement == next_group)
-        // The group's first message decides (groups.hpp, the head rule): h is the first
-        // unexpired message of its group, and it can be taken now.
+        // The group's first message that is not passed offers it (rules.hpp, the head rule): h
+        // is the first unexpired message of its group, and it can be taken now.
         return psprintf(
             "SELECT h.transaction_group FROM ONLY %1$s h WHERE h.q_id OPERATOR(pg_catalog.=) $1"
             "   AND h.transaction_group OPERATOR(pg_catalog.>) $2"
-            "   AND (h.delay IS NULL OR h.delay OPERATOR(pg_catalog.<=) $3)"
-            "   AND (h.expiration IS NULL OR h.expiration OPERATOR(pg_catalog.>) $3)"
-            "   AND (h.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR aq._claimable(h.tableoid, h.ctid))"
+            "   AND %2$s"
             "   AND NOT EXISTS (SELECT FROM ONLY %1$s e WHERE e.q_id OPERATOR(pg_catalog.=) $1"
             "         AND e.transaction_group OPERATOR(pg_catalog.=) h.transaction_group"
             "         AND ROW(e.enq_time, e.msgid) OPERATOR(pg_catalog.<) ROW(h.enq_time, h.msgid)"
-            "         AND (e.expiration IS NULL OR e.expiration OPERATOR(pg_catalog.>) $3))"
+            "         AND NOT %3$s)"
             " ORDER BY h.q_id, h.transaction_group LIMIT 1",
-            t);
+            t, rule_sql<rules::OffersGroup>("h.", "$3"), rule_sql<rules::Passed>("e.", "$3"));
     if (statement == next_delay)
         return psprintf(
             "SELECT pg_catalog.min(delay) FROM ONLY %s"
-            " WHERE q_id OPERATOR(pg_catalog.=) $1 AND delay OPERATOR(pg_catalog.>) $2",
-            c);
+            " WHERE q_id OPERATOR(pg_catalog.=) $1 AND NOT %s",
+            c, rule_sql<rules::Ready>("", "$2"));
     if (statement == ready_candidates)
         // What a remove dequeue would claim (see the dequeue statement below), without claiming
         // it: ready, not expired (an exception queue's messages are expired by definition), not
@@ -554,14 +576,12 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         // the caller to see (row_free).
         return psprintf(
             "SELECT ctid FROM ONLY %s WHERE q_id OPERATOR(pg_catalog.=) $1%s"
-            "   AND ($3 OR ((delay IS NULL OR delay OPERATOR(pg_catalog.<=) $2)"
-            "               AND (expiration IS NULL OR expiration OPERATOR(pg_catalog.>) $2)))"
-            "   AND (xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR aq._claimable(tableoid, ctid))"
+            "   AND ($3 OR %s) AND %s"
             " ORDER BY q_id, %s%s",
             c,
             q.multiple_consumers ? " AND ($4::text IS NULL OR consumer_name OPERATOR(pg_catalog.=) $4)" : "",
-            q.multiple_consumers ? "consumer_name, " : "",
-            q.priority_order ? "priority, enq_time, msgid" : "enq_time, msgid");
+            rule_sql<rules::Available>("", "$2"), rule_sql<rules::Settled>("", "$2"),
+            q.multiple_consumers ? "consumer_name, " : "", order_sql("", q.priority_order));
     if (statement == expire_messages)
         // A message names its exception queue; if that is not an exception queue of the same
         // queue table, it goes to the queue table's default one (as Oracle's QMON does).  A
@@ -576,9 +596,9 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "    WHERE x.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
             "            WHERE n.queue_table_id OPERATOR(pg_catalog.=) $1"
             "              AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
-            "      AND x.expiration OPERATOR(pg_catalog.<=) $3"
+            "      AND %s"
             "    LIMIT 10000 FOR UPDATE SKIP LOCKED))",
-            c, q.multiple_consumers ? deliveries::keep_message_sql(t, "m") : "", c);
+            c, q.multiple_consumers ? deliveries::keep_message_sql(t, "m") : "", c, rule_sql<rules::Passed>("x.", "$3"));
 
     // A dequeue.  Single-consumer: the queue table's rows (alias tab with a condition).
     // Multi-consumer: the delivery rows (d), joined to their messages (tab) where the
@@ -593,14 +613,10 @@ char* build_sql(const QueueInfo& q, int32 statement) {
     bool joined = multi && (shape & (by_correlation | correlation_exact | with_condition));
     const char* from = multi ? psprintf("%s d%s", c, joined ? psprintf(" JOIN ONLY %s tab ON tab.msgid OPERATOR(pg_catalog.=) d.msgid", t) : "")
                              : psprintf("%s%s", t, (shape & with_condition) ? " tab" : "");
-    const char* order = (shape & priority_order) ? "priority, enq_time, msgid" : "enq_time, msgid";
-    char* prefixed_order = (shape & priority_order) ? psprintf("%1$spriority, %1$senq_time, %1$smsgid", p)
-                                                    : psprintf("%1$senq_time, %1$smsgid", p);
-    const char* position = "";
-    if (shape & after_position)
-        position = (shape & priority_order)
-                       ? psprintf(" AND ROW(%1$spriority, %1$senq_time, %1$smsgid) OPERATOR(pg_catalog.>) ROW($8, $4, $5)", p)
-                       : psprintf(" AND ROW(%1$senq_time, %1$smsgid) OPERATOR(pg_catalog.>) ROW($4, $5)", p);
+    bool by_priority = shape & priority_order;
+    const char* order = order_sql("", by_priority);
+    const char* prefixed_order = order_sql(p, by_priority);
+    const char* position = (shape & after_position) ? psprintf(" AND %s", after_sql(p, by_priority)) : "";
     char* where = psprintf(
         "%1$sq_id OPERATOR(pg_catalog.=) $1%2$s%3$s%4$s%5$s%6$s", p,
         (shape & by_consumer) ? psprintf(" AND %sconsumer_name OPERATOR(pg_catalog.=) $9", p) : "", position,
@@ -609,32 +625,26 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         (shape & by_correlation)      ? psprintf(" AND %scorrid COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.~~) $7", m)
         : (shape & correlation_exact) ? psprintf(" AND %scorrid COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.=) $7", m)
                                       : "",
-        (shape & exception_queue) ? ""
-                                  : psprintf(" AND (%1$sdelay IS NULL OR %1$sdelay OPERATOR(pg_catalog.<=) $2)"
-                                             " AND (%1$sexpiration IS NULL OR %1$sexpiration OPERATOR(pg_catalog.>) $2)", p));
+        // rules.hpp, 1 and 2 (an exception queue's messages are expired by definition).
+        (shape & exception_queue) ? "" : psprintf(" AND %s", rule_sql<rules::Available>(p, "$2")));
     // The condition is analyzed in place of $10 (condition.hpp), as one expression: it cannot
     // reach beyond its AND.  The message table is tab there, as in Oracle's conditions.
     if (shape & with_condition) where = psprintf("%s AND $11", where);
     if (shape & by_group) {
         where = psprintf("%s AND %stransaction_group OPERATOR(pg_catalog.=) $10", where, p);
-        // In order (groups.hpp, the head rule): nothing after a message of the group that cannot
-        // be taken now.
+        // In order (rules.hpp, the head rule): nothing after a message of the group that blocks it.
         if (!(shape & mode_browse)) {
             const char* o = (shape & with_condition) ? "tab." : psprintf("%s.", t);
             where = psprintf(
                 "%1$s AND NOT EXISTS (SELECT FROM ONLY %2$s e WHERE e.q_id OPERATOR(pg_catalog.=) $1"
                 "   AND e.transaction_group OPERATOR(pg_catalog.=) $10"
                 "   AND ROW(e.enq_time, e.msgid) OPERATOR(pg_catalog.<) ROW(%3$senq_time, %3$smsgid)"
-                "   AND (e.expiration IS NULL OR e.expiration OPERATOR(pg_catalog.>) $2)"
-                "   AND NOT ((e.delay IS NULL OR e.delay OPERATOR(pg_catalog.<=) $2)"
-                "            AND (e.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR aq._claimable(e.tableoid, e.ctid))))",
-                where, t, o);
+                "   AND %4$s)",
+                where, t, o, rule_sql<rules::BlocksGroup>("e.", "$2"));
         }
     }
-    // A row version that holds an attempt not counted yet is not claimed (retries.hpp).
-    if (!(shape & mode_browse))
-        where = psprintf("%1$s AND (%2$sxmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid"
-                         " OR aq._claimable(%2$stableoid, %2$sctid))", where, p);
+    // A row version that holds an attempt not counted yet is not claimed (rules.hpp, 3).
+    if (!(shape & mode_browse)) where = psprintf("%s AND %s", where, rule_sql<rules::Settled>(p, "$2"));
     // The order of the claim table's index (a delivery table's: per consumer).
     char* index_order = psprintf("%1$sq_id, %2$s%3$s", p,
                                  (shape & by_consumer) ? psprintf("%sconsumer_name, ", p)
@@ -669,7 +679,7 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "   FROM removed r LEFT JOIN ONLY %8$s tab ON tab.msgid OPERATOR(pg_catalog.=) r.msgid ORDER BY %9$s",
             from, where, index_order, lock, c, returned, properties_sql("r.", "COALESCE(r.corrid, tab.corrid)", expired),
             q.qualified_table,
-            (shape & priority_order) ? "r.priority, r.enq_time, r.msgid" : "r.enq_time, r.msgid");
+            order_sql("r.", shape & priority_order));
     return psprintf(
         "WITH claimed AS MATERIALIZED ("
         "  SELECT ctid FROM ONLY %s WHERE %s ORDER BY %s LIMIT $3 FOR UPDATE SKIP LOCKED),"
