@@ -8,6 +8,7 @@ OBJS = \
 	src/base/guard.o \
 	src/base/multi_insert.o \
 	src/base/run_as.o \
+	src/base/spi.o \
 	src/base/xact_end.o \
 	src/commit/committer.o \
 	src/commit/log_writer.o \
@@ -27,15 +28,22 @@ OBJS = \
 	src/pg/wait_time.o \
 	src/queue/bulk_dequeue.o \
 	src/queue/bulk_enqueue.o \
+	src/queue/catalog.o \
 	src/queue/condition.o \
 	src/queue/deliveries.o \
+	src/queue/dequeue.o \
+	src/queue/enqueue.o \
 	src/queue/groups.o \
+	src/queue/listen.o \
+	src/queue/maintenance.o \
+	src/queue/navigation.o \
 	src/queue/options.o \
 	src/queue/plan_cache.o \
-	src/queue/queue_store.o \
 	src/queue/retries.o \
 	src/queue/scan_floor.o \
 	src/queue/settler.o \
+	src/queue/statements.o \
+	src/queue/waiting.o \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
@@ -43,7 +51,7 @@ REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_opti
 # Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out
-ISOLATION      = skip_locked rollback_returns attempts_sessions enqueue_visibility wait_wakeup ingest_flush browse_remove locked_remove navigation_concurrent delay_wakeup priority_consumers scan_floor listen_wakeup subscribers subscriber_removal groups subscriber_removal_snapshot group_retry_delay release_wakeup group_locks left_behind
+ISOLATION      = skip_locked rollback_returns attempts_sessions enqueue_visibility wait_wakeup ingest_flush browse_remove locked_remove navigation_concurrent delay_wakeup priority_consumers scan_floor listen_wakeup subscribers subscriber_removal groups subscriber_removal_snapshot group_retry_delay release_wakeup group_locks left_behind navigation_positions
 # Known defects at REPEATABLE READ and SERIALIZABLE, written as the correct behaviour and failing
 # today: a dequeue rolled back after the consumer's snapshot comes back as a new row version that
 # snapshot cannot see (QA228 where plain SQL gets the row), and 40001 where plain SQL commits.  Not
@@ -67,7 +75,7 @@ SHLIB_LINK  += $(AQ_SANITIZE)
 override with_llvm = no
 
 # (Before the include: pgxs.mk tests it with ifdef when it is read.)
-EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test test/unit/once_a_second_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
 	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out
 
 PG_CONFIG ?= pg_config
@@ -112,6 +120,9 @@ test/unit/recipients_test: test/unit/recipients_test.cpp src/queue/recipients.hp
 test/unit/rules_test: test/unit/rules_test.cpp src/queue/rules.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/rules_test.cpp
 
+test/unit/once_a_second_test: test/unit/once_a_second_test.cpp src/base/once_a_second.hpp
+	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/once_a_second_test.cpp
+
 test/unit/seqid_test: test/unit/seqid_test.cpp src/ingest/seqid.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/seqid_test.cpp
 
@@ -124,7 +135,7 @@ test/unit/aq_bench_cli_test: test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.
 	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -I$(shell $(PG_CONFIG) --includedir) -o $@ \
 		test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.cpp -lboost_program_options
 
-unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test \
+unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test test/unit/once_a_second_test \
 		test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test
 	./test/unit/options_test
 	./test/unit/commit_mode_test
@@ -132,6 +143,7 @@ unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test
 	./test/unit/seqid_test
 	./test/unit/recipients_test
 	./test/unit/rules_test
+	./test/unit/once_a_second_test
 	./test/unit/checker_test
 	./test/unit/report_test
 	./test/unit/aq_bench_cli_test

@@ -33,6 +33,19 @@
 // second per backend when a normal queue is.  Browse never writes, nor does any dequeue in a
 // READ ONLY transaction or on a hot standby: there the move waits for the next consuming
 // dequeue.  Attempts of rolled-back dequeues: retries.hpp.
+//
+// The queue room, one file per concern, each header opening with its protocol:
+//   rules.hpp        the message rules, each written once (ready, unexpired, settled, the head
+//                    rule, the order key), evaluated by the C walks and written into the SQL
+//   catalog          the queue lookup, its cache, and the user's errors about a queue
+//   statements       every SQL shape, built from rules.hpp, prepared once (plan_cache.hpp)
+//   navigation       NEXT_MESSAGE positions (transaction-local, never evicted; browse's)
+//   waiting.hpp      the one wait loop of dequeue and LISTEN
+//   enqueue, dequeue, listen, maintenance (expiry and the settler's sweep, as the owner)
+//   bulk_dequeue, bulk_enqueue (the index walks and multi-insert), deliveries (multi-consumer),
+//   groups, retries, settler, scan_floor, wakeup, condition, options
+// Shared mechanisms outside it: base/guard.hpp (the boundary), base/spi.hpp (the SPI bracket),
+// base/txn_local.hpp (the transaction-local map), base/once_a_second.hpp, base/run_as.hpp.
 #pragma once
 
 extern "C" {

@@ -1,0 +1,446 @@
+// Dequeue: DEQUEUE and DEQUEUE_ARRAY from a queue (queue_store.hpp has the statements' shapes).
+//
+// Invariants:
+//  1. A remove dequeue without msgid, correlation or condition from a normal queue walks the order
+//     index (bulk_dequeue.hpp, the delivery and group walks) when the table allows it; every other
+//     dequeue runs its prepared statement (statements.hpp), whose rows go straight to the
+//     request's sink through a DestReceiver (no SPI result set in between).  Both take exactly
+//     what the rules allow (rules.hpp).
+//  2. A claim is recorded as a dequeue attempt before it is made (retries::before_claim), so a
+//     statement that fails after it (a cancel, statement_timeout) still counts it; the claims are
+//     made durable before the messages reach the client (retries::make_claims_durable).
+//  3. A dequeue that removed or locked messages wakes the queue's waiters if its transaction rolls
+//     back (wakeup::note_dequeue); one that locked messages or took part of a group wakes them
+//     when it commits (wakeup::note_release): those messages, or the rest of the group, are
+//     takeable then.
+//  4. A multi-consumer dequeue sweeps after it (deliveries.hpp, removal): the messages whose last
+//     delivery it took go; an empty dequeue sweeps too, at most once a second.
+//  5. A grouped queue table hands out whole groups (groups.hpp): a group is locked before any of
+//     its messages is taken, and released at once when nothing of it could be taken.
+//  6. The wait is the one wait loop (waiting.hpp).
+extern "C" {
+#include "postgres.h"
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/params.h"
+#include "tcop/dest.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+}
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "base/guard.hpp"
+#include "base/once_a_second.hpp"
+#include "base/spi.hpp"
+#include "queue/bulk_dequeue.hpp"
+#include "queue/catalog.hpp"
+#include "queue/deliveries.hpp"
+#include "queue/groups.hpp"
+#include "queue/maintenance.hpp"
+#include "queue/navigation.hpp"
+#include "queue/plan_cache.hpp"
+#include "queue/queue_store.hpp"
+#include "queue/retries.hpp"
+#include "queue/statements.hpp"
+#include "queue/waiting.hpp"
+#include "queue/wakeup.hpp"
+
+namespace aq::queue {
+
+namespace {
+
+struct ClaimArgs {
+    const QueueInfo* queue;
+    const DequeueRequest* request;
+    const Position* after;  // nullptr: from the head of the queue
+    const int64* group = nullptr;  // a grouped queue table: only this transaction group's messages
+};
+
+// The priorities of removed deliveries, for the sweep (deliveries.hpp): up to 8, more is "any".
+struct Priorities {
+    int32 values[8];
+    int count;
+    void note(int32 priority) {
+        if (count > int(lengthof(values))) return;
+        for (int i = 0; i < count; i++)
+            if (values[i] == priority) return;
+        if (count < int(lengthof(values))) values[count] = priority;
+        count++;
+    }
+    int known() const { return count > int(lengthof(values)) ? -1 : count; }
+};
+
+// The executor hands each dequeued row straight to the request's sink (no SPI result
+// set in between) and remembers the last row for the navigation position.  Called by
+// PostgreSQL: plain data only, and nothing here throws.
+struct SinkReceiver {
+    DestReceiver pub;  // first member: PostgreSQL sees a DestReceiver*
+    const DequeueRequest* request;
+    Oid claiming_relid;  // remove and locked modes: the table whose rows are claimed (retries.hpp)
+    bool sweeps;            // multi-consumer remove: the messages left without deliveries go (deliveries.hpp)
+    Priorities priorities;  // ... of these priorities
+    int rows;
+    int32 last_priority;
+    TimestampTz last_enq_time;
+    int64 last_msgid;
+};
+
+bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
+    auto* r = reinterpret_cast<SinkReceiver*>(self);
+    slot_getallattrs(slot);
+    DequeuedRow row{slot->tts_values[0], slot->tts_values[1], slot->tts_values[2],
+                    r->request->options->mode == DequeueMode::remove_nodata};
+    r->request->sink(r->request->sink_context, row);
+    r->rows++;
+    r->last_msgid = DatumGetInt64(slot->tts_values[0]);
+    if (r->sweeps) r->priorities.note(DatumGetInt32(slot->tts_values[4]));
+    if (OidIsValid(r->claiming_relid)) retries::note_claimed(r->claiming_relid, reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[5])));
+    r->last_enq_time = DatumGetTimestampTz(slot->tts_values[3]);
+    r->last_priority = DatumGetInt32(slot->tts_values[4]);
+    return true;
+}
+// The statement's rows must have the types the result is declared with: the queue
+// table's user_data column may have been altered since the queue table was registered.
+void receiver_startup(DestReceiver* self, int, TupleDesc desc) {
+    auto* r = reinterpret_cast<SinkReceiver*>(self);
+    Oid payload = desc->natts >= 6 ? TupleDescAttr(desc, 1)->atttypid : InvalidOid;  // 7: multi-consumer remove
+    if (payload != r->request->payload_type || TupleDescAttr(desc, 0)->atttypid != INT8OID ||
+        TupleDescAttr(desc, 5)->atttypid != TIDOID ||
+        TupleDescAttr(desc, 3)->atttypid != TIMESTAMPTZOID || TupleDescAttr(desc, 4)->atttypid != INT4OID)
+        ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                        errmsg("the queue table of queue \"%s\" no longer matches its payload type %s",
+                               r->request->queue_name, format_type_be(r->request->payload_type)),
+                        errdetail("Its user_data column is of type %s.",
+                                  OidIsValid(payload) ? format_type_be(payload) : "unknown"),
+                        errhint("Queue tables must not be altered; recreate the queue table.")));
+}
+void receiver_shutdown(DestReceiver*) {}
+void receiver_destroy(DestReceiver*) {}
+
+// The bulk path's rows, to the request's sink (as receive_row does for the statement's).
+struct BulkSinkState {
+    const DequeueRequest* request;
+    Oid relid;
+    int32 last_priority;
+    TimestampTz last_enq_time;
+    int64 last_msgid;
+    Priorities priorities;
+};
+
+void bulk_sink(void* context, const BulkDequeuedMessage& m) {
+    auto* s = static_cast<BulkSinkState*>(context);
+    s->request->sink(s->request->sink_context,
+                     DequeuedRow{m.msgid, m.payload, m.properties, s->request->options->mode == DequeueMode::remove_nodata});
+    s->last_msgid = DatumGetInt64(m.msgid);
+    s->last_enq_time = m.enq_time;
+    s->last_priority = m.priority;
+    s->priorities.note(m.priority);
+    retries::note_claimed(s->relid, const_cast<ItemPointer>(&m.tid));
+}
+
+// Rows written into a queue table without aq.enqueue (by hand, COPY, logical replication,
+// an UPDATE that moves messages back from an exception queue) do not lower the scan floor
+// (scan_floor.hpp).  So a NEXT_MESSAGE dequeue scans from the head instead, at most once a
+// second per queue in this backend: such rows wait about a second at most, busy queue or not.
+base::OnceASecond<16> head_scans;
+bool head_scan_due(int32 queue_id) {
+    return head_scans.due(queue_id, GetCurrentTimestamp());
+}
+
+// Remove mode without msgid or correlation on a normal queue: bulk_dequeue.hpp, when the
+// queue table allows it (-1 otherwise).
+int claim_in_bulk(const ClaimArgs& a) {
+    const DequeueOptions& o = *a.request->options;
+    if (!removes(o.mode) || o.msgid || o.correlation || o.condition || a.queue->exception_queue) return -1;
+    BulkDequeuePosition after{};
+    if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
+    if (a.queue->multiple_consumers) {
+        BulkSinkState state{a.request, a.queue->delivery_relid, 0, 0, 0, {}};
+        // A head scan at most once a second per queue and consumer (the key is a hash: a
+        // collision only moves one of them).
+        int32 head_key = a.queue->queue_id ^
+                         static_cast<int32>(hash_bytes(reinterpret_cast<const unsigned char*>(o.consumer), strlen(o.consumer)));
+        BulkDeliveryDequeue request{a.queue->delivery_relid,
+                                    a.queue->relid,
+                                    a.queue->payload_type,
+                                    a.queue->queue_id,
+                                    o.consumer,
+                                    a.queue->priority_order,
+                                    a.request->array_size,
+                                    o.navigation == Navigation::first_message || (!a.after && head_scan_due(head_key)),
+                                    a.after ? &after : nullptr,
+                                    bulk_sink,
+                                    &state};
+        int rows = bulk_dequeue_deliveries(request);
+        if (rows > 0) {
+            remember_position(a.queue->queue_id, o.consumer, false, state.last_priority, state.last_enq_time,
+                              state.last_msgid);
+            wakeup::note_dequeue(a.queue->queue_id);
+        }
+        if (rows >= 0) {
+            deliveries::Taken taken{o.consumer, state.last_enq_time, state.last_msgid};
+            deliveries::sweep(tables_of(*a.queue, a.request->queue_name), state.priorities.values,
+                              state.priorities.known(), rows > 0 ? &taken : nullptr);
+        }
+        return rows;
+    }
+    BulkSinkState state{a.request, a.queue->relid, 0, 0, 0, {}};
+    BulkDequeue request{a.queue->relid,
+                        a.queue->payload_type,
+                        a.queue->queue_id,
+                        a.queue->priority_order,
+                        a.request->array_size,
+                        o.navigation == Navigation::first_message || (!a.after && head_scan_due(a.queue->queue_id)),
+                        a.after ? &after : nullptr,
+                        bulk_sink,
+                        &state};
+    int rows = a.group ? bulk_dequeue_group(request, *a.group) : bulk_dequeue(request);
+    if (rows > 0) {
+        remember_position(a.queue->queue_id, "", false, state.last_priority, state.last_enq_time, state.last_msgid,
+                          a.group);
+        wakeup::note_dequeue(a.queue->queue_id);  // a rollback brings them back: wake waiters then
+        if (a.group) wakeup::note_release(a.queue->queue_id);  // the rest of the group, at commit
+    }
+    return rows;
+}
+
+// One dequeue statement (claim-and-delete, lock, or read); passes the rows to the sink.
+// Requires SPI.
+int claim(const ClaimArgs& a) {
+    int in_bulk = claim_in_bulk(a);
+    if (in_bulk >= 0) return in_bulk;
+    const DequeueOptions& o = *a.request->options;
+    int32 shape = 0;
+    if (a.after) shape |= after_position;
+    if (o.msgid) shape |= by_msgid;
+    if (o.correlation) shape |= correlation_shape(o.correlation);
+    if (o.mode == DequeueMode::browse) shape |= mode_browse;
+    if (o.mode == DequeueMode::locked) shape |= mode_locked;
+    if (a.queue->priority_order) shape |= priority_order;
+    if (a.queue->exception_queue) shape |= exception_queue;
+    if (o.condition) shape |= with_condition;
+    if (a.queue->multiple_consumers) shape |= multi_consumer;
+    if (o.consumer) shape |= by_consumer;
+    if (a.group) shape |= by_group;
+    SPIPlanPtr plan = o.condition ? condition_plan(*a.queue, dequeue_base + shape, o.condition)
+                                  : statement_plan(*a.queue, dequeue_base + shape, InvalidOid);
+
+    ParamListInfo params = makeParamList(dequeue_param_count);
+    for (int i = 0; i < dequeue_param_count; i++) {
+        params->params[i].ptype = dequeue_param_types[i];
+        params->params[i].pflags = PARAM_FLAG_CONST;
+        params->params[i].isnull = true;
+        params->params[i].value = (Datum)0;
+    }
+    auto set = [params](int i, Datum value) {
+        params->params[i].value = value;
+        params->params[i].isnull = false;
+    };
+    set(0, Int32GetDatum(a.queue->queue_id));
+    set(1, TimestampTzGetDatum(GetCurrentTimestamp()));
+    set(2, Int64GetDatum(a.request->array_size));
+    if (a.after) {
+        set(3, TimestampTzGetDatum(a.after->enq_time));
+        set(4, Int64GetDatum(a.after->msgid));
+        set(7, Int32GetDatum(a.after->priority));
+    }
+    if (o.msgid) set(5, Int64GetDatum(*o.msgid));
+    if (o.correlation) set(6, CStringGetTextDatum(o.correlation));
+    if (o.consumer) set(8, CStringGetTextDatum(o.consumer));
+    if (a.group) set(9, Int64GetDatum(*a.group));
+
+    SinkReceiver receiver;
+    memset(&receiver, 0, sizeof receiver);
+    receiver.pub.receiveSlot = receive_row;
+    receiver.pub.rStartup = receiver_startup;
+    receiver.pub.rShutdown = receiver_shutdown;
+    receiver.pub.rDestroy = receiver_destroy;
+    receiver.pub.mydest = DestNone;
+    receiver.request = a.request;
+    receiver.claiming_relid = o.mode == DequeueMode::browse ? InvalidOid : claim_relid(*a.queue);
+    receiver.sweeps = a.queue->multiple_consumers && !a.queue->exception_queue && removes(o.mode);
+
+    SPIExecuteOptions options;
+    memset(&options, 0, sizeof options);
+    options.params = params;
+    options.read_only = false;
+    options.dest = &receiver.pub;
+    // Planned for index scans (plan_cache.hpp): the claim walks the sort order's index and the
+    // DELETE is a TID scan, at every size.  (By correlation the sort stays allowed: the
+    // correlation index is not in that order.)
+    // A claim of this statement is recorded as a dequeue attempt even if the statement
+    // fails after it (a cancel, statement_timeout): registered before it runs.
+    if (o.mode != DequeueMode::browse) retries::before_claim();
+    int guc_level = plan_cache::index_plans_begin(shape & by_correlation);
+    int rc = SPI_execute_plan_extended(plan, &options);
+    plan_cache::index_plans_end(guc_level);
+    // SPI reports a query whose rows went to another DestReceiver as SPI_OK_UTILITY.
+    if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "aq: dequeue statement failed: %s", SPI_result_code_string(rc));
+
+    if (receiver.rows > 0) {
+        remember_position(a.queue->queue_id, o.consumer ? o.consumer : "", o.mode == DequeueMode::browse,
+                          receiver.last_priority, receiver.last_enq_time, receiver.last_msgid, a.group);
+        // The messages whose last delivery this was go (deliveries.hpp).
+        if (receiver.sweeps) {
+            deliveries::Taken taken{o.consumer, receiver.last_enq_time, receiver.last_msgid};
+            deliveries::sweep(tables_of(*a.queue, a.request->queue_name), receiver.priorities.values,
+                              receiver.priorities.known(), &taken);
+        }
+        // Removed or locked messages come back if the transaction rolls back: wake waiters then.
+        if (o.mode != DequeueMode::browse) wakeup::note_dequeue(a.queue->queue_id);
+        // ... and locked ones, or the rest of a group, if it commits.
+        if (o.mode == DequeueMode::locked || (a.group && o.mode != DequeueMode::browse))
+            wakeup::note_release(a.queue->queue_id);
+    } else if (receiver.sweeps) {
+        deliveries::sweep(tables_of(*a.queue, a.request->queue_name), nullptr, 0, nullptr);
+    }
+    return receiver.rows;
+}
+
+// A grouped queue table's claim (groups.hpp): in the transaction's current group (NEXT_MESSAGE;
+// *exhausted when nothing of it is left), or in the first group from the head (FIRST_MESSAGE,
+// NEXT_MESSAGE without a current group) or after the current one (NEXT_TRANSACTION) that this
+// transaction can lock and that has a message to take.  Requires SPI.
+int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted) {
+    const DequeueOptions& o = *r.options;
+    bool browse = o.mode == DequeueMode::browse;
+    const Position* current = find_position(q.queue_id, "", browse);
+    bool in_group = current && current->in_group;
+    // A savepoint rolled back since releases the group's lock with what it took: then the group
+    // may be another transaction's, and this one starts over.
+    if (in_group && !browse && !groups::try_lock(q.relid, current->group)) in_group = false;
+    if (o.navigation == Navigation::next_message && in_group) {
+        int64 group = current->group;
+        int rows = claim(ClaimArgs{&q, &r, current, &group});
+        if (rows == 0) *exhausted = true;
+        return rows;
+    }
+    int64 after = (o.navigation == Navigation::next_transaction && in_group) ? current->group : PG_INT64_MIN;
+    for (;;) {
+        CHECK_FOR_INTERRUPTS();
+        int64 group = 0;
+        bool from_head = o.navigation == Navigation::first_message || head_scan_due(q.queue_id ^ 0x67727073);
+        int found = queue::next_group(q.relid, q.payload_type, q.queue_id, after, from_head, &group);  // on the index
+        if (found < 0) {
+            SPIPlanPtr plan = statement_plan(q, find_next_group, InvalidOid);
+            Datum args[3] = {Int32GetDatum(q.queue_id), Int64GetDatum(after), TimestampTzGetDatum(GetCurrentTimestamp())};
+            base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, "finding the next transaction group");
+            bool isnull;
+            Datum first = base::spi::first_value(&isnull);
+            found = isnull ? 0 : 1;
+            if (found) group = DatumGetInt64(first);
+        }
+        if (!found) return 0;
+        bool taken = false;
+        if (browse || groups::try_lock(q.relid, group, &taken)) {
+            int rows = claim(ClaimArgs{&q, &r, nullptr, &group});
+            if (rows > 0) return rows;
+            if (taken) groups::unlock(q.relid, group);  // nothing of it taken: not held on
+        }
+        after = group;  // held by another transaction, or nothing of it to take
+    }
+}
+
+}  // namespace
+
+int dequeue(const DequeueRequest& r) {
+    const DequeueOptions& o = *r.options;
+    int delivered = 0;
+    bool cannot_wait = false;  // REPEATABLE READ / SERIALIZABLE: new commits stay invisible
+    bool exhausted = false;    // NEXT_MESSAGE at the end of the transaction group (groups.hpp)
+    const char* refused = nullptr;  // an option the queue table does not take
+    Problem problem;
+    base::call([&] {
+        base::spi::connect();
+        QueueInfo q;
+        problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
+        if (problem.kind == QueueProblem::none) problem = check_consumer(q, o.consumer);
+        if (problem.kind != QueueProblem::none) {
+            SPI_finish();
+            return;
+        }
+        bool grouped = q.grouped && !q.exception_queue;
+        if (o.navigation == Navigation::next_transaction && !grouped)
+            refused = "navigation next_transaction";
+        else if (grouped && (o.msgid || o.correlation || o.condition))
+            refused = o.msgid ? "msgid" : o.correlation ? "correlation" : "deq_condition";
+        if (refused) {
+            SPI_finish();
+            return;
+        }
+        bool browse = o.mode == DequeueMode::browse;
+        bool by_position = o.navigation == Navigation::next_message && !o.msgid;
+        uint64 seen = 0;
+        WaitEnd end = wait_loop(
+            o.wait,
+            [&](bool first_pass) {
+                seen = wakeup::generation(q.queue_id);  // before the scan: see wakeup.hpp
+                if (!first_pass) {
+                    // The queue may have been stopped or dropped while this dequeue slept.
+                    problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
+                    if (problem.kind != QueueProblem::none) return PassResult::stop;
+                }
+                // Browse is read-only, and so is everything a READ ONLY transaction or a hot standby
+                // calls: the expiry move is left to the next consuming dequeue (or sweep).
+                if (!browse && !XactReadOnly && (q.exception_queue || (first_pass && expiry_sweep_due(q))))
+                    expire_messages_of(q);
+                if (grouped) {
+                    delivered = claim_grouped(q, r, &exhausted);
+                    if (exhausted) return PassResult::stop;
+                } else {
+                    const Position* after =
+                        by_position ? find_position(q.queue_id, o.consumer ? o.consumer : "", browse) : nullptr;
+                    delivered = claim(ClaimArgs{&q, &r, after});
+                    // Removing: messages may have come back (or arrived with a higher priority) before
+                    // the position, so look from the head once more before waiting (navigation.hpp, 4).
+                    // Browse and locked walk forward only: from the head they would return the same
+                    // messages.
+                    if (delivered == 0 && after && removes(o.mode)) delivered = claim(ClaimArgs{&q, &r, nullptr});
+                }
+                return delivered > 0 ? PassResult::found : PassResult::nothing;
+            },
+            [&](TimestampTz now) { return next_visible_in(q, now); },
+            [&](long timeout_ms) { wakeup::sleep(q.queue_id, seen, timeout_ms); });
+        cannot_wait = end == WaitEnd::cannot_wait;
+        SPI_finish();
+        // The claims (the rows' xmax) reach the disk before the messages reach the client.
+        if (delivered > 0 && !browse) retries::make_claims_durable();
+    });
+    if (problem.kind != QueueProblem::none) throw_problem(problem, r.queue_name, "payload_type");
+    if (refused && strcmp(refused, "navigation next_transaction") == 0)
+        throw Error(sqlstate::invalid_parameter_value,
+                    std::string("navigation next_transaction is invalid for queue \"") + r.queue_name + "\"",
+                    "Its queue table was not created with message_grouping => 'transactional' (ORA-25234 analogue).",
+                    "Use first_message or next_message.");
+    if (refused)
+        throw Error(sqlstate::feature_not_supported,
+                    std::string(refused) + " is not supported yet for a queue table with transactional grouping",
+                    std::string("Queue \"") + r.queue_name + "\" hands out whole transaction groups.");
+    if (exhausted)
+        throw Error(sqlstate::end_of_group,
+                    std::string("no message left in the current transaction group of queue \"") + r.queue_name + "\"",
+                    "NEXT_MESSAGE stays inside the group this transaction took (ORA-25235 analogue).",
+                    "Dequeue with navigation => 'next_transaction' for the next group.");
+    if (cannot_wait)
+        throw Error(sqlstate::feature_not_supported,
+                    std::string("no message available in queue \"") + r.queue_name +
+                        "\", and a dequeue cannot wait in a REPEATABLE READ or SERIALIZABLE transaction",
+                    "Its snapshot would never show messages committed while it waits.",
+                    "Dequeue in a READ COMMITTED transaction, or pass wait => '0'.");
+    if (delivered == 0) {
+        char waited[64];
+        snprintf(waited, sizeof waited, "The dequeue waited %g s (ORA-25228 analogue).", o.wait.seconds);
+        throw Error(sqlstate::dequeue_timeout, std::string("no message available in queue \"") + r.queue_name + "\"",
+                    o.wait.seconds == 0 ? "The dequeue did not wait (wait => 0)." : waited,
+                    "Catch SQLSTATE 'QA228' to treat an empty queue as the end of a batch.");
+    }
+    return delivered;
+}
+
+}  // namespace aq::queue

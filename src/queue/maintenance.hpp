@@ -1,0 +1,30 @@
+// The system's own work on a queue table (what Oracle's QMON does in the background): expired
+// messages moved to their exception queues, and the settler's sweep of a multi-consumer queue
+// (queue_store.hpp, settler_sweep).
+//
+// Invariants:
+//  1. It runs as the queue table's owner through base/run_as.hpp (search_path pinned, restricted
+//     security context, every setting restored, a time limit): the caller's grants do not cover
+//     the system's changes.  And only for a caller who may dequeue (DELETE) from the claim table.
+//  2. A message names its exception queue; if that is not an exception queue of the same queue
+//     table, it goes to the queue table's default one.  A delivery takes its message with it
+//     (deliveries.hpp).
+//  3. It is done when an exception queue is consumed from (first), and at most once a second per
+//     queue table and backend when a normal queue is (expiry_sweep_due), so expired messages do
+//     not pile up at the head of a queue whose exception queue nobody reads.  Never in browse, a
+//     READ ONLY transaction or on a hot standby: there it waits for the next consuming dequeue.
+//
+// PostgreSQL-side: inside base::call, with an SPI connection.
+#pragma once
+
+#include "queue/catalog.hpp"
+
+namespace aq::queue {
+
+// Moves the expired messages of the queue table's normal queues to their exception queues.
+void expire_messages_of(const QueueInfo& q);
+
+// Whether a dequeue from a normal queue of this queue table should move its expired messages now.
+bool expiry_sweep_due(const QueueInfo& q);
+
+}  // namespace aq::queue

@@ -1,0 +1,76 @@
+// The one wait loop of a dequeue and of LISTEN.
+//
+// Invariants:
+//  1. A pass reads the queues' wake-up generations before it looks (wakeup.hpp), and the sleep
+//     ends as soon as one has moved: a commit after the look wakes it, none is lost.
+//  2. A pass allocates in a memory context reset before every pass: a long wait with many
+//     wake-ups uses constant memory.
+//  3. In a transaction that uses one snapshot (REPEATABLE READ, SERIALIZABLE) a wait that would
+//     sleep ends as cannot_wait: that snapshot would never show what commits while it sleeps.
+//  4. A sleep ends at the deadline (wait: FOREVER, or seconds), or earlier when nothing commits
+//     but something changes with time: a delayed message becomes visible (next_visible_time), an
+//     exception queue's messages expire in its queue table (once a second).  After every sleep,
+//     CHECK_FOR_INTERRUPTS: a cancel, a statement_timeout or a terminate ends the wait.
+//
+// PostgreSQL-side: inside base::call, with an SPI connection.  The callables hold plain data.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+}
+
+#include "queue/catalog.hpp"
+#include "queue/options.hpp"
+
+namespace aq::queue {
+
+enum class PassResult { nothing, found, stop };
+enum class WaitEnd { found, stopped, timed_out, cannot_wait };
+
+// Runs pass(first) until it finds something or stops; between passes sleeps as the invariants
+// say: sleep(timeout_ms, -1 for none) sleeps until woken or the timeout, and wake_in(now) says
+// in how many ms something becomes visible without a commit (-1: nothing).
+template <class Pass, class WakeIn, class Sleep>
+WaitEnd wait_loop(const Wait& wait, Pass&& pass, WakeIn&& wake_in, Sleep&& sleep) {
+    TimestampTz deadline = 0;
+    if (!wait.forever)
+        deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), static_cast<int64>(wait.seconds * 1000.0));
+    MemoryContext pass_context = AllocSetContextCreate(CurrentMemoryContext, "aq wait pass", ALLOCSET_SMALL_SIZES);
+    MemoryContext outer_context = MemoryContextSwitchTo(pass_context);
+    WaitEnd end = WaitEnd::timed_out;
+    for (bool first = true;; first = false) {
+        MemoryContextReset(pass_context);
+        PassResult result = pass(first);
+        if (result == PassResult::found || result == PassResult::stop) {
+            end = result == PassResult::found ? WaitEnd::found : WaitEnd::stopped;
+            break;
+        }
+        if (IsolationUsesXactSnapshot() && (wait.forever || wait.seconds > 0)) {
+            end = WaitEnd::cannot_wait;
+            break;
+        }
+        TimestampTz now = GetCurrentTimestamp();
+        long timeout_ms = -1;
+        if (!wait.forever) {
+            if (now >= deadline) break;
+            timeout_ms = static_cast<long>((deadline - now + 999) / 1000);
+        }
+        long wake = wake_in(now);
+        if (wake >= 0 && (timeout_ms < 0 || wake < timeout_ms)) timeout_ms = wake;
+        sleep(timeout_ms);
+        CHECK_FOR_INTERRUPTS();
+    }
+    MemoryContextSwitchTo(outer_context);
+    MemoryContextDelete(pass_context);
+    return end;
+}
+
+// In how many ms (rounded up) the queue's next delayed message becomes visible, -1 if none is
+// delayed; an exception queue's: 1000 (it checks its queue table's expirations once a second).
+long next_visible_in(const QueueInfo& q, TimestampTz now);
+
+}  // namespace aq::queue
