@@ -3,6 +3,20 @@
 // Pure C++ (no PostgreSQL header): it carries a five-character SQLSTATE and the
 // message, detail and hint that the boundary (src/base/guard.cpp) turns into an
 // ereport() once the exception has been caught and destroyed.
+//
+// The error rule — one for all of aq; each of the three ways has one use:
+//  1. Code with C++ objects alive (the core, outside base::call) reports what a user can cause by
+//     throwing aq::Error: a SQLSTATE from sqlstate:: below, a message that names the problem, a
+//     detail and a hint where the user can act.  The boundary raises it after every destructor ran.
+//  2. PostgreSQL-side code (inside base::call, in a hook or a worker: plain data only) reports what
+//     a user or the system's configuration can cause with ereport(ERROR, errcode(...), ...), never
+//     with elog and never by throwing.
+//  3. elog(ERROR, "aq: ...") only for what cannot happen unless aq or PostgreSQL is broken (SPI
+//     refusing a statement aq prepared, a row it holds locked gone): SQLSTATE XX000.  The SPI
+//     bracket (base/spi.hpp) raises those for every statement.
+//  4. A PostgreSQL error raised inside base::call comes back as base::PgError with every field
+//     (SQLSTATE, detail, hint, context) and is raised again intact: aq never relabels an error it
+//     did not make (aq.wait_time relabels only data exceptions, class 22).
 #pragma once
 
 #include <stdexcept>

@@ -479,7 +479,11 @@ bool settle_table(Oid relid, const ItemPointerData* tids, int ntids) {
     // The lock's xid must count as a dequeuer's: if this settle aborts, its FOR UPDATE member
     // is what keeps the attempt recognisable.
     TransactionId lock_xid = GetCurrentTransactionId();
-    if (!register_dequeuer(lock_xid)) elog(ERROR, "aq: the registry of dequeuing transactions is full");
+    if (!register_dequeuer(lock_xid))
+        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                        errmsg("aq: the registry of dequeuing transactions is full"),
+                        errdetail("The settler counts this attempt on its next pass."),
+                        errhint("It holds 4096 transactions; the attempt is counted once fewer dequeuing transactions are running.")));
     if (settling_count < int(lengthof(settling_xids))) settling_xids[settling_count++] = lock_xid;
     int nlocked = int(run_as_owner(t, lock_sql, 1, lock_types, lock_args, locked, outer_context));
     ReleaseCurrentSubTransaction();
