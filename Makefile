@@ -28,14 +28,20 @@ OBJS = \
 	src/queue/bulk_dequeue.o \
 	src/queue/bulk_enqueue.o \
 	src/queue/condition.o \
-	src/queue/deliveries.o \
+	src/queue/deliveries_statements.o \
+	src/queue/delivery_walk.o \
+	src/queue/fanout.o \
+	src/queue/group_walk.o \
 	src/queue/groups.o \
+	src/queue/index_walk.o \
 	src/queue/options.o \
 	src/queue/plan_cache.o \
 	src/queue/queue_store.o \
 	src/queue/retries.o \
 	src/queue/scan_floor.o \
 	src/queue/settler.o \
+	src/queue/sweep.o \
+	src/queue/sweep_walk.o \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
