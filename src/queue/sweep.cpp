@@ -33,49 +33,32 @@ extern "C" {
 #include "queue/plan_cache.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/settler.hpp"
+#include "queue/sweep_rules.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq::queue::deliveries {
 
+static_assert(sweep_rules::name_size == NAMEDATALEN && sweep_rules::no_end == DT_NOEND &&
+              sweep_rules::no_begin == DT_NOBEGIN);
+
 namespace {
 
-// Where this transaction's next sweep of a queue (and priority) starts (see sweep()).
+using sweep_rules::ConsumerFirst;
+using sweep_rules::Knowledge;
+using sweep_rules::known_consumers;
+using sweep_rules::may_remove;
+using sweep_rules::next_resume;
+using sweep_rules::Resume;
+
+// Where this transaction's next sweep of a queue (and priority) starts (see sweep(); the resume
+// rule: sweep_rules.hpp).
 struct SweepKey {
     int32 queue_id;
     int32 priority;
 };
-struct Resume {
-    TimestampTz enq_time;  // DT_NOEND: nothing is left to sweep in this transaction
-    int64 msgid;
-};
 base::TxnLocalMap<SweepKey, Resume> resumes("aq sweep resumes");
 
-// What this backend knows of a queue (enq_time order) since its last sweep of it: the first
-// delivery that sweep found (the messages before it were gone), and where each consumer's first
-// delivery was, moved on by this backend's own dequeues.  It holds while every removal committed
-// since then was this backend's own (wakeup.hpp's removal counts) and for at most a second.
-// While it holds and some consumer's first delivery is still at that point, no message can have
-// lost its last delivery, and the sweep is skipped.  The knowledge can be wrong only toward an
-// extra sweep: a consumer's first delivery may be earlier than remembered (a rollback gave
-// deliveries back, another session of it skips a locked one), or a consumer missing from it may
-// have new deliveries; both make the remembered point look passed.
-constexpr int known_consumers = 32;
-struct ConsumerFirst {
-    char name[NAMEDATALEN];
-    TimestampTz enq_time;
-    int64 msgid;
-    bool after;  // just after (enq_time, msgid): this backend took that delivery
-};
-struct Knowledge {
-    bool valid;
-    int32 queue_id;
-    uint64 removals;
-    TimestampTz swept_at;
-    TimestampTz enq_time;  // the first delivery the sweep found
-    int64 msgid;
-    int count;
-    ConsumerFirst consumers[known_consumers];
-};
+// What this backend knows of its queues (Knowledge, may_remove: sweep_rules.hpp).
 Knowledge knowledge[4];
 
 // The last sweep of a queue after a dequeue that found nothing.
@@ -94,30 +77,6 @@ Knowledge& knowledge_of(int32 queue_id) {
 bool holds(Knowledge& k, int32 queue_id, TimestampTz now) {
     return k.valid && k.queue_id == queue_id && now - k.swept_at < USECS_PER_SEC &&
            wakeup::only_own_removals(queue_id, &k.removals);
-}
-
-int compare_position(TimestampTz a_time, int64 a_id, TimestampTz b_time, int64 b_id) {
-    if (a_time != b_time) return a_time < b_time ? -1 : 1;
-    return a_id == b_id ? 0 : (a_id < b_id ? -1 : 1);
-}
-
-// After `taken` by its consumer: whether a message may have lost its last delivery.
-bool may_remove(Knowledge& k, const Taken& taken) {
-    ConsumerFirst* mine = nullptr;
-    for (int i = 0; i < k.count && !mine; i++)
-        if (strcmp(k.consumers[i].name, taken.consumer) == 0) mine = &k.consumers[i];
-    if (!mine) return true;  // a consumer with deliveries the sweep did not see
-    if (compare_position(taken.enq_time, taken.msgid, mine->enq_time, mine->msgid) >= 0) {
-        mine->enq_time = taken.enq_time;
-        mine->msgid = taken.msgid;
-        mine->after = true;
-    }
-    for (int i = 0; i < k.count; i++) {
-        const ConsumerFirst& c = k.consumers[i];
-        int cmp = compare_position(c.enq_time, c.msgid, k.enq_time, k.msgid);
-        if (cmp < 0 || (cmp == 0 && !c.after)) return false;  // still holds the point
-    }
-    return true;
 }
 
 // The sweep's per-consumer first deliveries (columns 6 to 8), if there are few enough.
@@ -230,11 +189,8 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
             int removed = bulk_sweep(request);
             if (removed >= 0 && request.first_contended) contended.add(t.queue_id);
             if (removed >= 0) {
-                Resume next{DT_NOEND, PG_INT64_MAX};
-                if (removed >= sweep_limit)
-                    next = Resume{request.last_enq_time, request.last_msgid};
-                else if (request.found_first)
-                    next = Resume{request.first_enq_time, request.first_msgid};
+                Resume next = next_resume(removed >= sweep_limit, true, Resume{request.last_enq_time, request.last_msgid},
+                                          request.found_first, Resume{request.first_enq_time, request.first_msgid});
                 remember(next);
                 if (next_k.valid && !resumes_here && removed < sweep_limit && request.found_first &&
                     !request.firsts_overflow) {
@@ -269,11 +225,9 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
         Datum last_id = SPI_getbinval(row, desc, 5, &last_null);
         // Stopped at the limit: on from the last message removed; otherwise at the first delivery
         // row (none: nothing is left).
-        Resume next{DT_NOEND, PG_INT64_MAX};
-        if (removed >= sweep_limit && !last_null)
-            next = Resume{DatumGetTimestampTz(last_time), DatumGetInt64(last_id)};
-        else if (!first_null)
-            next = Resume{DatumGetTimestampTz(first_time), DatumGetInt64(first_id)};
+        Resume next = next_resume(removed >= sweep_limit, !last_null,
+                                  Resume{DatumGetTimestampTz(last_time), DatumGetInt64(last_id)}, !first_null,
+                                  Resume{DatumGetTimestampTz(first_time), DatumGetInt64(first_id)});
         remember(next);
         // What the next sweep may skip for: only a sweep from the head that removed all it could
         // and found a first delivery (see Knowledge).
