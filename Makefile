@@ -30,10 +30,14 @@ OBJS = \
 	src/queue/bulk_enqueue.o \
 	src/queue/catalog.o \
 	src/queue/condition.o \
-	src/queue/deliveries.o \
+	src/queue/deliveries_statements.o \
+	src/queue/delivery_walk.o \
 	src/queue/dequeue.o \
 	src/queue/enqueue.o \
+	src/queue/fanout.o \
+	src/queue/group_walk.o \
 	src/queue/groups.o \
+	src/queue/index_walk.o \
 	src/queue/listen.o \
 	src/queue/maintenance.o \
 	src/queue/navigation.o \
@@ -43,6 +47,8 @@ OBJS = \
 	src/queue/scan_floor.o \
 	src/queue/settler.o \
 	src/queue/statements.o \
+	src/queue/sweep.o \
+	src/queue/sweep_walk.o \
 	src/queue/waiting.o \
 	src/queue/wakeup.o
 
@@ -75,7 +81,7 @@ SHLIB_LINK  += $(AQ_SANITIZE)
 override with_llvm = no
 
 # (Before the include: pgxs.mk tests it with ifdef when it is read.)
-EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test test/unit/once_a_second_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test test/unit/once_a_second_test test/unit/sweep_rules_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
 	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out
 
 PG_CONFIG ?= pg_config
@@ -123,6 +129,9 @@ test/unit/rules_test: test/unit/rules_test.cpp src/queue/rules.hpp
 test/unit/once_a_second_test: test/unit/once_a_second_test.cpp src/base/once_a_second.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/once_a_second_test.cpp
 
+test/unit/sweep_rules_test: test/unit/sweep_rules_test.cpp src/queue/sweep_rules.hpp
+	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/sweep_rules_test.cpp
+
 test/unit/seqid_test: test/unit/seqid_test.cpp src/ingest/seqid.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/seqid_test.cpp
 
@@ -135,7 +144,7 @@ test/unit/aq_bench_cli_test: test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.
 	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -I$(shell $(PG_CONFIG) --includedir) -o $@ \
 		test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.cpp -lboost_program_options
 
-unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test test/unit/once_a_second_test \
+unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test test/unit/once_a_second_test test/unit/sweep_rules_test \
 		test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test
 	./test/unit/options_test
 	./test/unit/commit_mode_test
@@ -144,6 +153,7 @@ unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test
 	./test/unit/recipients_test
 	./test/unit/rules_test
 	./test/unit/once_a_second_test
+	./test/unit/sweep_rules_test
 	./test/unit/checker_test
 	./test/unit/report_test
 	./test/unit/aq_bench_cli_test

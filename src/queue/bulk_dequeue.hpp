@@ -1,5 +1,9 @@
 // Bulk dequeue: a remove-dequeue done on the order index and the heap directly.
 //
+// The requests of the four C index walks: bulk_dequeue (bulk_dequeue.cpp), bulk_dequeue_group and
+// next_group (group_walk.cpp), bulk_dequeue_deliveries (delivery_walk.cpp), bulk_sweep
+// (sweep_walk.cpp).  The protocol every walk keeps, and the mechanism they share: index_walk.hpp.
+//
 // Protocol.  For DEQUEUE_ARRAY/DEQUEUE in remove mode, without msgid or correlation, on a
 // normal queue.  The queue table is opened with RowExclusiveLock and checked as for a
 // bulk enqueue (bulk_enqueue.hpp: aq's columns, no triggers, no rules, no row-level

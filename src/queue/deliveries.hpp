@@ -50,13 +50,17 @@
 //     while this backend knows that no message can have lost its last delivery: since its last
 //     sweep of the queue (under a second ago) every removal committed was its own, and some
 //     consumer's first delivery is still at the point that sweep found (see Knowledge in
-//     deliveries.cpp).  So a message goes with the last of its deliveries (or at a later sweep),
+//     sweep.cpp).  So a message goes with the last of its deliveries (or at a later sweep),
 //     and storage is bounded by the slowest consumer's backlog.
 //  4. Exception queues.  When a delivery moves to an exception queue (it expired, or its
 //     attempts ran out: queue_store.cpp, settler.cpp), it takes its message with it: the row
 //     gets the message's correlation, enqueuing user and payload, and is dequeued from the
 //     exception queue on its own.  So an exception queue that nobody reads never holds back the
 //     removal of its queue's messages, and a message keeps its id there.
+//
+// The room's files: fanout.cpp (1: deliver, and what the enqueue and the subscriber functions use),
+// sweep.cpp (3: sweep, at_commit), deliveries_statements.{hpp,cpp} (the statements both use), and
+// the C walks of 2 and 3 (delivery_walk.cpp, sweep_walk.cpp: bulk_dequeue.hpp, index_walk.hpp).
 //
 // PostgreSQL-side code: call inside base::call, with an SPI connection.
 #pragma once

@@ -34,6 +34,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use lib $FindBin::Bin;
 use AqCrash qw(kill9_backend);
+use AqSession qw(query finish);
 
 my $t_start = time;
 my $node    = PostgreSQL::Test::Cluster->new('worker_budget');
@@ -49,33 +50,8 @@ max_logical_replication_workers = 0
 $node->start;
 
 # ---------------------------------------------------------------- an interactive session
-# A psql process fed one statement at a time: query() returns its output and its errors
-# (with the SQLSTATE: VERBOSITY=verbose) once psql has run it.
-my $marker = 0;
-
-sub session
-{
-	my ($db, %opt) = @_;
-	my $connstr = $node->connstr($db) . ($opt{user} ? " user=$opt{user}" : '');
-	my $s = { in => '', out => '', err => '' };
-	$s->{h} = IPC::Run::start(
-		[ 'psql', '-X', '-A', '-t', '-q', '-v', 'VERBOSITY=verbose', '-d', $connstr ],
-		'<', \$s->{in}, '>', \$s->{out}, '2>', \$s->{err}, IPC::Run::timeout(300));
-	return $s;
-}
-
-sub query
-{
-	my ($s, $sql) = @_;
-	$marker++;
-	$s->{out} = $s->{err} = '';
-	$s->{in} .= "$sql\n\\echo end-$marker\n\\warn end-$marker\n";
-	$s->{h}->pump until $s->{out} =~ /^end-$marker\n/m && $s->{err} =~ /^end-$marker\n/m;
-	my ($out, $err) = ($s->{out}, $s->{err});
-	s/^end-$marker\n//m for $out, $err;
-	chomp($out, $err);
-	return wantarray ? ($out, $err) : $out;
-}
+# AqSession.pm: a psql process fed one statement at a time (query() returns its output and errors).
+sub session { AqSession::session($node, @_) }
 
 # Runs $sql in $s and returns how long it took (seconds) and its errors.
 sub timed
@@ -84,13 +60,6 @@ sub timed
 	my $t0 = time;
 	my (undef, $err) = query($s, $sql);
 	return (time - $t0, $err);
-}
-
-sub finish
-{
-	my ($s) = @_;
-	$s->{in} .= "\\q\n";
-	$s->{h}->finish;
 }
 
 sub ms { sprintf('%.0f ms', 1000 * $_[0]) }

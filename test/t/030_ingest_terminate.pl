@@ -29,6 +29,8 @@ use Time::Local qw(timegm);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib $FindBin::Bin;
+use AqSession qw(query finish);
 
 my $t_start = time;
 my $node    = PostgreSQL::Test::Cluster->new('ingest_terminate');
@@ -40,40 +42,8 @@ autovacuum = off
 $node->start;
 
 # ---------------------------------------------------------------- an interactive session
-# A psql process fed one statement at a time (as in 029): query() returns its output and its
-# errors (with the SQLSTATE: VERBOSITY=verbose) once psql has run it.
-my $marker = 0;
-
-sub session
-{
-	my ($db, %opt) = @_;
-	my $connstr = $node->connstr($db) . ($opt{user} ? " user=$opt{user}" : '');
-	my $s = { in => '', out => '', err => '' };
-	$s->{h} = IPC::Run::start(
-		[ 'psql', '-X', '-A', '-t', '-q', '-v', 'VERBOSITY=verbose', '-d', $connstr ],
-		'<', \$s->{in}, '>', \$s->{out}, '2>', \$s->{err}, IPC::Run::timeout(300));
-	return $s;
-}
-
-sub query
-{
-	my ($s, $sql) = @_;
-	$marker++;
-	$s->{out} = $s->{err} = '';
-	$s->{in} .= "$sql\n\\echo end-$marker\n\\warn end-$marker\n";
-	$s->{h}->pump until $s->{out} =~ /^end-$marker\n/m && $s->{err} =~ /^end-$marker\n/m;
-	my ($out, $err) = ($s->{out}, $s->{err});
-	s/^end-$marker\n//m for $out, $err;
-	chomp($out, $err);
-	return wantarray ? ($out, $err) : $out;
-}
-
-sub finish
-{
-	my ($s) = @_;
-	$s->{in} .= "\\q\n";
-	$s->{h}->finish;
-}
+# AqSession.pm: a psql process fed one statement at a time (query() returns its output and errors).
+sub session { AqSession::session($node, @_) }
 
 sub ms { sprintf('%.0f ms', 1000 * $_[0]) }
 

@@ -1,0 +1,245 @@
+// The group walks (groups.hpp): bulk_dequeue_group() takes a transaction group's messages,
+// next_group() finds the next group with a message ready, both on the group index.  Declared in
+// bulk_dequeue.hpp; index_walk.hpp has the protocol every walk keeps.
+// Called inside base::call: plain data only.
+extern "C" {
+#include "postgres.h"
+#include "storage/procarray.h"
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relscan.h"
+#include "access/sysattr.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/bufmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/typcache.h"
+}
+
+#include <initializer_list>
+
+#include "compat/acl.hpp"
+#include "compat/executor.hpp"
+#include "base/multi_insert.hpp"
+#include "queue/bulk_dequeue.hpp"
+#include "queue/bulk_enqueue.hpp"
+#include "queue/deliveries.hpp"
+#include "queue/groups.hpp"
+#include "queue/retries.hpp"
+#include "queue/rules.hpp"
+#include "queue/settler.hpp"
+#include "queue/scan_floor.hpp"
+#include "queue/index_walk.hpp"
+
+namespace aq::queue {
+
+using namespace index_walk;
+
+int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
+    Relation rel = table_open(r.relid, RowExclusiveLock);
+    static const AttrNumber by_group[] = {col_q_id + 1, column_count + 1, col_enq_time + 1, col_msgid + 1};
+    Oid index_oid = InvalidOid;
+    if (!XactReadOnly && !IsInParallelMode() && plain_queue_table(rel, r.payload_type) && has_group_column(rel) &&
+        caller_may_remove(rel))
+        index_oid = find_index(rel, by_group, 4);
+    Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
+    if (!index || !in_sort_order(index)) {
+        if (index) index_close(index, AccessShareLock);
+        table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
+        return -1;
+    }
+    CheckCmdReplicaIdentity(rel, CMD_DELETE);
+    Oid properties_type = message_properties_type();
+    TupleDesc properties_desc = lookup_rowtype_tupdesc(properties_type, -1);
+    if (properties_desc->natts != 11)
+        elog(ERROR, "aq: type aq.message_properties has %d fields, not those of aq 0.6.0", properties_desc->natts);
+
+    CommandCounterIncrement();  // as a new statement: this transaction's earlier changes are seen
+    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    PushActiveSnapshot(snapshot);
+    TimestampTz now = GetCurrentTimestamp();
+    CommandId command = GetCurrentCommandId(true);
+
+    // Index columns: 1 q_id, 2 transaction_group, 3 enq_time, 4 msgid.
+    ScanKeyData keys[3], row[2];
+    int nkeys = 2;
+    ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
+    ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(group));
+    if (r.after) {
+        static const AttrNumber columns[] = {3, 4};
+        static const RegProcedure comparisons[] = {F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
+        Datum values[] = {TimestampTzGetDatum(r.after->enq_time), Int64GetDatum(r.after->msgid)};
+        row_comparison(&keys[nkeys++], row, BTGreaterStrategyNumber, 2, columns, comparisons, values);
+    }
+    IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, nkeys);
+    index_rescan(scan, keys, nkeys, nullptr, 0);
+    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    MemoryContext held_context = AllocSetContextCreate(CurrentMemoryContext, "aq group dequeue", ALLOCSET_SMALL_SIZES);
+
+    // A taken message is handed on once the next row of the group is seen (its end_of_group is
+    // then false) or the group has no row left after it (true); its values are copied meanwhile.
+    struct Held {
+        bool present;
+        Datum values[column_count];
+        bool isnull[column_count];
+        ItemPointerData tid;
+    } held{};
+    TupleDesc desc = RelationGetDescr(rel);
+    auto hand_on = [&](bool end_of_group) {
+        GroupMark mark{group, end_of_group};
+        MemoryContext outer = MemoryContextSwitchTo(held_context);
+        BulkDequeuedMessage message{held.values[col_msgid], held.values[col_user_data],
+                                    properties_of(properties_desc, held.values, held.isnull, &mark),
+                                    DatumGetInt32(held.values[col_priority]),
+                                    DatumGetTimestampTz(held.values[col_enq_time]), held.tid};
+        MemoryContextSwitchTo(outer);
+        r.sink(r.sink_context, message);
+        MemoryContextReset(held_context);
+        held.present = false;
+    };
+
+    RowView row_view{slot, col_delay, col_expiration, retries::counting(), r.relid};
+    bool registered = false;
+    int removed = 0;
+    bool later = false;  // a row of the group after the held message
+    for (;;) {
+        CHECK_FOR_INTERRUPTS();
+        if (!index_getnext_slot(scan, ForwardScanDirection, slot)) break;
+        if (held.present) later = true;
+        if (removed >= r.max_messages) break;  // the array is full: this row only says the group goes on
+        slot_getallattrs(slot);
+        const Datum* v = slot->tts_values;
+        const bool* isnull = slot->tts_isnull;
+        // In order (rules.hpp, the head rule): an expired message is passed; one not takeable yet
+        // (a retry delay after a rollback, a dead consumer's claim not counted yet) ends the take,
+        // and nothing after it is taken before it.
+        rules::InGroup in_group = rules::in_group(row_view, now);
+        if (in_group == rules::InGroup::pass) continue;
+        if (in_group == rules::InGroup::stop) {
+            later = true;
+            break;
+        }
+        if (!registered) retries::before_claim();  // before the first claim (retries.hpp)
+        registered = true;
+        ItemPointerData tid = slot->tts_tid;
+        if (!claim_by_delete(rel, slot, command, snapshot)) continue;
+        if (held.present) hand_on(false);
+        MemoryContext outer = MemoryContextSwitchTo(held_context);
+        for (int c = 0; c < column_count; c++) {
+            Form_pg_attribute att = TupleDescAttr(desc, c);
+            held.isnull[c] = isnull[c];
+            held.values[c] = isnull[c] ? (Datum)0 : datumCopy(v[c], att->attbyval, att->attlen);
+        }
+        MemoryContextSwitchTo(outer);
+        held.tid = tid;
+        held.present = true;
+        later = false;
+        removed++;
+    }
+    if (held.present) hand_on(!later);
+
+    MemoryContextDelete(held_context);
+    ExecDropSingleTupleTableSlot(slot);
+    index_endscan(scan);
+    index_close(index, NoLock);
+    table_close(rel, NoLock);
+    PopActiveSnapshot();
+    UnregisterSnapshot(snapshot);
+    ReleaseTupleDesc(properties_desc);
+    if (removed > 0) CommandCounterIncrement();  // later commands of this transaction see the removals
+    return removed;
+}
+
+int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, bool from_head, int64* group) {
+    Relation rel = table_open(relid, AccessShareLock);
+    static const AttrNumber by_group[] = {col_q_id + 1, column_count + 1, col_enq_time + 1, col_msgid + 1};
+    Oid index_oid = plain_queue_table(rel, payload_type) && has_group_column(rel) ? find_index(rel, by_group, 4)
+                                                                                  : InvalidOid;
+    Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
+    if (!index || !in_sort_order(index) || pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK) {
+        if (index) index_close(index, AccessShareLock);
+        table_close(rel, NoLock);
+        return -1;
+    }
+    // From the head: from the groups' floor (groups.hpp), read before the snapshot.
+    scan_floor::Reading floor;
+    bool floor_applies = after == PG_INT64_MIN;
+    if (floor_applies) floor = scan_floor::read(queue_id, groups::floor_key);
+    bool use_floor = floor_applies && !from_head;
+    CommandCounterIncrement();
+    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    TimestampTz now = GetCurrentTimestamp();
+    ScanKeyData keys[2];
+    ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(queue_id));
+    int64 from = after;
+    bool inclusive = false;
+    if (use_floor && floor.floor.enq_time != DT_NOBEGIN) from = floor.floor.enq_time, inclusive = true;
+    ScanKeyInit(&keys[1], 2, inclusive ? BTGreaterEqualStrategyNumber : BTGreaterStrategyNumber,
+                inclusive ? F_INT8GE : F_INT8GT, Int64GetDatum(from));
+    IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, 2);
+    scan->xs_want_itup = floor_applies;
+    index_rescan(scan, keys, 2, nullptr, 0);
+    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    // The groups' floor is a position whose "enq_time" is a group id (a group's messages all
+    // have it): it may pass the groups whose every entry is surely dead.
+    FloorWatch watch{floor_applies, 2, 2, scan_floor::Position{PG_INT64_MAX, PG_INT64_MIN}};
+    bool found = false;
+    bool blocked = false;  // blocked_group's first message cannot be taken now
+    int64 blocked_group = 0;
+    RowView row_view{slot, col_delay, col_expiration, retries::counting(), relid};
+    for (;;) {
+        CHECK_FOR_INTERRUPTS();
+        if (!index_getnext_tid(scan, ForwardScanDirection)) break;
+        watch.before_fetch(scan);
+        bool visible = index_fetch_heap(scan, slot);
+        watch.after_fetch(scan, visible);
+        if (!visible) continue;
+        slot_getallattrs(slot);
+        int64 row_group = DatumGetInt64(slot->tts_values[column_count]);
+        if (blocked && row_group == blocked_group) continue;
+        // The group's first message that is not passed decides (rules.hpp, the head rule).
+        rules::InGroup in_group = rules::in_group(row_view, now);
+        if (in_group == rules::InGroup::pass) continue;
+        if (in_group == rules::InGroup::stop) {
+            blocked = true;
+            blocked_group = row_group;
+            continue;
+        }
+        *group = row_group;
+        found = true;
+        break;
+    }
+    if (floor_applies) {
+        scan_floor::Position candidate = watch.candidate;
+        candidate.msgid = PG_INT64_MIN;  // the whole group (the "msgid" column read is the group too)
+        scan_floor::raise(queue_id, floor, candidate, groups::floor_key);
+    }
+    ExecDropSingleTupleTableSlot(slot);
+    index_endscan(scan);
+    index_close(index, NoLock);
+    table_close(rel, NoLock);
+    UnregisterSnapshot(snapshot);
+    return found ? 1 : 0;
+}
+
+}  // namespace aq::queue

@@ -1,0 +1,148 @@
+// The index walk: how aq's C paths read and claim rows on an index and the heap directly,
+// instead of running the equivalent statement, and the shared mechanism they do it with.
+//
+// The walks (their requests are declared in bulk_dequeue.hpp):
+//   bulk_dequeue.cpp   bulk_dequeue: a queue's messages, on its order index;
+//   group_walk.cpp     bulk_dequeue_group, next_group: a transaction group's (groups.hpp);
+//   delivery_walk.cpp  bulk_dequeue_deliveries: one consumer's delivery rows (deliveries.hpp);
+//   sweep_walk.cpp     bulk_sweep: the removal sweep of a multi-consumer queue (deliveries.hpp).
+//
+// Protocol.  Every walk:
+//  1. Eligibility, one privilege model.  It opens its tables (RowExclusiveLock on the one it
+//     deletes from) and checks them as for a bulk enqueue (bulk_enqueue.hpp: aq's columns, no
+//     triggers, no rules, no row-level security; a delivery table: has_delivery_shape), and a
+//     walk that deletes runs neither in a read-only transaction nor in parallel mode (those get
+//     the statement's error from the statement).  Its index is aq's, found by its exact key
+//     columns (find_index, find_order_index: no predicate, no expressions, usable by this
+//     transaction's snapshots) and in the queue's sort order (in_sort_order: btree, ascending,
+//     default operator classes).  The caller needs the privileges of the equivalent statement
+//     (caller_may_remove: USAGE on the schema, DELETE and SELECT on the columns it reads; table
+//     grants where that is what the statement checks).  Otherwise nothing is done and -1 is
+//     returned: the caller runs the statement, which does the same or raises the error the
+//     user would get from it.
+//  2. The snapshot.  A scan floor the walk may raise is read before the snapshot (scan_floor.hpp;
+//     one it only reads, as the sweep its consumers', after it); then CommandCounterIncrement and
+//     a fresh snapshot, as a new statement: this transaction's earlier changes are seen.
+//     Everything is in the caller's transaction: a rollback brings the rows back.  A walk that
+//     removed rows ends with CommandCounterIncrement: the transaction's later commands see it.
+//  3. The order.  The index is scanned forward, which is the queue's sort order (rules.hpp, 6),
+//     from the scan floor, the head, or the transaction's navigation position, each start one
+//     btree row comparison (row_comparison: the scan starts right there), and a row not after
+//     the position is passed (after_position).
+//  4. The rules.  Which rows may be taken is decided by the message rules of rules.hpp alone,
+//     evaluated on the row in the walk's slot through RowView: delay and expiration from the
+//     deformed slot, settled() from the row version's header (an unsettled dequeue attempt,
+//     retries.hpp: taking it would overwrite that record; the settler is hinted).
+//  5. The claims.  A row is claimed by deleting it with claim_by_delete, SKIP LOCKED's way: a row
+//     another transaction deletes or holds locked is passed, never waited for; one this
+//     transaction locked (locked mode) is deleted, the own-lock rule (only a plain xid can be
+//     ours: a MultiXactId is passed).  A row updated since the snapshot is passed too: its new
+//     version is for the next dequeue (the statement would follow the update, or in REPEATABLE
+//     READ fail with 40001).  retries::before_claim() comes before the first claim.  Each claim
+//     is one heap delete (one WAL record), not the row lock and delete of SELECT ... FOR UPDATE
+//     SKIP LOCKED and DELETE, and no executor.
+//  6. The floor watch.  Where a floor applies, FloorWatch finds how far it may rise: to the first
+//     index entry whose row is visible or not surely dead (index_fetch_heap's kill_prior_tuple),
+//     or the candidate the walk gives it if it meets none (where the scan began); the walk then
+//     raises the floor to that (scan_floor::raise, which also knows what enqueues did meanwhile).
+//
+// Called inside base::call: plain data only; may raise PostgreSQL errors.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "access/genam.h"
+#include "access/itup.h"
+#include "access/relscan.h"
+#include "access/skey.h"
+#include "executor/tuptable.h"
+#include "utils/rel.h"
+#include "utils/snapshot.h"
+#include "utils/timestamp.h"
+}
+
+#include "queue/bulk_dequeue.hpp"
+#include "queue/rules.hpp"
+#include "queue/scan_floor.hpp"
+#include "queue/settler.hpp"
+
+namespace aq::queue::index_walk {
+
+// 1. Eligibility (index_walk.cpp).
+Oid find_index(Relation rel, const AttrNumber* keys, int nkeys);
+Oid find_order_index(Relation rel, bool priority_order);
+Oid default_btree_family(Oid type);
+bool in_sort_order(Relation index);
+bool caller_may_remove(Relation rel);
+bool open_sorted_indexes(Oid first_oid, Oid second_oid, Relation* first, Relation* second);
+
+// What a walk hands its sink: aq.message_properties (index_walk.cpp).
+Oid message_properties_type();
+// aq.message_properties of a removed message, as the dequeue statement's ROW(...) builds it.
+// A message of a transaction group (groups.hpp) also says its group and whether it is the last.
+struct GroupMark {
+    int64 group;
+    bool end_of_group;
+};
+Datum properties_of(TupleDesc properties_desc, const Datum* v, const bool* isnull, const GroupMark* mark = nullptr);
+
+// 3. The order (index_walk.cpp).
+bool after_position(const BulkDequeuePosition& p, bool priority_order, const Datum* v);
+void row_comparison(ScanKeyData* header, ScanKeyData* members, StrategyNumber strategy, int n,
+                    const AttrNumber* columns, const RegProcedure* comparisons, const Datum* values);
+
+// 4, 5. The row's header and the claim (index_walk.cpp).
+bool held_by_several(TupleTableSlot* slot);
+bool deleted_by_running_other(TupleTableSlot* slot);
+bool holds_unsettled_claim(TupleTableSlot* slot);
+bool claim_by_delete(Relation rel, TupleTableSlot* slot, CommandId command, Snapshot snapshot);
+
+// 4.
+// The rules' view of the row a walk holds in its slot (rules.hpp): its delay and expiration
+// columns (0-based, of the deformed slot), and settled() read from its header (rules.hpp, 3),
+// which hints the settler of an unsettled claim (at most 16 per walk).
+struct RowView {
+    TupleTableSlot* slot;
+    int delay_col, expiration_col;
+    bool counting;  // retries::counting(): without it no claim is unsettled
+    Oid relid;      // for the hint
+    int hinted = 0;
+
+    bool delay_null() const { return slot->tts_isnull[delay_col]; }
+    rules::Time delay() const { return DatumGetTimestampTz(slot->tts_values[delay_col]); }
+    bool expiration_null() const { return slot->tts_isnull[expiration_col]; }
+    rules::Time expiration() const { return DatumGetTimestampTz(slot->tts_values[expiration_col]); }
+    bool settled() {
+        if (!counting || !holds_unsettled_claim(slot)) return true;
+        if (hinted++ < 16) settler::hint(relid, &slot->tts_tid);
+        return false;
+    }
+};
+
+// 6.
+// Where a remove scan's floor may rise to (scan_floor.hpp): the position of the first index entry
+// whose row is visible or not surely dead, or `candidate` as given if the scan meets none.
+// index_fetch_heap sets kill_prior_tuple when every version an entry leads to is dead to all
+// transactions: only such entries may be passed by the floor.
+struct FloorWatch {
+    bool applies;
+    AttrNumber time_column, id_column;  // of the index: enq_time, msgid
+    scan_floor::Position candidate;
+    bool met = false;
+    scan_floor::Position entry{0, 0};
+
+    // Reads the entry's position (the scan has xs_want_itup when the floor applies).
+    void before_fetch(IndexScanDesc scan) {
+        if (!applies || met) return;
+        bool isnull;
+        entry.enq_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, time_column, scan->xs_itupdesc, &isnull));
+        entry.msgid = DatumGetInt64(index_getattr(scan->xs_itup, id_column, scan->xs_itupdesc, &isnull));
+    }
+    void after_fetch(IndexScanDesc scan, bool visible) {
+        if (!applies || met || (!visible && scan->kill_prior_tuple)) return;
+        met = true;
+        candidate = entry;
+    }
+};
+
+}  // namespace aq::queue::index_walk
