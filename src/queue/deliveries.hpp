@@ -53,7 +53,7 @@
 //     sweep.cpp).  So a message goes with the last of its deliveries (or at a later sweep),
 //     and storage is bounded by the slowest consumer's backlog.
 //  4. Exception queues.  When a delivery moves to an exception queue (it expired, or its
-//     attempts ran out: queue_store.cpp, settler.cpp), it takes its message with it: the row
+//     attempts ran out: maintenance.cpp, settler.cpp), it takes its message with it: the row
 //     gets the message's correlation, enqueuing user and payload, and is dequeued from the
 //     exception queue on its own.  So an exception queue that nobody reads never holds back the
 //     removal of its queue's messages, and a message keeps its id there.

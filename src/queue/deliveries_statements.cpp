@@ -15,7 +15,7 @@ namespace aq::queue::deliveries {
 constexpr const char* delivered_columns =
     "(msgid, consumer_name, q_id, priority, enq_time, delay, expiration, exception_queue)";
 
-// Every name is qualified and every table read with ONLY (see queue_store.cpp's build_sql).
+// Every name is qualified and every table read with ONLY (statements.hpp, invariants 2 and 3).
 char* build_sql(const void* context) {
     const auto* b = static_cast<const Build*>(context);
     const char* m = b->tables->messages;

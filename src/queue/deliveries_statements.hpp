@@ -15,7 +15,7 @@ namespace aq::queue::deliveries {
 
 constexpr int sweep_limit = 10000;  // messages a sweep removes at most
 
-// Above every statement number of queue_store.cpp (dequeue_base + shape bits), whose plans share
+// Above every statement number of statements.hpp (dequeue_base + shape bits), whose plans share
 // the cache under the same names (plan_cache.hpp).
 enum Statement : int32 {
     deliver_to_names = 1 << 20,  // $1 message ids x $2 consumer names

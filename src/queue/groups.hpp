@@ -17,7 +17,7 @@
 //    transaction holds is skipped, never waited for; the lock lasts until the transaction ends,
 //    so two concurrent consumers never share a group.  A collision of two groups' hashes only
 //    makes one consumer pass over a group the other holds.  Browse takes no lock.
-//  - Navigation (queue_store.cpp).  FIRST_MESSAGE takes the first group it can lock, from the
+//  - Navigation (dequeue.cpp, navigation.hpp).  FIRST_MESSAGE takes the first group it can lock, from the
 //    head; NEXT_MESSAGE goes on inside the transaction's current group, and when that has no
 //    message left the dequeue raises QA235 (Oracle's ORA-25235); without a current group it is
 //    FIRST_MESSAGE.  NEXT_TRANSACTION takes the first group after the current one that it can
@@ -26,15 +26,16 @@
 //    only when its first unexpired message can be taken now (ready, and not a claim whose
 //    attempt is still uncounted: a consumer that rolled back with a retry delay, or died), and a
 //    take stops at the first message that cannot be taken, so no message is ever taken before an
-//    earlier one of its group.  Both paths state it: next_group and bulk_dequeue_group on the
-//    index, the next_group statement and the by_group claim in queue_store.cpp.
+//    earlier one of its group.  The rule is written once (rules.hpp, 5): next_group and
+//    bulk_dequeue_group on the index (group_walk.cpp) evaluate it, the find_next_group statement
+//    and the by_group claim (statements.cpp) embed its SQL.
 //  - Properties.  A dequeued message says its group (transaction_group, the id as text) and
 //    whether it is the group's last (end_of_group: no later message of the group is in the
 //    queue).
 //  - Paths.  Enqueues go through the multi-insert path with the group filled in, a group is
 //    found and taken on the group index (bulk_dequeue.hpp: next_group, bulk_dequeue_group);
 //    what they refuse (triggers, privileges, browse and locked modes) goes through statements
-//    with the same meaning (queue_store.cpp).
+//    with the same meaning (statements.cpp).
 //
 //  - Floor.  A search for the first group from the head starts at the groups' scan floor
 //    (scan_floor.hpp, the queue's slot under floor_key), a position whose first field is a group

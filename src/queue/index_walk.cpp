@@ -209,12 +209,23 @@ bool holds_unsettled_claim(TupleTableSlot* slot) {
 // Deletes the visible row version in the slot, SKIP LOCKED's way: one another transaction holds
 // is skipped, not waited for; one this transaction locked (mode locked) is deleted.  Only a plain
 // xid can be ours: a MultiXactId (several lockers) is skipped, never waited for.
-bool claim_by_delete(Relation rel, TupleTableSlot* slot, CommandId command, Snapshot snapshot) {
+bool claim_by_delete(Relation rel, TupleTableSlot* slot, CommandId command, Snapshot snapshot, bool a_dequeue) {
     TM_FailureData failure;
     ItemPointerData row = slot->tts_tid;
     TM_Result result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, false, &failure, false);
     if (result == TM_BeingModified && !held_by_several(slot) && TransactionIdIsCurrentTransactionId(failure.xmax))
         result = table_tuple_delete(rel, &row, command, snapshot, InvalidSnapshot, true, &failure, false);
+    // Invariant 5: a version this snapshot cannot see replaced the row.
+    if (result == TM_Updated && a_dequeue && IsolationUsesXactSnapshot()) {
+        bool isnull;
+        int64 msgid = DatumGetInt64(slot_getattr(slot, 1, &isnull));  // msgid: the first column of both tables
+        ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                        errmsg("could not serialize access due to concurrent update"),
+                        errdetail("Message " INT64_FORMAT " of table \"%s\" changed after this transaction's snapshot was taken"
+                                  " (a rolled-back dequeue's attempt was counted, or it expired).",
+                                  msgid, RelationGetRelationName(rel)),
+                        errhint("Retry the transaction; a READ COMMITTED dequeue takes the message at once.")));
+    }
     return result == TM_Ok;
 }
 

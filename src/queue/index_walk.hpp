@@ -36,9 +36,13 @@
 //  5. The claims.  A row is claimed by deleting it with claim_by_delete, SKIP LOCKED's way: a row
 //     another transaction deletes or holds locked is passed, never waited for; one this
 //     transaction locked (locked mode) is deleted, the own-lock rule (only a plain xid can be
-//     ours: a MultiXactId is passed).  A row updated since the snapshot is passed too: its new
-//     version is for the next dequeue (the statement would follow the update, or in REPEATABLE
-//     READ fail with 40001).  retries::before_claim() comes before the first claim.  Each claim
+//     ours: a MultiXactId is passed).  A row updated since the snapshot (a rolled-back dequeue's
+//     attempt counted by the settler, an expiry move) is passed in READ COMMITTED: its new version
+//     is for the next dequeue, which takes a new snapshot.  In REPEATABLE READ and SERIALIZABLE a
+//     dequeue raises 40001 there instead, as the statement's FOR UPDATE does: the transaction's
+//     snapshot can never see that version, and passing it silently would say the queue is empty
+//     (QA228) or take later messages first.  The sweep passes it at every level (a_dequeue false).
+//     retries::before_claim() comes before the first claim.  Each claim
 //     is one heap delete (one WAL record), not the row lock and delete of SELECT ... FOR UPDATE
 //     SKIP LOCKED and DELETE, and no executor.
 //  6. The floor watch.  Where a floor applies, FloorWatch finds how far it may rise: to the first
@@ -95,7 +99,7 @@ void row_comparison(ScanKeyData* header, ScanKeyData* members, StrategyNumber st
 bool held_by_several(TupleTableSlot* slot);
 bool deleted_by_running_other(TupleTableSlot* slot);
 bool holds_unsettled_claim(TupleTableSlot* slot);
-bool claim_by_delete(Relation rel, TupleTableSlot* slot, CommandId command, Snapshot snapshot);
+bool claim_by_delete(Relation rel, TupleTableSlot* slot, CommandId command, Snapshot snapshot, bool a_dequeue = true);
 
 // 4.
 // The rules' view of the row a walk holds in its slot (rules.hpp): its delay and expiration

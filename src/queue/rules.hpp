@@ -45,7 +45,7 @@ struct Names {
 
 // ---------------------------------------------------------------- the expression kit
 //
-// A row view R (bulk_dequeue.cpp's RowView, or a test's) offers delay_null(), delay(),
+// A row view R (index_walk.hpp's RowView, or a test's) offers delay_null(), delay(),
 // expiration_null(), expiration() and settled(); a rule is evaluated in the order written
 // (short-circuit), so settled(), which may read the row's header under a buffer lock, is asked last.
 

@@ -26,6 +26,7 @@ extern "C" {
 #include <algorithm>
 #include <cstring>
 
+#include "base/once_a_second.hpp"
 #include "base/txn_local.hpp"
 #include "queue/bulk_dequeue.hpp"
 #include "queue/deliveries.hpp"
@@ -61,13 +62,10 @@ base::TxnLocalMap<SweepKey, Resume> resumes("aq sweep resumes");
 // What this backend knows of its queues (Knowledge, may_remove: sweep_rules.hpp).
 Knowledge knowledge[4];
 
-// The last sweep of a queue after a dequeue that found nothing.
-struct IdleSweep {
-    int32 queue_id;
-    TimestampTz at;
-};
-IdleSweep idle_sweeps[4];
-IdleSweep priority_sweeps[4];  // the last sweep of every priority of a priority-ordered queue
+// The last sweep of a queue after a dequeue that found nothing, and the last sweep of every
+// priority of a priority-ordered queue (base/once_a_second.hpp).
+base::OnceASecond<4> idle_sweeps;
+base::OnceASecond<4> priority_sweeps;
 
 Knowledge& knowledge_of(int32 queue_id) {
     return knowledge[static_cast<uint32>(queue_id) % lengthof(knowledge)];
@@ -132,12 +130,7 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
     // A priority-ordered queue's sweep covers the priorities the dequeue took; every one of them
     // at most once a second (a message the last two recipients took in overlapping transactions
     // is left to a later sweep, which may take another priority).
-    auto due = [&](IdleSweep* sweeps) {
-        IdleSweep& last = sweeps[static_cast<uint32>(t.queue_id) % lengthof(idle_sweeps)];
-        if (last.queue_id == t.queue_id && clock - last.at < USECS_PER_SEC) return false;
-        last = IdleSweep{t.queue_id, clock};
-        return true;
-    };
+    auto due = [&](base::OnceASecond<4>& sweeps) { return sweeps.due(t.queue_id, clock); };
     bool every_priority = forced;
     if (forced) {
         // the settler's: no knowledge, no rate limit

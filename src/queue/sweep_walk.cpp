@@ -207,7 +207,7 @@ int bulk_sweep(BulkSweep& r) {
             met_blocker = true;
             candidate = scan_floor::Position{at_time, at_id};
         }
-        if (!visible || !claim_by_delete(messages, message_slot, command, snapshot)) continue;
+        if (!visible || !claim_by_delete(messages, message_slot, command, snapshot, false)) continue;
         r.last_enq_time = at_time;
         r.last_msgid = at_id;
         removed++;

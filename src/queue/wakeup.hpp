@@ -32,7 +32,7 @@
 //
 // Removals.  Each channel also counts the committed transactions that dequeued from its queues
 // (`removals`, incremented at commit after the generation), for backend-local knowledge of a
-// queue that only this backend's own dequeues may change (the sweep of deliveries.cpp): a
+// queue that only this backend's own dequeues may change (the sweep of sweep.cpp): a
 // backend remembers the counts it moved from, so it can tell whether every removal since it
 // looked was its own.  A COMMIT PREPARED counts on every channel; a collision only makes the
 // knowledge look stale.
