@@ -51,7 +51,11 @@
 //     sweep of the queue (under a second ago) every removal committed was its own, and some
 //     consumer's first delivery is still at the point that sweep found (see Knowledge in
 //     sweep.cpp).  So a message goes with the last of its deliveries (or at a later sweep),
-//     and storage is bounded by the slowest consumer's backlog.
+//     and storage is bounded by the slowest consumer's backlog.  A sweep that finds the first
+//     delivery contended, and every sweep of a SERIALIZABLE transaction (whose reads of other
+//     consumers' deliveries would make SERIALIZABLE consumers fail each other with 40001), is
+//     left to the settler: at commit the queue is owed a sweep, which the settler runs as the
+//     owner in a READ COMMITTED transaction of its own (settler.hpp).
 //  4. Exception queues.  When a delivery moves to an exception queue (it expired, or its
 //     attempts ran out: maintenance.cpp, settler.cpp), it takes its message with it: the row
 //     gets the message's correlation, enqueuing user and payload, and is dequeued from the

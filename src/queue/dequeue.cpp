@@ -387,8 +387,9 @@ int dequeue(const DequeueRequest& r) {
                     if (problem.kind != QueueProblem::none) return PassResult::stop;
                 }
                 // Browse is read-only, and so is everything a READ ONLY transaction or a hot standby
-                // calls: the expiry move is left to the next consuming dequeue (or sweep).
-                if (!browse && !XactReadOnly && (q.exception_queue || (first_pass && expiry_sweep_due(q))))
+                // calls: the expiry move is left to the next consuming dequeue (or sweep).  And a
+                // SERIALIZABLE one leaves a normal queue's move to others (maintenance.hpp, 3).
+                if (!browse && !XactReadOnly && (q.exception_queue || (first_pass && !IsolationIsSerializable() && expiry_sweep_due(q))))
                     expire_messages_of(q);
                 if (grouped) {
                     delivered = claim_grouped(q, r, &exhausted);

@@ -13,6 +13,9 @@
 //     queue table and backend when a normal queue is (expiry_sweep_due), so expired messages do
 //     not pile up at the head of a queue whose exception queue nobody reads.  Never in browse, a
 //     READ ONLY transaction or on a hot standby: there it waits for the next consuming dequeue.
+//     Nor by a normal queue's dequeue in a SERIALIZABLE transaction: the move reads the whole
+//     queue table, which would make every other SERIALIZABLE consumer of it fail with 40001; an
+//     expired message is never taken (rules.hpp, 2), it only waits for the move.
 //
 // PostgreSQL-side: inside base::call, with an SPI connection.
 #pragma once

@@ -120,6 +120,13 @@ struct Contended {
 } contended;
 
 void sweep(const Tables& t, const int32* priorities, int count, const Taken* taken, bool forced) {
+    // A SERIALIZABLE transaction leaves its sweeps to the settler (deliveries.hpp, 3): a sweep
+    // reads every consumer's first delivery, and those reads would make SERIALIZABLE consumers of
+    // one queue fail each other with 40001 where their dequeues alone do not conflict.
+    if (!forced && IsolationIsSerializable()) {
+        contended.add(t.queue_id);
+        return;
+    }
     // A transaction's first sweep of a queue starts at the head.  The delivery rows the
     // transaction removes stay in its snapshot's way until it ends (they cannot be pruned), so
     // its later sweeps start where the last one stopped: the messages between there and the
