@@ -68,41 +68,23 @@ int bulk_dequeue(const BulkDequeue& r) {
         return -1;
     }
     CheckCmdReplicaIdentity(rel, CMD_DELETE);  // a publication of deletes needs a replica identity
-    Oid properties_type = message_properties_type();
-    TupleDesc properties_desc = lookup_rowtype_tupdesc(properties_type, -1);  // pinned, not copied
-    // 8 fields up to 0.5.0, 11 since (properties_of fills only those the type has).
-    if (properties_desc->natts != 8 && properties_desc->natts != 11)
-        elog(ERROR, "aq: type aq.message_properties has %d fields, not those of aq 0.4.0 or 0.6.0", properties_desc->natts);
+    TupleDesc properties_desc = open_properties(false);
 
     // The floor is read before the snapshot is taken (scan_floor.hpp).
     bool floor_applies = !r.priority_order && !r.after;
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id);
 
-    CommandCounterIncrement();  // as a new statement: this transaction's earlier changes are seen
-    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
-    PushActiveSnapshot(snapshot);
-    TimestampTz now = GetCurrentTimestamp();
-    CommandId command = GetCurrentCommandId(true);
+    WalkSnapshot walk = WalkSnapshot::begin();
+    Snapshot snapshot = walk.snapshot;
+    TimestampTz now = walk.now;
+    CommandId command = walk.command;
 
     // Index columns: 1 q_id, then (2 enq_time, 3 msgid) or (2 priority, 3 enq_time, 4 msgid).
     ScanKeyData keys[2], row[3];
-    int nkeys = 1;
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
-    if (r.after && r.priority_order) {
-        static const AttrNumber columns[] = {2, 3, 4};
-        static const RegProcedure comparisons[] = {F_BTINT4CMP, F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
-        Datum values[] = {Int32GetDatum(r.after->priority), TimestampTzGetDatum(r.after->enq_time),
-                          Int64GetDatum(r.after->msgid)};
-        row_comparison(&keys[nkeys++], row, BTGreaterStrategyNumber, 3, columns, comparisons, values);
-    } else if (r.after || (floor_applies && !r.from_head && floor.floor.enq_time != DT_NOBEGIN)) {
-        static const AttrNumber columns[] = {2, 3};
-        static const RegProcedure comparisons[] = {F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
-        scan_floor::Position from = r.after ? scan_floor::Position{r.after->enq_time, r.after->msgid} : floor.floor;
-        Datum values[] = {TimestampTzGetDatum(from.enq_time), Int64GetDatum(from.msgid)};
-        row_comparison(&keys[nkeys++], row, r.after ? BTGreaterStrategyNumber : BTGreaterEqualStrategyNumber, 2,
-                       columns, comparisons, values);
-    }
+    bool from_floor = floor_applies && !r.from_head && floor.floor.enq_time != DT_NOBEGIN;
+    int nkeys = 1 + start_key(&keys[1], row, 2, r.priority_order, r.after, from_floor ? &floor.floor : nullptr);
     IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, nkeys);
     scan->xs_want_itup = floor_applies;  // the (enq_time, msgid) of entries whose rows are gone
     index_rescan(scan, keys, nkeys, nullptr, 0);
@@ -115,13 +97,7 @@ int bulk_dequeue(const BulkDequeue& r) {
     FloorWatch watch{floor_applies, 2, 3, scan_floor::Position{now, PG_INT64_MIN}};
     int removed = 0;
     while (removed < r.max_messages) {
-        CHECK_FOR_INTERRUPTS();
-        if (!index_getnext_tid(scan, ForwardScanDirection)) break;
-        watch.before_fetch(scan);
-        bool visible = index_fetch_heap(scan, slot);
-        watch.after_fetch(scan, visible);
-        if (!visible) continue;
-        slot_getallattrs(slot);
+        if (!next_visible(scan, slot, watch)) break;
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
         if (r.after && !after_position(*r.after, r.priority_order, v)) continue;
@@ -147,8 +123,7 @@ int bulk_dequeue(const BulkDequeue& r) {
     index_endscan(scan);
     index_close(index, NoLock);
     table_close(rel, NoLock);
-    PopActiveSnapshot();
-    UnregisterSnapshot(snapshot);
+    walk.end();
     ReleaseTupleDesc(properties_desc);
     if (removed > 0) CommandCounterIncrement();  // later commands of this transaction see the removals
     return removed;

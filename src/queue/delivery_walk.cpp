@@ -117,42 +117,25 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
         return -1;
     }
     CheckCmdReplicaIdentity(rel, CMD_DELETE);
-    Oid properties_type = message_properties_type();
-    TupleDesc properties_desc = lookup_rowtype_tupdesc(properties_type, -1);
-    if (properties_desc->natts != 11)
-        elog(ERROR, "aq: type aq.message_properties has %d fields, not those of aq 0.6.0", properties_desc->natts);
+    TupleDesc properties_desc = open_properties(true);
 
     // The consumer's floor is read before the snapshot is taken (scan_floor.hpp).
     bool floor_applies = !r.priority_order && !r.after;
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id, r.consumer);
 
-    CommandCounterIncrement();
-    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
-    PushActiveSnapshot(snapshot);
-    TimestampTz now = GetCurrentTimestamp();
-    CommandId command = GetCurrentCommandId(true);
+    WalkSnapshot walk = WalkSnapshot::begin();
+    Snapshot snapshot = walk.snapshot;
+    TimestampTz now = walk.now;
+    CommandId command = walk.command;
 
     // Index columns: 1 q_id, 2 consumer_name, then (3 enq_time, 4 msgid) or (3 priority, 4 enq_time, 5 msgid).
     ScanKeyData keys[3], row[3];
-    int nkeys = 2;
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
     ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[1], F_TEXTEQ,
                            CStringGetTextDatum(r.consumer));
-    if (r.after && r.priority_order) {
-        static const AttrNumber columns[] = {3, 4, 5};
-        static const RegProcedure comparisons[] = {F_BTINT4CMP, F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
-        Datum values[] = {Int32GetDatum(r.after->priority), TimestampTzGetDatum(r.after->enq_time),
-                          Int64GetDatum(r.after->msgid)};
-        row_comparison(&keys[nkeys++], row, BTGreaterStrategyNumber, 3, columns, comparisons, values);
-    } else if (r.after || (floor_applies && !r.from_head && floor.floor.enq_time != DT_NOBEGIN)) {
-        static const AttrNumber columns[] = {3, 4};
-        static const RegProcedure comparisons[] = {F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
-        scan_floor::Position from = r.after ? scan_floor::Position{r.after->enq_time, r.after->msgid} : floor.floor;
-        Datum values[] = {TimestampTzGetDatum(from.enq_time), Int64GetDatum(from.msgid)};
-        row_comparison(&keys[nkeys++], row, r.after ? BTGreaterStrategyNumber : BTGreaterEqualStrategyNumber, 2,
-                       columns, comparisons, values);
-    }
+    bool from_floor = floor_applies && !r.from_head && floor.floor.enq_time != DT_NOBEGIN;
+    int nkeys = 2 + start_key(&keys[2], row, 3, r.priority_order, r.after, from_floor ? &floor.floor : nullptr);
     IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, nkeys);
     scan->xs_want_itup = floor_applies;  // the (enq_time, msgid) of entries whose rows are gone
     index_rescan(scan, keys, nkeys, nullptr, 0);
@@ -166,13 +149,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     FloorWatch watch{floor_applies, 3, 4, scan_floor::Position{now, PG_INT64_MIN}};
     int removed = 0;
     while (removed < r.max_messages) {
-        CHECK_FOR_INTERRUPTS();
-        if (!index_getnext_tid(scan, ForwardScanDirection)) break;
-        watch.before_fetch(scan);
-        bool visible = index_fetch_heap(scan, slot);
-        watch.after_fetch(scan, visible);
-        if (!visible) continue;
-        slot_getallattrs(slot);
+        if (!next_visible(scan, slot, watch)) break;
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
         if (!rules::holds<rules::Takeable>(row_view, now)) continue;
@@ -231,8 +208,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     index_close(index, NoLock);
     table_close(messages, NoLock);
     table_close(rel, NoLock);
-    PopActiveSnapshot();
-    UnregisterSnapshot(snapshot);
+    walk.end();
     ReleaseTupleDesc(properties_desc);
     if (removed > 0) CommandCounterIncrement();
     return removed;

@@ -69,28 +69,18 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
         return -1;
     }
     CheckCmdReplicaIdentity(rel, CMD_DELETE);
-    Oid properties_type = message_properties_type();
-    TupleDesc properties_desc = lookup_rowtype_tupdesc(properties_type, -1);
-    if (properties_desc->natts != 11)
-        elog(ERROR, "aq: type aq.message_properties has %d fields, not those of aq 0.6.0", properties_desc->natts);
+    TupleDesc properties_desc = open_properties(true);
 
-    CommandCounterIncrement();  // as a new statement: this transaction's earlier changes are seen
-    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
-    PushActiveSnapshot(snapshot);
-    TimestampTz now = GetCurrentTimestamp();
-    CommandId command = GetCurrentCommandId(true);
+    WalkSnapshot walk = WalkSnapshot::begin();
+    Snapshot snapshot = walk.snapshot;
+    TimestampTz now = walk.now;
+    CommandId command = walk.command;
 
     // Index columns: 1 q_id, 2 transaction_group, 3 enq_time, 4 msgid.
-    ScanKeyData keys[3], row[2];
-    int nkeys = 2;
+    ScanKeyData keys[3], row[3];
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
     ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(group));
-    if (r.after) {
-        static const AttrNumber columns[] = {3, 4};
-        static const RegProcedure comparisons[] = {F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
-        Datum values[] = {TimestampTzGetDatum(r.after->enq_time), Int64GetDatum(r.after->msgid)};
-        row_comparison(&keys[nkeys++], row, BTGreaterStrategyNumber, 2, columns, comparisons, values);
-    }
+    int nkeys = 2 + start_key(&keys[2], row, 3, false, r.after, nullptr);
     IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, nkeys);
     index_rescan(scan, keys, nkeys, nullptr, 0);
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
@@ -163,8 +153,7 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
     index_endscan(scan);
     index_close(index, NoLock);
     table_close(rel, NoLock);
-    PopActiveSnapshot();
-    UnregisterSnapshot(snapshot);
+    walk.end();
     ReleaseTupleDesc(properties_desc);
     if (removed > 0) CommandCounterIncrement();  // later commands of this transaction see the removals
     return removed;
@@ -207,14 +196,7 @@ int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, bool fr
     bool blocked = false;  // blocked_group's first message cannot be taken now
     int64 blocked_group = 0;
     RowView row_view{slot, col_delay, col_expiration, retries::counting(), relid};
-    for (;;) {
-        CHECK_FOR_INTERRUPTS();
-        if (!index_getnext_tid(scan, ForwardScanDirection)) break;
-        watch.before_fetch(scan);
-        bool visible = index_fetch_heap(scan, slot);
-        watch.after_fetch(scan, visible);
-        if (!visible) continue;
-        slot_getallattrs(slot);
+    while (next_visible(scan, slot, watch)) {
         int64 row_group = DatumGetInt64(slot->tts_values[column_count]);
         if (blocked && row_group == blocked_group) continue;
         // The group's first message that is not passed decides (rules.hpp, the head rule).

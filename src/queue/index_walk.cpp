@@ -240,6 +240,48 @@ bool open_sorted_indexes(Oid first_oid, Oid second_oid, Relation* first, Relatio
     return false;
 }
 
+TupleDesc open_properties(bool need_groups) {
+    TupleDesc desc = lookup_rowtype_tupdesc(message_properties_type(), -1);  // pinned, not copied
+    if (desc->natts != 11 && (need_groups || desc->natts != 8))
+        elog(ERROR, "aq: type aq.message_properties has %d fields, not those of aq 0.4.0 or 0.6.0", desc->natts);
+    return desc;
+}
+
+WalkSnapshot WalkSnapshot::begin() {
+    CommandCounterIncrement();  // as a new statement: this transaction's earlier changes are seen
+    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    PushActiveSnapshot(snapshot);
+    return WalkSnapshot{snapshot, GetCurrentTimestamp(), GetCurrentCommandId(true)};
+}
+
+void WalkSnapshot::end() {
+    PopActiveSnapshot();
+    UnregisterSnapshot(snapshot);
+}
+
+int start_key(ScanKeyData* key, ScanKeyData* members, AttrNumber first, bool priority_order,
+              const BulkDequeuePosition* after, const scan_floor::Position* floor) {
+    if (after && priority_order) {
+        const AttrNumber columns[] = {first, AttrNumber(first + 1), AttrNumber(first + 2)};
+        static const RegProcedure comparisons[] = {F_BTINT4CMP, F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
+        Datum values[] = {Int32GetDatum(after->priority), TimestampTzGetDatum(after->enq_time), Int64GetDatum(after->msgid)};
+        row_comparison(key, members, BTGreaterStrategyNumber, 3, columns, comparisons, values);
+        return 1;
+    }
+    // In priority order the floor never applies (scan_floor.hpp): only after a position.
+    AttrNumber time_column = priority_order ? AttrNumber(first + 1) : first;
+    if (after || floor) {
+        const AttrNumber columns[] = {time_column, AttrNumber(time_column + 1)};
+        static const RegProcedure comparisons[] = {F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
+        scan_floor::Position from = after ? scan_floor::Position{after->enq_time, after->msgid} : *floor;
+        Datum values[] = {TimestampTzGetDatum(from.enq_time), Int64GetDatum(from.msgid)};
+        row_comparison(key, members, after ? BTGreaterStrategyNumber : BTGreaterEqualStrategyNumber, 2, columns,
+                       comparisons, values);
+        return 1;
+    }
+    return 0;
+}
+
 // Is this message after the navigation position, in the queue's sort order (rules.hpp, 6)?
 bool after_position(const BulkDequeuePosition& p, bool priority_order, const Datum* v) {
     return rules::after(rules::Key{DatumGetInt32(v[col_priority]), DatumGetTimestampTz(v[col_enq_time]),

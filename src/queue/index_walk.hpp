@@ -56,6 +56,7 @@
 extern "C" {
 #include "postgres.h"
 #include "access/genam.h"
+#include "miscadmin.h"
 #include "access/itup.h"
 #include "access/relscan.h"
 #include "access/skey.h"
@@ -90,7 +91,27 @@ struct GroupMark {
 };
 Datum properties_of(TupleDesc properties_desc, const Datum* v, const bool* isnull, const GroupMark* mark = nullptr);
 
+// aq.message_properties' row type, pinned (ReleaseTupleDesc it), with the fields of aq 0.6.0 (11)
+// or, unless groups are needed, of 0.4.0 (8): properties_of fills only those the type has.
+TupleDesc open_properties(bool need_groups);
+
+// 2. The snapshot: a walk starts as a new statement (CommandCounterIncrement: this transaction's
+// earlier changes are seen) with a registered, active snapshot; end() pops and unregisters it.
+struct WalkSnapshot {
+    Snapshot snapshot;
+    TimestampTz now;
+    CommandId command;
+    static WalkSnapshot begin();
+    void end();
+};
+
 // 3. The order (index_walk.cpp).
+// The start key of a walk of an order index whose key columns from `first` are (enq_time, msgid)
+// or (priority, enq_time, msgid): after the navigation position (after; >), or else from the
+// scan floor (floor, when it applies and is known; >=), or none.  Fills keys[0] (and the row
+// members, room for 3); returns how many keys it filled (0 or 1).
+int start_key(ScanKeyData* key, ScanKeyData* members, AttrNumber first, bool priority_order,
+              const BulkDequeuePosition* after, const scan_floor::Position* floor);
 bool after_position(const BulkDequeuePosition& p, bool priority_order, const Datum* v);
 void row_comparison(ScanKeyData* header, ScanKeyData* members, StrategyNumber strategy, int n,
                     const AttrNumber* columns, const RegProcedure* comparisons, const Datum* values);
@@ -148,5 +169,20 @@ struct FloorWatch {
         candidate = entry;
     }
 };
+
+// The walk's next visible row, deformed in slot, the floor watch kept (6); false at the end of the
+// scan.  Interrupts are checked at every index entry.
+inline bool next_visible(IndexScanDesc scan, TupleTableSlot* slot, FloorWatch& watch) {
+    for (;;) {
+        CHECK_FOR_INTERRUPTS();
+        if (!index_getnext_tid(scan, ForwardScanDirection)) return false;
+        watch.before_fetch(scan);
+        bool visible = index_fetch_heap(scan, slot);
+        watch.after_fetch(scan, visible);
+        if (!visible) continue;
+        slot_getallattrs(slot);
+        return true;
+    }
+}
 
 }  // namespace aq::queue::index_walk

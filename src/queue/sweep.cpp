@@ -110,7 +110,7 @@ void learn(Knowledge& k, HeapTuple row, TupleDesc desc) {
 
 // The queues whose sweep this transaction found contended (see sweep() in deliveries.hpp).
 struct Contended {
-    int32 ids[16];
+    int32 ids[64];
     int count;
     void add(int32 id) {
         for (int i = 0; i < count; i++)
