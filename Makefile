@@ -45,7 +45,9 @@ OBJS = \
 	src/queue/plan_cache.o \
 	src/queue/retries.o \
 	src/queue/scan_floor.o \
+	src/queue/settle.o \
 	src/queue/settler.o \
+	src/queue/settler_shared.o \
 	src/queue/statements.o \
 	src/queue/sweep.o \
 	src/queue/sweep_walk.o \

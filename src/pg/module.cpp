@@ -144,7 +144,9 @@ void register_transaction_ends() {
     sweeps.name = "removal sweeps";
     sweeps.commit = aq::queue::deliveries::at_commit;
     sweeps.abort = aq::queue::deliveries::at_abort;
-    sweeps.prepare = aq::queue::deliveries::at_abort;
+    // At PREPARE too: the settler's sweep finds the prepared transaction's deliveries contended
+    // until COMMIT PREPARED, and asks again each second (a ROLLBACK PREPARED leaves it nothing).
+    sweeps.prepare = aq::queue::deliveries::at_commit;
     aq::base::xact_end::add(sweeps);
 
     // Dequeue positions belong to their transaction (by local transaction id); a rolled-back

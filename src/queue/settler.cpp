@@ -1,4 +1,5 @@
-// See settler.hpp for the protocol and retries.hpp for what settling means.
+// The settler's workers: the launcher and the per-database settlers (settler.hpp for the protocol,
+// retries.hpp for what settling means; the shared memory: settler_shared.cpp).
 // PostgreSQL-side code (background workers and the abort path): plain data only; the
 // workers' errors are PostgreSQL's own, caught with PG_TRY around each unit of work.
 extern "C" {
@@ -47,594 +48,25 @@ extern "C" {
 #include "queue/deliveries.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/settler.hpp"
+#include "queue/settler_shared.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq::queue::settler {
 
-namespace {
-
-constexpr int max_databases = 64;
-constexpr int max_requests = 8192;
-constexpr int max_dequeuers = 4096;
-constexpr uint32 no_proc = PG_UINT32_MAX;
-constexpr int idle_exit_ms = 3000;
-constexpr int rescan_ms = 1000;
-constexpr int start_interval_ms = 1000;
-constexpr uint32 max_failed_starts = 3;
-constexpr int max_workers = 3;         // settlers at once for scans only
-constexpr int max_urgent_workers = 6;  // ... and for databases with requests (a rollback, a hint)
-constexpr int unit_timeout_ms = 1000;  // one queue table's settle, owner triggers included: the
-                                       // first budget, doubled per timeout in a row (to 64 s)
-const char* const tranche_name = "aq settler";
-
-enum : uint32 { slot_stopped = 0, slot_starting = 1, slot_running = 2 };
-
-struct Request {
-    Oid database;
-    Oid relid;  // InvalidOid: a scan of the database
-    ItemPointerData tid;
-    TransactionId xid;  // the claiming (sub)transaction, or invalid (a hint)
-    uint32 requester;   // procno to wake, or no_proc
-    int32 sweep_queue;  // not 0: a sweep of this multi-consumer queue (relid and tid unused)
-};
-
-struct Dequeuer {
-    Oid database;
-    TransactionId xid;
-};
-
-struct DatabaseSlot {
-    Oid database;  // InvalidOid: free
-    uint32 state;
-    uint32 worker_procno;
-    uint32 failed_starts;
-    uint64 submitted;
-    uint64 settled;
-    bool scan_wanted;
-    bool urgent;     // requests (a rollback's claims, a dequeue's hint) wait: started first
-    bool starved;    // no background worker slot was free for its settler (a start failed)
-    TimestampTz last_start;
-};
-
-struct Shared {
-    LWLock* lock;
-    uint32 launcher_procno;
-    TransactionId horizon;  // invalid until the launcher ran: every claim counts
-    int request_count;
-    int dequeuer_count;
-    pg_atomic_uint32 starved_slots;  // slots with starved set: 0 is the common, lock-free case
-    DatabaseSlot slots[max_databases];
-    Request requests[max_requests];
-    Dequeuer dequeuers[max_dequeuers];
-};
-
-Shared* shared = nullptr;
-
-DatabaseSlot* slot_for(Oid database, bool create) {
-    DatabaseSlot* free_slot = nullptr;
-    for (auto& slot : shared->slots) {
-        if (slot.database == database) return &slot;
-        if (!free_slot && slot.database == InvalidOid) free_slot = &slot;
-    }
-    if (!create || !free_slot) return nullptr;
-    *free_slot = DatabaseSlot{database, slot_stopped, no_proc, 0, 0, 0, false, false, false, 0};
-    return free_slot;
-}
-
-void wake(uint32 procno) {
-    if (procno != no_proc) SetLatch(compat::proc_latch(procno));
-}
-
-// Appends a request (under the lock); false when the array is full.
-bool append(Oid database, Oid relid, const ItemPointerData* tid, TransactionId xid, uint32 requester) {
-    if (shared->request_count >= max_requests) return false;
-    Request& r = shared->requests[shared->request_count++];
-    r.database = database;
-    r.relid = relid;
-    if (tid)
-        r.tid = *tid;
-    else
-        ItemPointerSetInvalid(&r.tid);
-    r.xid = xid;
-    r.requester = requester;
-    r.sweep_queue = 0;
-    return true;
-}
-
-// Under the lock (exclusive).
-void forget_locked(TransactionId xid) {
-    for (int i = 0; i < shared->dequeuer_count; i++)
-        if (TransactionIdEquals(shared->dequeuers[i].xid, xid)) {
-            shared->dequeuers[i] = shared->dequeuers[--shared->dequeuer_count];
-            return;
-        }
-}
-
-// The lock is released by the caller; wakes whoever must act on the slot.
-void wake_for(DatabaseSlot* slot, uint32* to_wake) {
-    *to_wake = slot->worker_procno != no_proc ? slot->worker_procno
-               : slot->state == slot_stopped  ? shared->launcher_procno
-                                              : no_proc;
-}
-
-}  // namespace
-
-std::size_t shmem_size() {
-    return MAXALIGN(sizeof(Shared));
-}
-
-void request_lwlocks() {
-    RequestNamedLWLockTranche(tranche_name, 1);
-}
-
-void shmem_startup() {
-    bool found;
-    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    shared = static_cast<Shared*>(ShmemInitStruct("aq settler", shmem_size(), &found));
-    if (!found) {
-        memset(shared, 0, sizeof(Shared));
-        shared->lock = &(GetNamedLWLockTranche(tranche_name))->lock;
-        shared->launcher_procno = no_proc;
-        pg_atomic_init_u32(&shared->starved_slots, 0);
-    }
-    LWLockRelease(AddinShmemInitLock);
-}
-
-bool available() {
-    return shared != nullptr;
-}
-
-bool starved() {
-    if (!shared || pg_atomic_read_u32(&shared->starved_slots) == 0) return false;
-    LWLockAcquire(shared->lock, LW_SHARED);
-    DatabaseSlot* slot = slot_for(MyDatabaseId, false);
-    bool result = slot && slot->starved;
-    LWLockRelease(shared->lock);
-    return result;
-}
-
-bool register_dequeuer(TransactionId xid) {
-    if (!shared) return false;
-    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    bool done = shared->dequeuer_count < max_dequeuers;
-    if (done) shared->dequeuers[shared->dequeuer_count++] = Dequeuer{MyDatabaseId, xid};
-    LWLockRelease(shared->lock);
-    return done;
-}
-
-void forget_dequeuers(const TransactionId* xids, int count) {
-    if (!shared || count == 0) return;
-    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    for (int i = 0; i < count; i++) forget_locked(xids[i]);
-    LWLockRelease(shared->lock);
-}
-
-bool is_dequeuer(TransactionId xid) {
-    if (!shared) return false;
-    LWLockAcquire(shared->lock, LW_SHARED);
-    bool known = !TransactionIdIsValid(shared->horizon) || TransactionIdPrecedes(xid, shared->horizon);
-    for (int i = 0; i < shared->dequeuer_count && !known; i++) known = TransactionIdEquals(shared->dequeuers[i].xid, xid);
-    LWLockRelease(shared->lock);
-    return known;
-}
-
-uint64 submit(const Claim* claims, int count, int from_level, bool scan) {
-    if (!shared || !OidIsValid(MyDatabaseId) || !MyProc) return 0;
-    uint32 me = compat::my_proc_number();
-    uint32 to_wake = no_proc;
-    uint64 ticket = 0;
-    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    DatabaseSlot* slot = slot_for(MyDatabaseId, true);
-    if (slot) {
-        for (int i = 0; i < count && !scan; i++)
-            if (claims[i].level >= from_level &&
-                !append(MyDatabaseId, claims[i].relid, &claims[i].tid, claims[i].xid, me))
-                scan = true;
-        if (scan) {
-            slot->scan_wanted = true;
-            (void)append(MyDatabaseId, InvalidOid, nullptr, InvalidTransactionId, me);
-        }
-        slot->urgent = true;
-        ticket = ++slot->submitted;
-        // No settler can start (no worker slot): nobody would settle this soon; do not wait.
-        if (slot->starved) ticket = 0;
-        wake_for(slot, &to_wake);
-    }
-    LWLockRelease(shared->lock);
-    wake(to_wake);
-    return ticket;
-}
-
-void hint(Oid relid, ItemPointer tid) {
-    if (!shared || !OidIsValid(MyDatabaseId)) return;
-    uint32 to_wake = no_proc;
-    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    DatabaseSlot* slot = slot_for(MyDatabaseId, true);
-    bool known = false;
-    for (int i = 0; slot && i < shared->request_count && !known; i++) {
-        const Request& r = shared->requests[i];
-        known = r.database == MyDatabaseId && r.relid == relid && ItemPointerEquals(const_cast<ItemPointer>(&r.tid), tid);
-    }
-    if (slot && !known) {
-        if (!append(MyDatabaseId, relid, tid, InvalidTransactionId, no_proc)) slot->scan_wanted = true;
-        slot->urgent = true;
-        slot->submitted++;
-        wake_for(slot, &to_wake);
-    }
-    LWLockRelease(shared->lock);
-    wake(to_wake);
-}
-
-void request_sweeps(const int32* queue_ids, int count) {
-    if (!shared || !OidIsValid(MyDatabaseId) || count == 0) return;
-    uint32 to_wake = no_proc;
-    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    DatabaseSlot* slot = slot_for(MyDatabaseId, true);
-    for (int i = 0; slot && i < count; i++) {
-        bool known = false;
-        for (int j = 0; j < shared->request_count && !known; j++)
-            known = shared->requests[j].database == MyDatabaseId && shared->requests[j].sweep_queue == queue_ids[i];
-        if (known || !append(MyDatabaseId, InvalidOid, nullptr, InvalidTransactionId, no_proc)) continue;
-        shared->requests[shared->request_count - 1].sweep_queue = queue_ids[i];
-        slot->submitted++;
-    }
-    if (slot) wake_for(slot, &to_wake);
-    LWLockRelease(shared->lock);
-    wake(to_wake);
-}
-
-bool wait_settled(uint64 ticket, long timeout_ms) {
-    if (!shared || ticket == 0) return true;
-    TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
-    bool done = false;
-    for (;;) {
-        LWLockAcquire(shared->lock, LW_SHARED);
-        DatabaseSlot* slot = slot_for(MyDatabaseId, false);
-        // Starved meanwhile (no worker slot for its settler): nobody will settle it soon.
-        done = !slot || slot->settled >= ticket || slot->starved;
-        LWLockRelease(shared->lock);
-        if (done) break;
-        long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-        if (left <= 0) break;
-        int rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH, Min(left, 10L),
-            AQ_WAIT_EVENT("AqSettleAttempts"));
-        ResetLatch(MyLatch);
-        if (rc & WL_POSTMASTER_DEATH) break;
-    }
-    SetLatch(MyLatch);  // a wake-up meant for a later wait is not lost
-    return done;
-}
-
-void register_launcher() {
-    // Restarted a second after any exit but a server shutdown (it exits with 1 when terminated).
-    BackgroundWorker worker = base::worker_spec("aq_settler_launcher_main", "aq settler launcher",
-                                              BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION, 1);
-    RegisterBackgroundWorker(&worker);
-}
-
-// ---------------------------------------------------------------- the worker's settling
+// ---------------------------------------------------------------- the workers
 
 namespace {
-
-struct QueueTable {
-    int32 queue_table_id;
-    Oid owner;
-    int32 default_exception_id;  // or 0
-    char qualified[2 * (2 * NAMEDATALEN + 2) + 2];
-    bool deliveries;  // the delivery table of a multi-consumer queue table (deliveries.hpp)
-    char messages[2 * (2 * NAMEDATALEN + 2) + 2];  // then: its queue table
-};
-
-Datum tid_array(const ItemPointerData* tids, int n) {
-    Datum* items = static_cast<Datum*>(palloc(sizeof(Datum) * Max(n, 1)));
-    for (int i = 0; i < n; i++) items[i] = PointerGetDatum(&tids[i]);
-    return PointerGetDatum(construct_array(items, n, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
-}
-
-// Requires SPI.  False if relid is not a queue table of this database.
-bool read_queue_table(Oid relid, QueueTable* t) {
-    Oid types[1] = {OIDOID};
-    Datum args[1] = {ObjectIdGetDatum(relid)};
-    int rc = SPI_execute_with_args(psprintf(
-        "SELECT t.queue_table_id, c.relowner,"
-        "       (SELECT e.queue_id FROM aq.queues e WHERE e.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
-        "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table"
-        "               OPERATOR(pg_catalog.||) '_e')),"
-        "       pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.'"
-        "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname),"
-        "       c.oid OPERATOR(pg_catalog.<>) t.relid::pg_catalog.oid,"
-        "       (SELECT pg_catalog.quote_ident(mn.nspname) OPERATOR(pg_catalog.||) '.'"
-        "                 OPERATOR(pg_catalog.||) pg_catalog.quote_ident(mc.relname)"
-        "          FROM pg_catalog.pg_class mc JOIN pg_catalog.pg_namespace mn ON mn.oid OPERATOR(pg_catalog.=) mc.relnamespace"
-        "         WHERE mc.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid)"
-        "  FROM aq.queue_tables t"
-        // The queue table, or the delivery table of a multi-consumer one (deliveries.hpp): its
-        // rows carry the columns settling updates.
-        "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid%s"
-        "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
-        " WHERE c.oid OPERATOR(pg_catalog.=) $1 AND c.relkind OPERATOR(pg_catalog.=) 'r'",
-        deliveries::available() ? " OR c.oid OPERATOR(pg_catalog.=) t.delivery_relid::pg_catalog.oid" : ""),
-        1, types, args, nullptr, true, 1);
-    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler queue table lookup failed: %s", SPI_result_code_string(rc));
-    if (SPI_processed == 0) return false;
-    HeapTuple row = SPI_tuptable->vals[0];
-    TupleDesc desc = SPI_tuptable->tupdesc;
-    bool isnull;
-    t->queue_table_id = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
-    t->owner = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
-    Datum e = SPI_getbinval(row, desc, 3, &isnull);
-    t->default_exception_id = isnull ? 0 : DatumGetInt32(e);
-    strlcpy(t->qualified, SPI_getvalue(row, desc, 4), sizeof t->qualified);
-    t->deliveries = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
-    char* messages = SPI_getvalue(row, desc, 6);
-    strlcpy(t->messages, messages ? messages : "", sizeof t->messages);
-    return true;
-}
-
-// Runs one statement with tids as $1 as the queue table's owner (see retries.hpp), through
-// base::run_as (search_path pinned, restricted, every setting undone); returns SPI_processed,
-// the locked TIDs copied into out (if given, in out_context) and the returned q_ids noted for
-// wake-ups.
-struct OwnerStatement {
-    const char* sql;
-    int nargs;
-    Oid* types;
-    Datum* args;
-    ItemPointerData* out;
-    MemoryContext out_context;
-    uint64 processed;
-};
-
-void run_owner_statement(void* arg) {
-    auto* st = static_cast<OwnerStatement*>(arg);
-    int rc = SPI_execute_with_args(st->sql, st->nargs, st->types, st->args, nullptr, false, 0);
-    if (rc < 0) elog(ERROR, "aq: settling dequeue attempts failed: %s", SPI_result_code_string(rc));
-    st->processed = SPI_processed;
-    bool isnull;
-    for (uint64 i = 0; i < SPI_processed; i++) {
-        Datum v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-        if (isnull) continue;
-        if (st->out) {
-            MemoryContext previous = MemoryContextSwitchTo(st->out_context);
-            st->out[i] = *reinterpret_cast<ItemPointer>(DatumGetPointer(v));
-            MemoryContextSwitchTo(previous);
-        } else {
-            wakeup::note_enqueue(DatumGetInt32(v));
-        }
-    }
-}
-
-uint64 run_as_owner(const QueueTable& t, const char* sql, int nargs, Oid* types, Datum* args,
-                    ItemPointerData* out, MemoryContext out_context) {
-    OwnerStatement st{sql, nargs, types, args, out, out_context, 0};
-    base::RunAs as;
-    as.role = t.owner;
-    base::run_as(as, run_owner_statement, &st);
-    return st.processed;
-}
-
-// The lock xids of the current unit (forgotten once it committed).
-TransactionId settling_xids[64];
-int settling_count = 0;
-
-// Settles the unsettled attempts among tids (all of the table's rows when tids is null) of
-// one queue table, in the current transaction.  Returns true if some were left (locked).
-// Requires SPI and an active snapshot.
-bool settle_table(Oid relid, const ItemPointerData* tids, int ntids) {
-    QueueTable t;
-    if (!read_queue_table(relid, &t)) return false;
-    // Never waits for the table: a transaction that holds it (maybe the one whose abort is
-    // waiting for this settle) would make the waiter sit out its wait.  A scan retries later.
-    if (!ConditionalLockRelationOid(relid, RowExclusiveLock)) return true;
-    Relation rel = table_open(relid, NoLock);
-    ItemPointerData* found = nullptr;
-    int nfound = 0;
-    if (tids) {
-        found = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * ntids));
-        BlockNumber blocks = RelationGetNumberOfBlocks(rel);
-        for (int i = 0; i < ntids; i++) {
-            CHECK_FOR_INTERRUPTS();
-            if (ItemPointerGetBlockNumber(&tids[i]) >= blocks) continue;
-            HeapTupleData tuple;
-            tuple.t_self = tids[i];
-            Buffer buffer;
-            if (!heap_fetch(rel, GetActiveSnapshot(), &tuple, &buffer, false)) continue;
-            LockBuffer(buffer, BUFFER_LOCK_SHARE);
-            bool unsettled = retries::unsettled_claim(tuple.t_data, &tuple.t_self);
-            LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
-            ReleaseBuffer(buffer);
-            bool duplicate = false;
-            for (int j = 0; j < nfound && !duplicate; j++) duplicate = ItemPointerEquals(&found[j], &tuple.t_self);
-            if (unsettled && !duplicate) found[nfound++] = tuple.t_self;
-        }
-    } else {
-        // Only row versions with an xmax can hold one.
-        char* sql = psprintf("SELECT ctid FROM ONLY %s WHERE xmax OPERATOR(pg_catalog.<>) '0'::pg_catalog.xid", t.qualified);
-        int rc = SPI_execute(sql, true, 0);
-        if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler scan failed: %s", SPI_result_code_string(rc));
-        uint64 n = SPI_processed;
-        found = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * Max(n, 1)));
-        for (uint64 i = 0; i < n; i++) {
-            CHECK_FOR_INTERRUPTS();
-            bool isnull;
-            ItemPointer tid = reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)));
-            if (!isnull && retries::row_holds_unsettled_claim(rel, tid)) found[nfound++] = *tid;
-        }
-        SPI_freetuptable(SPI_tuptable);
-    }
-    table_close(rel, NoLock);  // the lock is kept to the end of the transaction
-    if (nfound == 0) return false;
-
-    // The lock step, in a subtransaction of its own (retries.hpp, 3: what makes a settle
-    // that aborts recognisable again).
-    MemoryContext outer_context = CurrentMemoryContext;
-    ResourceOwner outer_owner = CurrentResourceOwner;
-    auto* locked = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * nfound));
-    char* lock_sql = psprintf("SELECT ctid FROM ONLY %s WHERE ctid OPERATOR(pg_catalog.=) ANY ($1) FOR UPDATE SKIP LOCKED",
-                              t.qualified);
-    Oid lock_types[1] = {TIDARRAYOID};
-    Datum lock_args[1] = {tid_array(found, nfound)};
-    BeginInternalSubTransaction(nullptr);
-    MemoryContextSwitchTo(outer_context);
-    // The lock's xid must count as a dequeuer's: if this settle aborts, its FOR UPDATE member
-    // is what keeps the attempt recognisable.
-    TransactionId lock_xid = GetCurrentTransactionId();
-    if (!register_dequeuer(lock_xid))
-        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-                        errmsg("aq: the registry of dequeuing transactions is full"),
-                        errdetail("The settler counts this attempt on its next pass."),
-                        errhint("It holds 4096 transactions; the attempt is counted once fewer dequeuing transactions are running.")));
-    if (settling_count < int(lengthof(settling_xids))) settling_xids[settling_count++] = lock_xid;
-    int nlocked = int(run_as_owner(t, lock_sql, 1, lock_types, lock_args, locked, outer_context));
-    ReleaseCurrentSubTransaction();
-    MemoryContextSwitchTo(outer_context);
-    CurrentResourceOwner = outer_owner;
-    if (nlocked == 0) return true;
-
-    Oid types[4] = {TIDARRAYOID, TIMESTAMPTZOID, INT4OID, INT4OID};
-    Datum args[4] = {tid_array(locked, nlocked), TimestampTzGetDatum(GetCurrentTimestamp()),
-                     Int32GetDatum(t.default_exception_id), Int32GetDatum(t.queue_table_id)};
-    // A message names its exception queue; if that is not an exception queue of the same
-    // queue table, it goes to the queue table's default one.
-    char* count_sql = psprintf(
-        "UPDATE ONLY %s m SET retry_count = m.retry_count OPERATOR(pg_catalog.+) 1,"
-        "   delay = CASE WHEN q.retry_delay OPERATOR(pg_catalog.>) '0'::pg_catalog.interval"
-        "                THEN $2 OPERATOR(pg_catalog.+) q.retry_delay ELSE m.delay END,"
-        "   q_id = CASE WHEN m.retry_count OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>) q.max_retries"
-        "               THEN COALESCE((SELECT e.queue_id FROM aq.queues e"
-        "                               WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
-        "                                 AND e.queue_table_id OPERATOR(pg_catalog.=) $4"
-        "                                 AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'),"
-        "                             CASE WHEN $3 OPERATOR(pg_catalog.=) 0 THEN NULL ELSE $3 END, m.q_id)"
-        "               ELSE m.q_id END%s"
-        "  FROM aq.queues q"
-        " WHERE q.queue_id OPERATOR(pg_catalog.=) m.q_id AND q.queue_type OPERATOR(pg_catalog.=) 'normal_queue'"
-        "   AND m.ctid OPERATOR(pg_catalog.=) ANY ($1)"
-        " RETURNING m.q_id",
-        t.qualified,
-        // A delivery that moves to an exception queue takes its message with it (deliveries.hpp).
-        t.deliveries ? deliveries::keep_message_sql(t.messages, "m",
-                                                    "m.retry_count OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>) q.max_retries")
-                     : "");
-    (void)run_as_owner(t, count_sql, 4, types, args, nullptr, nullptr);
-    // The rest (exception queues, queues dropped since): rewritten, not counted.
-    char* rewrite_sql = psprintf(
-        "UPDATE ONLY %s SET retry_count = retry_count WHERE ctid OPERATOR(pg_catalog.=) ANY ($1) RETURNING q_id",
-        t.qualified);
-    (void)run_as_owner(t, rewrite_sql, 1, types, args, nullptr, nullptr);
-    return nlocked < nfound;
-}
-
-// The queue tables of this database (for a scan).  Requires SPI.
-Oid* queue_tables(int* count) {
-    int rc = SPI_execute(deliveries::available()
-                             ? "SELECT relid::pg_catalog.oid FROM aq.queue_tables UNION ALL"
-                               " SELECT delivery_relid::pg_catalog.oid FROM aq.queue_tables WHERE delivery_relid IS NOT NULL"
-                             : "SELECT relid::pg_catalog.oid FROM aq.queue_tables",
-                         true, 0);
-    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler queue table list failed: %s", SPI_result_code_string(rc));
-    Oid* oids = static_cast<Oid*>(palloc(sizeof(Oid) * Max(SPI_processed, 1)));
-    *count = 0;
-    for (uint64 i = 0; i < SPI_processed; i++) {
-        bool isnull;
-        Datum v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-        if (!isnull) oids[(*count)++] = DatumGetObjectId(v);
-    }
-    return oids;
-}
-
-bool extension_missing = false;  // the last unit found no aq in this database
-
-// The queue tables whose settle ran over its time budget, and how many times in a row: a table
-// whose owner's trigger is slow gets a longer budget each time (so it is settled in the end),
-// after the others' requests (a scan retries it).  A few entries; a forgotten one starts again at
-// the first budget.
-struct Overrun {
-    Oid relid;
-    int times;
-};
-Overrun overruns[16];
-
-Overrun* overrun_of(Oid relid, bool create) {
-    for (auto& o : overruns)
-        if (o.relid == relid) return &o;
-    if (!create) return nullptr;
-    Overrun* victim = &overruns[0];
-    for (auto& o : overruns)
-        if (o.times < victim->times) victim = &o;
-    *victim = Overrun{relid, 0};
-    return victim;
-}
-
-// One unit of work in its own transaction: returns true if something was left.  An
-// error is logged and counts as left (a scan retries it).
-bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables) {
-    MemoryContext outer = CurrentMemoryContext;
-    volatile bool left = false;
-    settling_count = 0;
-    PG_TRY();
-    {
-        SetCurrentStatementStartTimestamp();
-        StartTransactionCommand();
-        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
-        PushActiveSnapshot(GetTransactionSnapshot());
-        pgstat_report_activity(STATE_RUNNING, "aq: settling dequeue attempts");
-        extension_missing = !OidIsValid(get_extension_oid("aq", true));
-        if (!extension_missing) {
-            if (tables) {
-                int n = 0;
-                Oid* oids = queue_tables(&n);
-                MemoryContext previous = MemoryContextSwitchTo(outer);
-                *tables = static_cast<Oid*>(palloc(sizeof(Oid) * Max(n, 1)));
-                memcpy(*tables, oids, sizeof(Oid) * n);
-                *ntables = n;
-                MemoryContextSwitchTo(previous);
-            } else {
-                // A time limit: an owner's slow trigger must not hold this database's other
-                // queue tables for long (what is left is settled by a later scan, with a
-                // longer budget).
-                const Overrun* o = overrun_of(relid, false);
-                enable_timeout_after(STATEMENT_TIMEOUT, unit_timeout_ms << Min(o ? o->times : 0, 6));
-                left = settle_table(relid, tids, ntids);
-                disable_timeout(STATEMENT_TIMEOUT, false);
-                if (Overrun* done = overrun_of(relid, false)) done->relid = InvalidOid;
-            }
-        }
-        SPI_finish();
-        PopActiveSnapshot();
-        CommitTransactionCommand();
-        forget_dequeuers(settling_xids, settling_count);  // committed: nothing left to recognise
-    }
-    PG_CATCH();
-    {
-        HOLD_INTERRUPTS();
-        disable_timeout(STATEMENT_TIMEOUT, false);
-        // A cancel here is the budget's timer (the message says so; its indicator is already
-        // consumed by then): the next settle of the table gets a longer budget.
-        MemoryContextSwitchTo(outer);
-        ErrorData* error = CopyErrorData();
-        if (error->sqlerrcode == ERRCODE_QUERY_CANCELED && OidIsValid(relid)) overrun_of(relid, true)->times++;
-        FreeErrorData(error);
-        EmitErrorReport();
-        AbortCurrentTransaction();
-        FlushErrorState();
-        RESUME_INTERRUPTS();
-        left = true;
-    }
-    PG_END_TRY();
-    MemoryContextSwitchTo(outer);
-    pgstat_report_activity(STATE_IDLE, nullptr);
-    return left;
-}
 
 // The registered xids of the database that did not commit (in the current memory context).
 TransactionId* aborted_dequeuers(Oid database, int* count) {
-    LWLockAcquire(shared->lock, LW_SHARED);
     int n = 0;
-    auto* xids = static_cast<TransactionId*>(palloc(sizeof(TransactionId) * Max(shared->dequeuer_count, 1)));
-    for (int i = 0; i < shared->dequeuer_count; i++)
-        if (shared->dequeuers[i].database == database) xids[n++] = shared->dequeuers[i].xid;
-    LWLockRelease(shared->lock);
+    auto* xids = static_cast<TransactionId*>(palloc(sizeof(TransactionId) * max_dequeuers));
+    for (auto& r : shared->registry) {
+        LWLockAcquire(r.lock, LW_SHARED);
+        for (int i = 0; i < r.count; i++)
+            if (r.entries[i].database == database) xids[n++] = r.entries[i].xid;
+        LWLockRelease(r.lock);
+    }
     int k = 0;
     for (int i = 0; i < n; i++)
         if (!TransactionIdIsInProgress(xids[i]) && !TransactionIdDidCommit(xids[i])) xids[k++] = xids[i];
@@ -651,22 +83,32 @@ struct PendingSweep {
     TimestampTz not_before;
     TimestampTz last;      // the last sweep of the queue by this settler
 };
-PendingSweep pending_sweeps[64];
+PendingSweep pending_sweeps[256];
 
 void owe_sweep(int32 queue_id, TimestampTz now) {
-    PendingSweep* free_entry = nullptr;
-    PendingSweep* oldest = &pending_sweeps[0];
-    for (auto& p : pending_sweeps) {
+    for (auto& p : pending_sweeps)
         if (p.queue_id == queue_id) {
             p.not_before = Max(p.not_before, p.last + USECS_PER_SEC);
             if (p.not_before == 0) p.not_before = now;
             return;
         }
-        if (!free_entry && p.queue_id == 0) free_entry = &p;
-        if (p.queue_id == 0 || p.last < oldest->last) oldest = &p;
+    // A free entry, else one no longer owed (swept, nothing asked since: its queue only loses the
+    // memory of its last sweep), the one swept longest ago; a sweep still owed is never dropped
+    // while another entry can go.
+    PendingSweep* e = nullptr;
+    for (auto& p : pending_sweeps)
+        if (p.queue_id == 0) {
+            e = &p;
+            break;
+        }
+    for (auto& p : pending_sweeps)
+        if (!e && p.not_before == 0) e = &p;
+        else if (e && e->queue_id != 0 && p.not_before == 0 && p.last < e->last) e = &p;
+    if (!e) {  // all 256 owed at once: the latest owed waits for its queue's next request
+        e = &pending_sweeps[0];
+        for (auto& p : pending_sweeps)
+            if (p.not_before > e->not_before) e = &p;
     }
-    // Full: the entry swept longest ago makes room (its queue only loses that memory).
-    PendingSweep* e = free_entry ? free_entry : oldest;
     *e = PendingSweep{queue_id, now, 0};
 }
 
@@ -732,7 +174,7 @@ void request_startup_scans() {
     TransactionId next = ReadNextTransactionId();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     // Once per shared memory: a launcher restarted by the postmaster (no crash) keeps it.
-    if (!TransactionIdIsValid(shared->horizon)) shared->horizon = next;
+    if (!TransactionIdIsValid(pg_atomic_read_u32(&shared->horizon))) pg_atomic_write_u32(&shared->horizon, next);
     LWLockRelease(shared->lock);
     StartTransactionCommand();
     Relation rel = table_open(DatabaseRelationId, AccessShareLock);
@@ -881,6 +323,10 @@ void aq_settler_main(Datum database_arg) {
     my_slot = slot;
     before_shmem_exit(worker_exit, 0);
     BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, BGWORKER_BYPASS_ALLOWCONN);
+    // Its transactions read committed and may write, whatever the database's or the server's
+    // defaults: a sweep or settle at SERIALIZABLE would fail the consumers it works for (40001).
+    SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     slot->state = slot_running;
     slot->failed_starts = 0;
@@ -1002,7 +448,7 @@ void aq_settler_main(Datum database_arg) {
         if (slot->settled < upto) slot->settled = upto;
         if (!left) {
             for (int i = 0; i < n; i++)
-                if (TransactionIdIsValid(taken[i].xid)) forget_locked(taken[i].xid);
+                if (TransactionIdIsValid(taken[i].xid)) forget_one(taken[i].xid);
         }
         LWLockRelease(shared->lock);
         if (scan && !left) forget_dequeuers(aborted_before, naborted);

@@ -4,9 +4,11 @@
 // Protocol
 //  * Shared memory (only when aq is preloaded): one LWLock, a table of database slots
 //    {database, state, worker, submitted, settled, scan_wanted}, an array of requests
-//    {database, relation, TID, claiming xid, requester}, the registry of dequeuing
-//    transactions {database, xid} and the horizon (below).  Everything is read and written
-//    under the lock.
+//    {database, relation, TID, claiming xid, requester}, all read and written under that lock;
+//    the registry of dequeuing transactions {database, xid} in 16 partitions by xid, each under
+//    a lock of its own (a claiming transaction's registration and its forgetting at commit take
+//    only its partition's lock, never the settler's; order: the settler's lock, then a
+//    partition's), and the horizon (below, an atomic).
 //  * A backend whose (sub)transaction aborts appends its claims as requests, takes the
 //    ticket ++submitted of its database, wakes the database's settler (or the launcher when
 //    there is none) and waits until settled >= ticket, at most a second (WaitLatch with a

@@ -20,6 +20,7 @@ extern "C" {
 #include "utils/datum.h"
 #include "catalog/namespace.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 }
 
@@ -27,6 +28,7 @@ extern "C" {
 #include <cstring>
 
 #include "base/once_a_second.hpp"
+#include "base/spi.hpp"
 #include "base/txn_local.hpp"
 #include "queue/bulk_dequeue.hpp"
 #include "queue/deliveries.hpp"
@@ -109,24 +111,26 @@ void learn(Knowledge& k, HeapTuple row, TupleDesc desc) {
 }  // namespace
 
 // The queues whose sweep this transaction found contended (see sweep() in deliveries.hpp).
+// Grows as needed (TopMemoryContext, kept for the session): a SERIALIZABLE transaction's sweeps
+// are all left to the settler, and none may be lost.
 struct Contended {
-    int32 ids[64];
+    int32* ids;
     int count;
+    int capacity;
     void add(int32 id) {
         for (int i = 0; i < count; i++)
             if (ids[i] == id) return;
-        if (count < int(lengthof(ids))) ids[count++] = id;  // more: the next contended sweep asks again
+        if (count == capacity) {
+            int grown = capacity ? capacity * 2 : 64;
+            ids = static_cast<int32*>(ids ? repalloc(ids, sizeof(int32) * grown)
+                                          : MemoryContextAlloc(TopMemoryContext, sizeof(int32) * grown));
+            capacity = grown;
+        }
+        ids[count++] = id;
     }
 } contended;
 
 void sweep(const Tables& t, const int32* priorities, int count, const Taken* taken, bool forced) {
-    // A SERIALIZABLE transaction leaves its sweeps to the settler (deliveries.hpp, 3): a sweep
-    // reads every consumer's first delivery, and those reads would make SERIALIZABLE consumers of
-    // one queue fail each other with 40001 where their dequeues alone do not conflict.
-    if (!forced && IsolationIsSerializable()) {
-        contended.add(t.queue_id);
-        return;
-    }
     // A transaction's first sweep of a queue starts at the head.  The delivery rows the
     // transaction removes stay in its snapshot's way until it ends (they cannot be pruned), so
     // its later sweeps start where the last one stopped: the messages between there and the
@@ -150,6 +154,14 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
         return;
     } else if (t.priority_order) {
         every_priority = due(priority_sweeps);
+    }
+    // A SERIALIZABLE transaction leaves its sweeps to the settler (deliveries.hpp, 3): a sweep
+    // reads every consumer's first delivery, and those reads would make SERIALIZABLE consumers of
+    // one queue fail each other with 40001 where their dequeues alone do not conflict.  Unless no
+    // settler can do it (aq not preloaded, no worker slot free): then it sweeps itself.
+    if (!forced && IsolationIsSerializable() && settler::available() && !settler::starved()) {
+        contended.add(t.queue_id);
+        return;
     }
     SPIPlanPtr plan = plan_of(t, sweep_queue);
     auto run_sweep = [&](int32 priority) {
@@ -212,9 +224,8 @@ void sweep(const Tables& t, const int32* priorities, int count, const Taken* tak
             }
         }
         int level = plan_cache::index_plans_begin(false);
-        int rc = SPI_execute_plan(plan, args, nullptr, false, 1);
+        base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, "removing delivered messages");
         plan_cache::index_plans_end(level);
-        if (rc != SPI_OK_SELECT) elog(ERROR, "aq: removing delivered messages failed: %s", SPI_result_code_string(rc));
         HeapTuple row = SPI_tuptable->vals[0];
         TupleDesc desc = SPI_tuptable->tupdesc;
         bool removed_null, first_null, last_null;

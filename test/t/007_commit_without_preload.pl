@@ -84,4 +84,25 @@ like($err, qr/ERROR:  55000: fast ingest needs aq in shared_preload_libraries/,
 like($err, qr/aq.memoptimize_write needs aq in shared_preload_libraries/, 'SET aq.memoptimize_write = on is refused');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM fi'), '0', 'no row went anywhere');
 
+# A multi-consumer queue consumed at SERIALIZABLE: with a settler a dequeue leaves its sweeps to it
+# (deliveries.hpp, 3); without preloading there is none, and the dequeues sweep themselves, so the
+# messages whose last delivery is taken still go.
+$node->safe_psql('postgres', q{
+SELECT aq.create_queue_table('np_mc', 'text', multiple_consumers => true);
+SELECT aq.create_queue('np_mcq', 'np_mc');
+SELECT aq.start_queue('np_mcq');
+SELECT aq.add_subscriber('np_mcq', aq.agent(s)) FROM unnest(ARRAY['a', 'b']) s;
+SELECT aq.enqueue_array('np_mcq', ARRAY['m1', 'm2']);
+});
+for my $consumer ('a', 'b')
+{
+	$node->safe_psql('postgres', qq{
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT count(*) FROM aq.dequeue_array('np_mcq', NULL::text, 10, aq.dequeue_options(consumer_name => '$consumer', wait => 0));
+COMMIT;
+});
+}
+is($node->safe_psql('postgres', 'SELECT count(*) FROM ONLY np_mc'), '0',
+	'SERIALIZABLE consumers of a multi-consumer queue: the delivered messages are removed without a settler');
+
 done_testing();
