@@ -82,7 +82,7 @@ SHLIB_LINK  += $(AQ_SANITIZE)
 override with_llvm = no
 
 # (Before the include: pgxs.mk tests it with ifdef when it is read.)
-EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test test/unit/once_a_second_test test/unit/sweep_rules_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
+EXTRA_CLEAN = $(OBJS:.o=.d) test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test test/unit/once_a_second_test test/unit/sweep_rules_test test/unit/txn_local_test test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test tools/aq-bench/aq-bench tools/bench/queue-bench results output_iso tmp_check tmp_regress \
 	tmp_isolation tmp_pgtap tmp_demo regression.diffs regression.out
 
 PG_CONFIG ?= pg_config
@@ -133,6 +133,9 @@ test/unit/once_a_second_test: test/unit/once_a_second_test.cpp src/base/once_a_s
 test/unit/sweep_rules_test: test/unit/sweep_rules_test.cpp src/queue/sweep_rules.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/sweep_rules_test.cpp
 
+test/unit/txn_local_test: test/unit/txn_local_test.cpp src/base/txn_local_core.hpp
+	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/txn_local_test.cpp
+
 test/unit/seqid_test: test/unit/seqid_test.cpp src/ingest/seqid.hpp
 	$(CXX) -std=c++17 -O1 -Wall -I$(srcdir)/src -o $@ test/unit/seqid_test.cpp
 
@@ -145,7 +148,7 @@ test/unit/aq_bench_cli_test: test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.
 	$(CXX) -std=c++17 -O1 -Wall -Itools/aq-bench -I$(shell $(PG_CONFIG) --includedir) -o $@ \
 		test/unit/aq_bench_cli_test.cpp tools/aq-bench/cli.cpp -lboost_program_options
 
-unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test test/unit/once_a_second_test test/unit/sweep_rules_test \
+unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test test/unit/seqid_test test/unit/recipients_test test/unit/rules_test test/unit/once_a_second_test test/unit/sweep_rules_test test/unit/txn_local_test \
 		test/unit/checker_test test/unit/report_test test/unit/aq_bench_cli_test
 	./test/unit/options_test
 	./test/unit/commit_mode_test
@@ -155,6 +158,7 @@ unitcheck: test/unit/options_test test/unit/commit_mode_test test/unit/hint_test
 	./test/unit/rules_test
 	./test/unit/once_a_second_test
 	./test/unit/sweep_rules_test
+	./test/unit/txn_local_test
 	./test/unit/checker_test
 	./test/unit/report_test
 	./test/unit/aq_bench_cli_test

@@ -17,6 +17,9 @@
 //  4. Keys and values are trivially copyable.  Keys are hashed and compared byte by byte: build
 //     them value-initialized (Key k{}; then the fields), so that padding is zero.
 //
+// The logic is txn_local_core.hpp's (pure C++, unit-tested against a fake environment:
+// test/unit/txn_local_test.cpp); this file gives it PostgreSQL's.
+//
 // PostgreSQL-side code: enter() may raise out of memory (call it where a PostgreSQL error may be
 // raised; no C++ object with a destructor may be alive in the frames it would unwind).
 #pragma once
@@ -27,64 +30,44 @@ extern "C" {
 #include "utils/memutils.h"
 }
 
-#include <type_traits>
-
+#include "base/txn_local_core.hpp"
 #include "compat/proc.hpp"
 
 namespace aq::base {
 
-template <class Key, class Value>
-class TxnLocalMap {
-    static_assert(std::is_trivially_copyable_v<Key> && std::is_trivially_copyable_v<Value>,
-                  "a transaction-local map holds plain data");
+static_assert(InvalidLocalTransactionId == 0, "txn_local_core.hpp takes 0 for no transaction");
 
-public:
-    explicit constexpr TxnLocalMap(const char* name) : name_(name) {}
-
-    // The value of key in this transaction, or nullptr.
-    Value* find(const Key& key) {
-        if (!current()) return nullptr;
-        auto* e = static_cast<Entry*>(hash_search(htab_, &key, HASH_FIND, nullptr));
+// PostgreSQL's environment: the local transaction id, and a dynahash in TopTransactionContext
+// (invariant 1: freed with the transaction, whichever way it ends).
+struct PgTxnEnv {
+    using Table = HTAB*;
+    template <class K, class V>
+    struct Entry {
+        K key;  // first: dynahash's key
+        V value;
+    };
+    static std::uint32_t local_xid() { return compat::my_local_xid(); }
+    template <class K, class V>
+    static Table create(const char* name) {
+        HASHCTL ctl{};
+        ctl.keysize = sizeof(K);
+        ctl.entrysize = sizeof(Entry<K, V>);
+        ctl.hcxt = TopTransactionContext;
+        return hash_create(name, 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+    }
+    template <class K, class V>
+    static V* find(Table t, const K& key) {
+        auto* e = static_cast<Entry<K, V>*>(hash_search(t, &key, HASH_FIND, nullptr));
         return e ? &e->value : nullptr;
     }
-
-    // The value of key in this transaction, value-initialized (*found false) if it was not there.
-    Value* enter(const Key& key, bool* found) {
-        if (!current()) {
-            LocalTransactionId now = compat::my_local_xid();
-            if (now == InvalidLocalTransactionId) {
-                *found = false;
-                outside_ = Value{};
-                return &outside_;
-            }
-            HASHCTL ctl{};
-            ctl.keysize = sizeof(Key);
-            ctl.entrysize = sizeof(Entry);
-            ctl.hcxt = TopTransactionContext;
-            htab_ = hash_create(name_, 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-            lxid_ = now;
-        }
-        auto* e = static_cast<Entry*>(hash_search(htab_, &key, HASH_ENTER, found));
-        if (!*found) e->value = Value{};
+    template <class K, class V>
+    static V* enter(Table t, const K& key, bool* found) {
+        auto* e = static_cast<Entry<K, V>*>(hash_search(t, &key, HASH_ENTER, found));
         return &e->value;
     }
-
-private:
-    struct Entry {
-        Key key;  // first: dynahash's key
-        Value value;
-    };
-
-    // True when htab_ belongs to the running transaction (invariant 2).
-    bool current() const {
-        LocalTransactionId now = compat::my_local_xid();
-        return htab_ != nullptr && now != InvalidLocalTransactionId && lxid_ == now;
-    }
-
-    const char* name_;
-    HTAB* htab_ = nullptr;
-    LocalTransactionId lxid_ = InvalidLocalTransactionId;
-    Value outside_{};
 };
+
+template <class Key, class Value>
+using TxnLocalMap = TxnLocalMapOn<Key, Value, PgTxnEnv>;
 
 }  // namespace aq::base

@@ -364,7 +364,11 @@ bool any_set() {
     for (int p = 0; p < param_count; p++) {
         for (int i = 0; i < captured_count; i++)
             if (captured[p][i].set) return true;
-        if (records[p] && (records[p]->source > PGC_S_DEFAULT || records[p]->stack)) return true;
+        // The system level is the postmaster's word (above), never this backend's copy, which
+        // lags behind it until the backend has read the configuration again (collect() agrees).
+        if (records[p] && ((records[p]->source > PGC_S_DEFAULT && level_of(records[p]->source) != Level::system) ||
+                           records[p]->stack))
+            return true;
     }
     return false;
 }

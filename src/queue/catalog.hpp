@@ -15,6 +15,8 @@
 //  4. The library works with the aq objects of 0.4.0 and later (a package upgraded before ALTER
 //     EXTENSION aq UPDATE): catalog_has_consumers() says whether the catalog knows
 //     multi-consumer queue tables; older objects get 55000 with a hint.
+// Proved by: regress names (1: quoting), queue_admin (2: stop, start, drop while cached), errors
+// (3: every problem's SQLSTATE); TAP 015_upgrade (4).
 //
 // PostgreSQL-side: lookup and lookup_by_id need an SPI connection, inside base::call.
 #pragma once

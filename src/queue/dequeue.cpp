@@ -48,6 +48,7 @@ extern "C" {
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
 #include "queue/statements.hpp"
+#include "queue/sweep_rules.hpp"
 #include "queue/waiting.hpp"
 #include "queue/wakeup.hpp"
 
@@ -63,18 +64,7 @@ struct ClaimArgs {
 };
 
 // The priorities of removed deliveries, for the sweep (deliveries.hpp): up to 8, more is "any".
-struct Priorities {
-    int32 values[8];
-    int count;
-    void note(int32 priority) {
-        if (count > int(lengthof(values))) return;
-        for (int i = 0; i < count; i++)
-            if (values[i] == priority) return;
-        if (count < int(lengthof(values))) values[count] = priority;
-        count++;
-    }
-    int known() const { return count > int(lengthof(values)) ? -1 : count; }
-};
+using Priorities = sweep_rules::Priorities;
 
 // The executor hands each dequeued row straight to the request's sink (no SPI result
 // set in between) and remembers the last row for the navigation position.  Called by

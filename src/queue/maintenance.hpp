@@ -16,6 +16,8 @@
 //     Nor by a normal queue's dequeue in a SERIALIZABLE transaction: the move reads the whole
 //     queue table, which would make every other SERIALIZABLE consumer of it fail with 40001; an
 //     expired message is never taken (rules.hpp, 2), it only waits for the move.
+// Proved by: regress queue_options and retries (the move, the default exception queue), owner_run
+// (as the owner); isolation locked_remove_levels (3: no 40001 at SERIALIZABLE).
 //
 // PostgreSQL-side: inside base::call, with an SPI connection.
 #pragma once

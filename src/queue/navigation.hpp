@@ -14,6 +14,8 @@
 //     the oldest browse restarts from the head (it re-reads messages, it never skips one).
 //  4. A scan after a position that finds nothing is followed, for a removing dequeue, by one
 //     scan from the head before it waits (dequeue.cpp): no message is ever missed.
+// Proved by: isolation navigation_positions (1), navigation_concurrent, rollback_returns (2, 4),
+// browse_remove (3); regress groups and group_cache; unit txn_local_test (the map).
 #pragma once
 
 extern "C" {

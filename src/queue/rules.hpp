@@ -27,6 +27,11 @@
 //  6. The order key: (enq_time, msgid), or (priority, enq_time, msgid) for a queue table sorted
 //     by priority, ascending (the order index's); "after a position" is the row comparison on
 //     that key (rules::after, rules::after_sql).
+// Proved by: unit rules_test (each rule's C form, its SQL, the head rule's forms agreeing);
+// regress dequeue_paths and bulk_dequeue (the walk and the statement give the same messages),
+// queue_options and retries (delay, expiration, retry_delay); isolation delay_wakeup,
+// attempts_sessions and rollback_returns (3), groups, group_retry_delay and TAP 028 (5),
+// priority_consumers and navigation_concurrent (6).
 #pragma once
 
 #include <cstdint>

@@ -19,6 +19,8 @@
 //     except by a correlation pattern, whose constant prefix only a custom plan turns into an
 //     index range.  The qualified table names are part of a plan's key: a dropped table whose
 //     OID is reused gets a new plan, never the stale one.
+// Proved by: unit rules_test (1); regress owner_run (2: a hostile search_path; 3: an inheriting
+// table), multi_insert (3), subscribers (4), dequeue_paths and bulk_dequeue (5), deq_condition (6).
 //
 // PostgreSQL-side: inside base::call, with an SPI connection.
 #pragma once

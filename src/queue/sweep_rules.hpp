@@ -82,4 +82,20 @@ bool may_remove(Knowledge& k, const Taken& taken) {
     return true;
 }
 
+// The priorities a dequeue took, for its sweep of a priority-ordered queue (only those priorities
+// are swept): up to 8 distinct ones in the order first taken; with more, known() is -1 ("any":
+// every priority is swept).
+struct Priorities {
+    std::int32_t values[8];
+    int count;
+    void note(std::int32_t priority) {
+        if (count > 8) return;
+        for (int i = 0; i < count; i++)
+            if (values[i] == priority) return;
+        if (count < 8) values[count] = priority;
+        count++;
+    }
+    int known() const { return count > 8 ? -1 : count; }
+};
+
 }  // namespace aq::queue::sweep_rules

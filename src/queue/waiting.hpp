@@ -11,6 +11,9 @@
 //     but something changes with time: a delayed message becomes visible (next_visible_time), an
 //     exception queue's messages expire in its queue table (once a second).  After every sleep,
 //     CHECK_FOR_INTERRUPTS: a cancel, a statement_timeout or a terminate ends the wait.
+// Proved by: isolation wait_wakeup, listen_wakeup, release_wakeup (1), delay_wakeup (4);
+// regress listen (3: 0A000 at REPEATABLE READ), waiting; TAP 002_cancel_timeout and
+// 017_waiting_client_gone (4).
 //
 // PostgreSQL-side: inside base::call, with an SPI connection.  The callables hold plain data.
 #pragma once

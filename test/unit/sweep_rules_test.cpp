@@ -111,3 +111,21 @@ BOOST_AUTO_TEST_CASE(consumers_past_the_point_may_remove) {
     BOOST_TEST(k.consumers[0].enq_time == 150);
     BOOST_TEST(k.consumers[0].msgid == 2);
 }
+
+BOOST_AUTO_TEST_CASE(priorities_distinct_in_order_then_any) {
+    sr::Priorities p{};
+    BOOST_TEST(p.known() == 0);
+    for (int v : {3, 1, 3, 1, 2}) p.note(v);
+    BOOST_TEST(p.known() == 3);
+    BOOST_TEST(p.values[0] == 3);
+    BOOST_TEST(p.values[1] == 1);
+    BOOST_TEST(p.values[2] == 2);
+    for (int v = 10; v < 15; v++) p.note(v);
+    BOOST_TEST(p.known() == 8);  // exactly 8 distinct: still known
+    p.note(10);                  // a repeat changes nothing
+    BOOST_TEST(p.known() == 8);
+    p.note(99);                  // a ninth: any priority
+    BOOST_TEST(p.known() == -1);
+    p.note(100);
+    BOOST_TEST(p.known() == -1);
+}
