@@ -9,6 +9,7 @@ OBJS = \
 	src/base/multi_insert.o \
 	src/base/run_as.o \
 	src/base/spi.o \
+	src/base/statement.o \
 	src/base/xact_end.o \
 	src/commit/committer.o \
 	src/commit/log_writer.o \
@@ -55,7 +56,7 @@ OBJS = \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
-REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run deq_condition listen subscribers groups group_cache array_limits consumer_info extension_schema
+REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run deq_condition listen subscribers groups group_cache array_limits consumer_info claims_flush extension_schema
 # Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out

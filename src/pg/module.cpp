@@ -28,6 +28,7 @@ PGDLLEXPORT void _PG_init(void);
 #include "ingest/settings.hpp"
 #include "ingest/writer.hpp"
 #include "base/guard.hpp"
+#include "base/statement.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
 #include "queue/scan_floor.hpp"
@@ -41,6 +42,7 @@ shmem_request_hook_type prev_shmem_request_hook = nullptr;
 shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
 ProcessUtility_hook_type prev_process_utility_hook = nullptr;
 ExecutorStart_hook_type prev_executor_start_hook = nullptr;
+ExecutorRun_hook_type prev_executor_run_hook = nullptr;
 
 // A statement after a dequeue in the same transaction (the message's processing) starts with
 // the dequeue's claims on disk (retries.hpp, 1).
@@ -50,6 +52,30 @@ void executor_start(QueryDesc* query_desc, int eflags) {
         prev_executor_start_hook(query_desc, eflags);
     else
         standard_ExecutorStart(query_desc, eflags);
+}
+
+// Where a call stands in its statement (base/statement.hpp, 1).
+#if PG_VERSION_NUM >= 180000
+void executor_run(QueryDesc* query_desc, ScanDirection direction, uint64 count) {
+#define AQ_RUN_ARGS query_desc, direction, count
+#else
+void executor_run(QueryDesc* query_desc, ScanDirection direction, uint64 count, bool execute_once) {
+#define AQ_RUN_ARGS query_desc, direction, count, execute_once
+#endif
+    aq::base::statement::run_started(query_desc);
+    PG_TRY();
+    {
+        if (prev_executor_run_hook)
+            prev_executor_run_hook(AQ_RUN_ARGS);
+        else
+            standard_ExecutorRun(AQ_RUN_ARGS);
+    }
+    PG_FINALLY();
+    {
+        aq::base::statement::run_ended();
+    }
+    PG_END_TRY();
+#undef AQ_RUN_ARGS
 }
 
 void request_shmem() {
@@ -172,10 +198,19 @@ void process_utility(PlannedStmt* pstmt, const char* query_string, bool read_onl
     } else {
         aq::queue::retries::flush_pending_claims();  // as for a statement (executor_start)
     }
-    if (prev_process_utility_hook)
-        prev_process_utility_hook(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
-    else
-        standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
+    aq::base::statement::utility_started();
+    PG_TRY();
+    {
+        if (prev_process_utility_hook)
+            prev_process_utility_hook(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
+        else
+            standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
+    }
+    PG_FINALLY();
+    {
+        aq::base::statement::utility_ended();
+    }
+    PG_END_TRY();
 }
 
 }  // namespace
@@ -190,6 +225,8 @@ void _PG_init(void) {
         ProcessUtility_hook = process_utility;
         prev_executor_start_hook = ExecutorStart_hook;
         ExecutorStart_hook = executor_start;
+        prev_executor_run_hook = ExecutorRun_hook;
+        ExecutorRun_hook = executor_run;
         aq::commit::log_writer::register_worker();
         aq::ingest::drain::register_launcher();
         aq::queue::settler::register_launcher();

@@ -18,6 +18,7 @@ extern "C" {
 }
 
 #include "base/guard.hpp"
+#include "base/statement.hpp"
 #include "pg/trigger.hpp"
 #include "pg/wait_time.hpp"
 #include "queue/options.hpp"
@@ -190,7 +191,8 @@ Datum dequeue_array_impl(FunctionCallInfo fcinfo) {
     InitMaterializedSRF(fcinfo, 0);
     auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     TuplestoreSink sink{rsinfo->setResult, rsinfo->setDesc};
-    queue::DequeueRequest request{queue_name, payload_type, size, &options, put_into_tuplestore, &sink};
+    queue::DequeueRequest request{queue_name,           payload_type, size, &options, put_into_tuplestore, &sink,
+                                  base::statement::commit_follows(fcinfo->flinfo)};
     queue::dequeue(request);
     return (Datum)0;
 }
@@ -225,7 +227,8 @@ Datum dequeue_impl(FunctionCallInfo fcinfo) {
     SingleRowSink sink;
     sink.context = CurrentMemoryContext;
     get_typlenbyval(payload_type, &sink.payload_len, &sink.payload_byval);
-    queue::DequeueRequest request{queue_name, payload_type, 1, &options, copy_single_row, &sink};
+    queue::DequeueRequest request{queue_name, payload_type, 1, &options, copy_single_row, &sink,
+                                  base::statement::commit_follows(fcinfo->flinfo)};
     sink.nulls[0] = sink.nulls[1] = sink.nulls[2] = false;
     queue::dequeue(request);
     return HeapTupleGetDatum(heap_form_tuple(desc, sink.values, sink.nulls));

@@ -401,7 +401,7 @@ int dequeue(const DequeueRequest& r) {
         cannot_wait = end == WaitEnd::cannot_wait;
         SPI_finish();
         // The claims (the rows' xmax) reach the disk before the messages reach the client.
-        if (delivered > 0 && !browse) retries::make_claims_durable();
+        if (delivered > 0 && !browse) retries::make_claims_durable(r.commit_follows);
     });
     if (problem.kind != QueueProblem::none) throw_problem(problem, r.queue_name, "payload_type");
     if (refused && strcmp(refused, "navigation next_transaction") == 0)

@@ -88,6 +88,7 @@ struct DequeueRequest {
     const DequeueOptions* options;
     RowSink sink;
     void* sink_context;
+    bool commit_follows;  // base/statement.hpp: nothing acts on the messages before the commit
 };
 
 // Dequeues up to array_size messages, waiting as the options say while none is

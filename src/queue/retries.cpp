@@ -121,18 +121,25 @@ namespace {
 XLogRecPtr pending_claims = InvalidXLogRecPtr;  // claims written by this transaction, not flushed yet
 }
 
-void make_claims_durable() {
+void make_claims_durable(bool commit_follows) {
     if (XLogRecPtrIsInvalid(XactLastRecEnd)) return;
     // In a transaction block the client gets the messages and goes on (to process them, maybe
     // for long) before the transaction ends: the claims are flushed now.
     if (IsTransactionBlock()) {
         XLogFlush(XactLastRecEnd);
+        elog(DEBUG1, "aq: the dequeue's claims are flushed (a transaction block)");
         return;
     }
-    // A statement of its own: its commit follows before the client has the result, and flushes
-    // the claims with its own record; until then, the next statement or an abort flushes them.
+    // A statement of its own: its commit flushes the claims with its own record; until then, the
+    // next statement or an abort flushes them.  When the statement goes on with the messages
+    // (a function processing them), the WAL writer is asked to flush them meanwhile.
     pending_claims = XactLastRecEnd;
-    XLogSetAsyncXactLSN(pending_claims);  // and the WAL writer soon, whatever comes next
+    if (commit_follows) {
+        elog(DEBUG1, "aq: the dequeue's claims are left to the commit (nothing acts on the messages before it)");
+    } else {
+        XLogSetAsyncXactLSN(pending_claims);
+        elog(DEBUG1, "aq: the dequeue's claims are pending, the WAL writer asked to flush them (the statement goes on)");
+    }
 }
 
 void flush_pending_claims() {

@@ -12,10 +12,11 @@
 //     statement of its own (autocommit) with the commit that follows it, whose flush covers the
 //     claim (one WAL sync per committed dequeue, as a plain DELETE's), and before anything else:
 //     a later statement of the same transaction (a function processing the message, the
-//     executor and utility hooks of module.cpp) or its abort flushes it first, and the WAL
-//     writer is asked to meanwhile.  So the claim survives a crash of the backend or of the
-//     server, whatever the message made the transaction do.
-//
+//     executor and utility hooks of module.cpp) or its abort flushes it first.  When the
+//     statement itself goes on with the messages (anything but a bare `SELECT aq.dequeue(...)`
+//     or `SELECT * FROM aq.dequeue_array(...)`, base/statement.hpp), the WAL writer is asked to
+//     flush them meanwhile.  So the claim survives a crash of the backend or of the server,
+//     whatever the message made the transaction do.
 //  2. The unsettled attempt.  A live row version whose xmax is a claim — a delete (not
 //     lock-only, t_ctid pointing at itself) or a FOR UPDATE lock, or a MultiXact with such
 //     a member — made by a transaction that is not running, did not commit, and was a
@@ -85,8 +86,9 @@ void note_claimed(Oid relid, ItemPointer tid);
 
 // The claims just made, as the dequeue returns their messages (see the protocol, 1): flushed now
 // in a transaction block; otherwise pending, flushed by flush_pending_claims (the next statement,
-// an abort) or the commit.
-void make_claims_durable();
+// an abort) or the commit, and, unless the commit follows with nothing acting on the messages
+// first (base/statement.hpp), by the WAL writer meanwhile.
+void make_claims_durable(bool commit_follows);
 void flush_pending_claims();
 
 // Whether a row version holds an unsettled attempt (see the protocol).  The caller holds
