@@ -76,9 +76,7 @@ int bulk_dequeue(const BulkDequeue& r) {
     if (floor_applies) floor = scan_floor::read(r.queue_id);
 
     WalkSnapshot walk = WalkSnapshot::begin();
-    Snapshot snapshot = walk.snapshot;
-    TimestampTz now = walk.now;
-    CommandId command = walk.command;
+    const auto [snapshot, now, command] = walk;
 
     // Index columns: 1 q_id, then (2 enq_time, 3 msgid) or (2 priority, 3 enq_time, 4 msgid).
     ScanKeyData keys[2], row[3];

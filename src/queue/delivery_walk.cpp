@@ -125,9 +125,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     if (floor_applies) floor = scan_floor::read(r.queue_id, r.consumer);
 
     WalkSnapshot walk = WalkSnapshot::begin();
-    Snapshot snapshot = walk.snapshot;
-    TimestampTz now = walk.now;
-    CommandId command = walk.command;
+    const auto [snapshot, now, command] = walk;
 
     // Index columns: 1 q_id, 2 consumer_name, then (3 enq_time, 4 msgid) or (3 priority, 4 enq_time, 5 msgid).
     ScanKeyData keys[3], row[3];

@@ -72,9 +72,7 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
     TupleDesc properties_desc = open_properties(true);
 
     WalkSnapshot walk = WalkSnapshot::begin();
-    Snapshot snapshot = walk.snapshot;
-    TimestampTz now = walk.now;
-    CommandId command = walk.command;
+    const auto [snapshot, now, command] = walk;
 
     // Index columns: 1 q_id, 2 transaction_group, 3 enq_time, 4 msgid.
     ScanKeyData keys[3], row[3];

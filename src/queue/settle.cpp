@@ -307,11 +307,10 @@ Overrun* overrun_of(Oid relid, bool create) {
 
 }  // namespace
 
-bool extension_missing = false;  // settler_shared.hpp
-
-bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables) {
+UnitResult run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables) {
     MemoryContext outer = CurrentMemoryContext;
     volatile bool left = false;
+    volatile bool extension_missing = false;
     settling_count = 0;
     PG_TRY();
     {
@@ -365,7 +364,7 @@ bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, i
     PG_END_TRY();
     MemoryContextSwitchTo(outer);
     pgstat_report_activity(STATE_IDLE, nullptr);
-    return left;
+    return UnitResult{left, extension_missing};
 }
 
 }  // namespace aq::queue::settler

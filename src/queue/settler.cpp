@@ -419,6 +419,7 @@ void aq_settler_main(Datum database_arg) {
         }
 
         bool left = false;
+        bool extension_missing = false;
         for (int i = 0; i < n; i++)
             if (!OidIsValid(taken[i].relid)) scan = true;
         // Registered xids that had aborted before the scan: a clean scan settled all their claims.
@@ -427,8 +428,10 @@ void aq_settler_main(Datum database_arg) {
         if (scan) {
             Oid* tables = nullptr;
             int ntables = 0;
-            left |= run_unit(InvalidOid, nullptr, 0, &tables, &ntables);
-            for (int i = 0; i < ntables; i++) left |= run_unit(tables[i], nullptr, 0, nullptr, nullptr);
+            UnitResult listing = run_unit(InvalidOid, nullptr, 0, &tables, &ntables);
+            left |= listing.left;
+            extension_missing = listing.extension_missing;
+            for (int i = 0; i < ntables; i++) left |= run_unit(tables[i], nullptr, 0, nullptr, nullptr).left;
         } else {
             // Per queue table: its requested TIDs.
             auto* done = static_cast<bool*>(palloc0(sizeof(bool) * Max(n, 1)));
@@ -441,7 +444,9 @@ void aq_settler_main(Datum database_arg) {
                         tids[k++] = taken[j].tid;
                         done[j] = true;
                     }
-                left |= run_unit(taken[i].relid, tids, k, nullptr, nullptr);
+                UnitResult unit = run_unit(taken[i].relid, tids, k, nullptr, nullptr);
+                left |= unit.left;
+                extension_missing = unit.extension_missing;
             }
         }
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);

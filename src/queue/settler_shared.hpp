@@ -94,9 +94,11 @@ void wake_for(DatabaseSlot* slot, uint32* to_wake);
 
 // A settler's unit of work (settle.cpp): the claims at tids of queue table relid (InvalidOid: none)
 // settled in a transaction of its own, as the table's owner, on the table's time budget; with
-// tables, the database's queue tables listed too (for a scan).  True if something was left (an
-// error is logged and counts as left: a scan retries it).
-bool run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables);
-extern bool extension_missing;  // the last unit found no aq in this database
+// tables, the database's queue tables listed too (for a scan).
+struct UnitResult {
+    bool left;               // something was left (an error is logged and counts as left: a scan retries it)
+    bool extension_missing;  // the database has no aq
+};
+UnitResult run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables);
 
 }  // namespace aq::queue::settler
