@@ -48,7 +48,8 @@ SELECT user_data, priority, corrid, exception_queue,
        delay - enq_time AS delay, expiration - enq_time AS expires_after
   FROM text_qt WHERE q_id = (SELECT queue_id FROM aq.queues WHERE queue_name = 'text_q2') ORDER BY msgid;
 
--- Enqueue options: the defaults are accepted, the rest is an error naming the option.
+-- Enqueue options: the defaults and immediate visibility (sql/immediate.sql) are accepted, the
+-- rest is an error naming the option.
 SELECT aq.enqueue('text_q', 'opts'::text, enqueue_options => aq.enqueue_options()) > 0 AS ok;
 SELECT try_sql($$SELECT aq.enqueue('text_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$);
 SELECT try_sql($$SELECT aq.enqueue('text_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'later'))$$);

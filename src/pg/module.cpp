@@ -35,6 +35,7 @@ PGDLLEXPORT void _PG_init(void);
 #include "queue/settler.hpp"
 #include "queue/wakeup.hpp"
 #include "queue/deliveries.hpp"
+#include "queue/immediate.hpp"
 
 namespace {
 
@@ -89,6 +90,8 @@ void request_shmem() {
     aq::ingest::ring::request_lwlocks();
     RequestAddinShmemSpace(aq::queue::settler::shmem_size());
     aq::queue::settler::request_lwlocks();
+    RequestAddinShmemSpace(aq::queue::immediate::shmem_size());
+    aq::queue::immediate::request_lwlocks();
 }
 
 void startup_shmem() {
@@ -101,6 +104,7 @@ void startup_shmem() {
         aq::commit::log_writer::shmem_startup();
         aq::ingest::ring::shmem_startup();
         aq::queue::settler::shmem_startup();
+        aq::queue::immediate::shmem_startup();
     });
 }
 
@@ -234,6 +238,7 @@ void _PG_init(void) {
     aq::base::entry_void([] { aq::commit::settings::define(process_shared_preload_libraries_in_progress); });
     aq::ingest::settings::define(process_shared_preload_libraries_in_progress);
     aq::queue::wakeup::define_settings();
+    aq::queue::immediate::define_settings();
     aq::ingest::writer::install_hooks();
     MarkGUCPrefixReserved("aq");
     register_transaction_ends();

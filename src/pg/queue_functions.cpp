@@ -23,6 +23,7 @@ extern "C" {
 #include "pg/wait_time.hpp"
 #include "queue/options.hpp"
 #include "queue/deliveries.hpp"
+#include "queue/immediate.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/wakeup.hpp"
 
@@ -85,11 +86,13 @@ queue::DequeueOptions dequeue_options_arg(FunctionCallInfo fcinfo, int n) {
     return o;
 }
 
-void check_enqueue_options(FunctionCallInfo fcinfo, int n) {
-    if (PG_ARGISNULL(n)) return;
+// Checks the enqueue options; true for visibility => 'immediate' (queue/immediate.hpp).
+bool check_enqueue_options(FunctionCallInfo fcinfo, int n) {
+    if (PG_ARGISNULL(n)) return false;
     HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(n);
-    queue::check_visibility("visibility", text_field(row, "visibility"));
+    bool immediate = queue::parse_enqueue_visibility(text_field(row, "visibility"));
     queue::check_delivery_mode(text_field(row, "delivery_mode"));
+    return immediate;
 }
 
 // delay and expiration must not be negative (NULL: no delay / never expires).
@@ -136,9 +139,9 @@ Datum enqueue_array_impl(FunctionCallInfo fcinfo) {
         for (int i = 0; i < nelems; i++)
             if (!nulls[i]) check_message_properties(DatumGetHeapTupleHeader(elems[i]), "message_properties_array");
     }
-    check_enqueue_options(fcinfo, 3);
+    bool immediate = check_enqueue_options(fcinfo, 3);
     queue::EnqueueRequest request{queue_name, ARR_ELEMTYPE(payloads), payloads, properties};
-    return PointerGetDatum(queue::enqueue_array(request));
+    return PointerGetDatum(immediate ? queue::immediate::enqueue_array(request) : queue::enqueue_array(request));
 }
 
 Datum enqueue_impl(FunctionCallInfo fcinfo) {
@@ -157,9 +160,9 @@ Datum enqueue_impl(FunctionCallInfo fcinfo) {
         Datum props = PG_GETARG_DATUM(2);
         properties = construct_array(&props, 1, get_fn_expr_argtype(fcinfo->flinfo, 2), -1, false, TYPALIGN_DOUBLE);
     }
-    check_enqueue_options(fcinfo, 3);
+    bool immediate = check_enqueue_options(fcinfo, 3);
     queue::EnqueueRequest request{queue_name, payload_type, payloads, properties};
-    ArrayType* ids = queue::enqueue_array(request);
+    ArrayType* ids = immediate ? queue::immediate::enqueue_array(request) : queue::enqueue_array(request);
     Datum* elems;
     int n;
     deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, nullptr, &n);

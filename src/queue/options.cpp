@@ -55,6 +55,12 @@ void check_visibility(const char* option, const char* value) {
     bad_value(option, value, "on_commit");
 }
 
+bool parse_enqueue_visibility(const char* value) {
+    if (!value || is_constant(value, "on_commit")) return false;
+    if (is_constant(value, "immediate")) return true;
+    bad_value("visibility", value, "on_commit, immediate");
+}
+
 void check_delivery_mode(const char* value) {
     if (!value || is_constant(value, "persistent")) return;
     if (is_constant(value, "buffered") || is_constant(value, "persistent_or_buffered"))

@@ -48,6 +48,8 @@ DequeueMode parse_dequeue_mode(const char* value);
 Navigation parse_navigation(const char* value);
 // visibility: only ON_COMMIT (the dequeue/enqueue is part of the caller's transaction).
 void check_visibility(const char* option, const char* value);
+// An enqueue's visibility: ON_COMMIT (false) or IMMEDIATE (true: immediate.hpp).
+bool parse_enqueue_visibility(const char* value);
 // delivery_mode: only PERSISTENT (buffered messages are not part of aq).
 void check_delivery_mode(const char* value);
 // From the wait interval in seconds; nullopt (or more than max_wait_seconds) = forever.

@@ -69,6 +69,11 @@ BOOST_AUTO_TEST_CASE(visibility_and_delivery_mode) {
     BOOST_TEST(sqlstate_of([] { check_delivery_mode("dbms_aq.persistent"); }) == "none");
     BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "immediate"); }) == "0A000");
     BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "soon"); }) == "22023");
+    BOOST_TEST(!parse_enqueue_visibility(nullptr));
+    BOOST_TEST(!parse_enqueue_visibility("DBMS_AQ.ON_COMMIT"));
+    BOOST_TEST(parse_enqueue_visibility("Immediate"));
+    BOOST_TEST(parse_enqueue_visibility("dbms_aq.immediate"));
+    BOOST_TEST(sqlstate_of([] { parse_enqueue_visibility("soon"); }) == "22023");
     BOOST_TEST(sqlstate_of([] { check_delivery_mode("persistent"); }) == "none");
     BOOST_TEST(sqlstate_of([] { check_delivery_mode("buffered"); }) == "0A000");
     BOOST_TEST(sqlstate_of([] { check_delivery_mode("x"); }) == "22023");

@@ -1,0 +1,103 @@
+-- Immediate visibility (queue/immediate.hpp): an enqueue with visibility => 'immediate' commits
+-- in aq's worker of the database, as the caller's role, before the call returns; the caller's
+-- rollback does not undo it.
+SELECT aq.create_queue_table('im_qt', 'text');
+SELECT aq.create_queue('im_q', 'im_qt');
+SELECT aq.start_queue('im_q');
+CREATE FUNCTION im_try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE sql;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+-- Kept after the caller's ROLLBACK; the ON_COMMIT one is gone.
+BEGIN;
+SELECT aq.enqueue('im_q', 'kept'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate')) AS kept_id \gset
+SELECT cardinality(aq.enqueue_array('im_q', ARRAY['a1', 'a2']::text[],
+                                    enqueue_options => aq.enqueue_options(visibility => 'DBMS_AQ.IMMEDIATE'))) AS array_ids;
+SELECT aq.enqueue('im_q', 'rolled back'::text) > 0 AS on_commit;
+ROLLBACK;
+SELECT user_data, msgid = :kept_id AS same_id FROM im_qt ORDER BY msgid;
+
+-- Kept after a rollback to a savepoint, and visible to the caller at once (its own transaction
+-- began before it: READ COMMITTED sees it in the next statement).
+BEGIN;
+SAVEPOINT s;
+SELECT aq.enqueue('im_q', 'in savepoint'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate')) > 0 AS id;
+ROLLBACK TO SAVEPOINT s;
+SELECT count(*) AS seen_now FROM im_qt WHERE user_data = 'in savepoint';
+COMMIT;
+
+-- Every message the queue has, for a consumer.
+SELECT string_agg(payload, ' ' ORDER BY msgid) AS dequeued
+  FROM aq.dequeue_array('im_q', NULL::text, 10, aq.dequeue_options(wait => '0')) AS d(msgid, payload, p);
+
+-- The worker of this database is a background worker of its own.
+SELECT backend_type, datname = current_database() AS this_database FROM pg_stat_activity WHERE backend_type = 'aq immediate';
+
+-- As the caller's role: a role without ENQUEUE gets 42501; with it, the enqueue is done for it.
+CREATE ROLE regress_im_app;
+SET ROLE regress_im_app;
+SELECT im_try($$SELECT aq.enqueue('im_q', 'denied'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$) AS without_privilege;
+RESET ROLE;
+SELECT aq.grant_queue_privilege('ENQUEUE', 'im_q', 'regress_im_app');
+SET ROLE regress_im_app;
+SELECT aq.enqueue('im_q', 'by the role'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate')) > 0 AS with_privilege;
+RESET ROLE;
+-- A trigger of the owner's sees the caller's role as current_user (SECURITY_RESTRICTED_OPERATION rules).
+CREATE TABLE im_log (who text, what text);
+GRANT INSERT ON im_log TO regress_im_app;
+CREATE FUNCTION im_log_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.im_log VALUES (current_user, NEW.user_data); RETURN NEW; END $$;
+CREATE TRIGGER im_log_row BEFORE INSERT ON im_qt FOR EACH ROW EXECUTE FUNCTION im_log_row();
+SET ROLE regress_im_app;
+SELECT aq.enqueue('im_q', 'logged'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate')) > 0 AS id;
+RESET ROLE;
+SELECT who, what FROM im_log;
+DROP TRIGGER im_log_row ON im_qt;
+
+-- Refused before anything runs: what the worker would wait for, or could not see.
+BEGIN;
+LOCK TABLE im_qt IN SHARE MODE;
+SELECT im_try($$SELECT aq.enqueue('im_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$) AS share_locked;
+ROLLBACK;
+BEGIN;
+SELECT aq.create_queue_table('im_new_qt', 'text');
+SELECT aq.create_queue('im_new_q', 'im_new_qt');
+SELECT aq.start_queue('im_new_q');
+SELECT im_try($$SELECT aq.enqueue('im_new_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$) AS created_here;
+ROLLBACK;
+BEGIN;
+SELECT aq.alter_queue('im_q', max_retries => 3);
+SELECT im_try($$SELECT aq.enqueue('im_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$) AS altered_here;
+ROLLBACK;
+
+-- The worker's errors are the caller's, as an ON_COMMIT enqueue would raise them.
+SELECT im_try($$SELECT aq.enqueue('im_nosuch', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$) AS unknown_queue;
+SELECT aq.stop_queue('im_q');
+SELECT im_try($$SELECT aq.enqueue('im_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$) AS stopped_queue;
+SELECT aq.start_queue('im_q');
+SELECT im_try($$SELECT aq.enqueue('im_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'soon'))$$) AS bad_value;
+-- Immediate dequeues are not implemented yet.
+SELECT im_try($$SELECT aq.dequeue('im_q', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0'))$$) AS dequeue;
+
+-- A multi-consumer queue: the deliveries are written in the same autonomous transaction.
+SELECT aq.create_queue_table('im_mc_qt', 'text', multiple_consumers => true);
+SELECT aq.create_queue('im_mc_q', 'im_mc_qt');
+SELECT aq.start_queue('im_mc_q');
+SELECT aq.add_subscriber('im_mc_q', aq.agent('s1'));
+SELECT aq.add_subscriber('im_mc_q', aq.agent('s2'));
+BEGIN;
+SELECT aq.enqueue('im_mc_q', 'to both'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate')) > 0 AS id;
+ROLLBACK;
+SELECT payload FROM aq.dequeue('im_mc_q', NULL::text, aq.dequeue_options(consumer_name => 's1', wait => '0')) AS d(m, payload, p);
+SELECT payload FROM aq.dequeue('im_mc_q', NULL::text, aq.dequeue_options(consumer_name => 's2', wait => '0')) AS d(m, payload, p);
+
+SELECT aq.drop_queue_table('im_mc_qt', force => true);
+SELECT aq.drop_queue_table('im_qt', force => true);
+DROP TABLE im_log;
+DROP FUNCTION im_log_row();
+DROP FUNCTION im_try(text);
+DROP ROLE regress_im_app;

@@ -1,0 +1,72 @@
+// Immediate visibility (Oracle's visibility => DBMS_AQ.IMMEDIATE): an enqueue that commits on
+// its own before the call returns, whatever the caller's transaction does next.  The work runs
+// in a worker of the caller's database, as the caller's role; many callers' requests share one
+// commit.
+//
+// Protocol
+//  1. Slots.  Shared memory holds one request slot per backend (indexed by its backend slot: a
+//     caller has one request in flight at a time) and a pool table of at most max_pools
+//     databases with a worker.  Both are changed only under the one LWLock; a slot's state goes
+//     free -> queued (the caller) -> running (a worker takes it) -> done (the worker, after its
+//     commit) -> free (the caller, or the worker when the caller is gone).
+//  2. The request.  Before queueing, the caller copies everything the work needs into a DSM
+//     segment of its own (request_header below): the queue name, the payload and property
+//     arrays (flat varlenas), its current role, its search_path and the synchronous_commit its
+//     own commit would use now (commit modes, FORCE_WAIT included).  The worker never reads the
+//     caller's memory or session.
+//  3. Refusals, before anything is queued: the caller's transaction holds a lock on the queue
+//     table that conflicts with an enqueue's ROW EXCLUSIVE, or created the queue table, or has
+//     changed aq's catalog (created, altered, started or stopped a queue, subscribers): the
+//     worker would wait for the caller, which waits for the worker — a deadlock PostgreSQL
+//     cannot see — or work on a catalog that does not have the caller's changes.  55006, 55000.
+//  4. Workers.  One worker per database, a dynamic background worker ("aq immediate") started by
+//     the first caller that finds none (no worker slot: 53400 at once, the request withdrawn),
+//     leaving after a minute without requests, and only when no request of its database is
+//     queued (checked under the lock as it removes its pool entry).  A caller that finds its
+//     request queued and no worker for its database starts one.
+//  5. A round.  The worker takes every queued request of its database, then in ONE transaction
+//     runs each in a subtransaction of its own, as the caller's role with the caller's
+//     search_path pinned (base/run_as: SECURITY_RESTRICTED_OPERATION), with lock_timeout set to
+//     the caller's aq.immediate_timeout and statement_timeout to twice that; it writes each request's message ids, or
+//     its error, into the request's segment; it commits once with the strongest
+//     synchronous_commit any request asked for; before the commit it writes its transaction id
+//     into each slot.  Then state done, and the callers' latches set.
+//  6. The outcome is known to the caller in every case: done and the worker's transaction
+//     committed (TransactionIdDidCommit; no id: nothing was written) -> the message ids; the
+//     request's own error -> that error; done but not committed, or the worker gone (its pool
+//     entry removed, or another process in it) while running -> not committed, 57P01.  A worker
+//     that exits removes its pool entry only after PostgreSQL aborted its transaction.
+//  7. The caller waits on its latch, checking interrupts while its request is queued (a cancel
+//     withdraws it: never run).  Once a worker runs it, the caller waits for the outcome
+//     (bounded by the worker's timeout) and only then acts on a cancel: it raises 57014 saying
+//     whether the enqueue committed, and with which message ids.
+//  8. A vanished caller: the worker skips a queued request whose caller's process is gone (its
+//     segment cannot be attached, or another process has its PGPROC), and frees a done slot
+//     whose caller is gone.
+// Tests: regress `immediate`, isolation `immediate_visibility`.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "utils/array.h"
+}
+
+#include <cstddef>
+
+#include "queue/queue_store.hpp"
+
+namespace aq::queue::immediate {
+
+std::size_t shmem_size();
+void request_lwlocks();
+void shmem_startup();
+void define_settings();
+
+// The enqueue of request, committed on its own (see the protocol); returns the message ids
+// (int8[]) in the caller's memory context.  aq::Error / PgError as an ON_COMMIT enqueue would
+// raise them, and 55006, 55000, 53400, 57P01 (protocol 3, 4, 6).
+ArrayType* enqueue_array(const EnqueueRequest& request);
+
+}  // namespace aq::queue::immediate
+
+extern "C" PGDLLEXPORT void aq_immediate_main(Datum database);

@@ -1,0 +1,71 @@
+// Immediate visibility: the shared memory and the request segment, shared by the caller's side
+// (immediate.cpp) and the worker (immediate_worker.cpp).  Protocol: immediate.hpp.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "storage/dsm.h"
+#include "storage/lwlock.h"
+}
+
+#include "queue/immediate.hpp"
+
+namespace aq::queue::immediate {
+
+enum SlotState : uint32 { slot_free = 0, slot_queued, slot_running, slot_done };
+
+// One backend's request (protocol 1), under Shared::lock.
+struct Slot {
+    SlotState state;
+    Oid database;
+    int caller_pid;
+    uint32 caller_procno;
+    dsm_handle segment;
+    uint64 sequence;     // this request's number: a worker touches the slot only while it matches
+    int worker_pid;      // the worker that took it (running, done)
+    TransactionId xid;   // the worker's transaction, written before its commit (protocol 5)
+};
+
+// A database's worker (protocol 4).
+struct Pool {
+    Oid database;  // InvalidOid: a free entry
+    int pid;       // 0 while starting
+    uint32 procno;
+    bool starting;
+};
+
+constexpr int max_pools = 32;
+
+struct Shared {
+    LWLock* lock;
+    int nslots;
+    uint64 sequence;
+    Pool pools[max_pools];
+    Slot slots[FLEXIBLE_ARRAY_MEMBER];  // one per backend slot (compat::my_backend_slot)
+};
+
+// The request segment: a header, then the parts at their offsets (each MAXALIGNed).
+struct RequestHeader {
+    Size total;
+    Oid role;
+    Oid payload_type;
+    int count;                // payloads
+    int synchronous_commit;   // commit::SyncCommit the caller's own commit would use now
+    int timeout_ms;           // the caller's aq.immediate_timeout
+    Size queue_name_at, search_path_at, payloads_at, properties_at /* 0: none */, ids_at;
+    // The outcome, written by the worker before its commit.
+    bool failed;
+    int sqlerrcode;
+    char message[1024];
+    char detail[1024];
+    char hint[512];
+};
+
+extern Shared* shared;
+extern int timeout_ms;  // aq.immediate_timeout (this process's: a request carries its caller's)
+
+// Under the lock.
+Pool* pool_of(Oid database);
+bool process_is(uint32 procno, int pid);
+
+}  // namespace aq::queue::immediate
