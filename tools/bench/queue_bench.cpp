@@ -1488,11 +1488,117 @@ void teardown(const std::vector<Payload>& payloads) {
     if (created_schema) exec("DROP SCHEMA IF EXISTS aq");
 }
 
+
+// ---- 8. immediate enqueues (Oracle's visibility => IMMEDIATE)
+
+// One session's calls: an enqueue of msgs messages per call, each call its own transaction
+// (autocommit): ON_COMMIT (the enqueue and its commit) or IMMEDIATE (aq's worker commits it).
+struct ImmediateRun {
+    double seconds = 0;        // wall clock of the timed calls, all sessions together
+    long calls = 0;
+    std::vector<double> ms;    // per call, all sessions
+};
+
+ImmediateRun immediate_run(const std::string& conninfo, int sessions, int msgs, bool immediate, long calls) {
+    std::string sql = msgs == 1 ? "SELECT aq.enqueue('aq_bench_imm_q', 'message'::text" : 
+                                  "SELECT cardinality(aq.enqueue_array('aq_bench_imm_q', array_fill('message'::text, ARRAY[" +
+                                      std::to_string(msgs) + "])";
+    sql += immediate ? ", enqueue_options => aq.enqueue_options(visibility => 'immediate'))" : ")";
+    if (msgs != 1) sql += ")";
+    std::vector<std::vector<double>> ms(sessions);
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false}, failed{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < sessions; t++)
+        threads.emplace_back([&, t] {
+            PGconn* c = PQconnectdb(conninfo.c_str());
+            PGresult* r = PQstatus(c) == CONNECTION_OK ? PQprepare(c, "imm", sql.c_str(), 0, nullptr) : nullptr;
+            if (!r || !result_ok(r)) failed = true;
+            if (r) PQclear(r);
+            for (int i = 0; i < 20 && !failed; i++) {  // warm-up: the worker started, plans cached
+                r = PQexecPrepared(c, "imm", 0, nullptr, nullptr, nullptr, 0);
+                if (!result_ok(r)) {
+                    std::fprintf(stderr, "queue-bench: immediate phase: %s", PQerrorMessage(c));
+                    failed = true;
+                }
+                PQclear(r);
+            }
+            ready++;
+            while (!go && !failed) std::this_thread::yield();
+            for (long i = 0; i < calls && !failed; i++) {
+                auto t0 = Clock::now();
+                r = PQexecPrepared(c, "imm", 0, nullptr, nullptr, nullptr, 0);
+                ms[t].push_back(seconds_since(t0) * 1000);
+                if (!result_ok(r)) failed = true;
+                PQclear(r);
+            }
+            PQfinish(c);
+        });
+    while (ready < sessions && !failed) std::this_thread::yield();
+    auto t0 = Clock::now();
+    go = true;
+    for (auto& th : threads) th.join();
+    if (failed) die("immediate phase: an enqueue failed");
+    ImmediateRun run;
+    run.seconds = seconds_since(t0);
+    for (auto& v : ms) run.ms.insert(run.ms.end(), v.begin(), v.end());
+    run.calls = static_cast<long>(run.ms.size());
+    return run;
+}
+
+void immediate_test(const std::string& conninfo) {
+    exec("SELECT aq.create_queue_table('aq_bench_imm_qt', 'text', queue_table_schema => 'aq_bench')");
+    extra_queue_tables.push_back("aq_bench_imm_qt");
+    exec("SELECT aq.create_queue('aq_bench_imm_q', 'aq_bench_imm_qt')");
+    exec("SELECT aq.start_queue('aq_bench_imm_q')");
+    const long calls = quick ? 300 : 2000;
+    std::printf("\n== Immediate enqueues: visibility => 'immediate' against an on_commit enqueue with its own commit\n");
+    std::printf("   each call its own transaction (autocommit), %s calls per session after 20 warm-up calls;\n"
+                "   the immediate enqueue is committed by aq's worker of the database, which groups the\n"
+                "   requests of sessions that arrive together into one commit.\n",
+                with_commas(calls).c_str());
+    std::printf("  %-26s %9s %11s %11s %13s %13s\n", "", "sessions", "p50 ms", "mean ms", "calls/s", "messages/s");
+    for (int msgs : {1, 100}) {
+        for (int sessions : {1, 8}) {
+            ImmediateRun r[2];
+            for (int k = 0; k < 2; k++) {
+                progress("immediate: " + std::to_string(msgs) + " message(s) per call, " + std::to_string(sessions) +
+                         " session(s), " + (k ? "immediate" : "on_commit"));
+                r[k] = immediate_run(conninfo, sessions, msgs, k == 1, calls);
+                exec("TRUNCATE aq_bench.aq_bench_imm_qt");
+                std::vector<double> v = r[k].ms;
+                double mean = 0;
+                for (double x : v) mean += x;
+                mean = v.empty() ? 0 : mean / v.size();
+                std::string label = std::string(k ? "immediate" : "on_commit + commit") + (msgs == 1 ? ", 1 msg" : ", 100 msgs");
+                std::printf("  %-26s %9d %11.3f %11.3f %13s %13s\n", label.c_str(), sessions, median_of(v), mean,
+                            with_commas(r[k].calls / r[k].seconds).c_str(),
+                            with_commas(r[k].calls * msgs / r[k].seconds).c_str());
+            }
+            std::string what = std::to_string(msgs) + (msgs == 1 ? " message" : " messages");
+            if (sessions == 1) {
+                double lat = median_of(r[1].ms) / median_of(r[0].ms);
+                bool pass = lat <= 1.5;
+                std::printf("  target: %s, 1 session: immediate latency <= 1.5x on_commit + commit:  %s   %s\n",
+                            what.c_str(), ratio(lat).c_str(), pass ? "PASS" : "FAIL");
+                if (!pass) failures.push_back("immediate enqueue of " + what + ", 1 session: latency " + ratio(lat) + " > 1.5x");
+            } else {
+                double thr = (r[1].calls / r[1].seconds) / (r[0].calls / r[0].seconds);
+                bool pass = thr > 1.0;
+                std::printf("  target: %s, 8 sessions: more immediate enqueues per second than on_commit + commit:  %s   %s\n",
+                            what.c_str(), ratio(thr).c_str(), pass ? "PASS" : "FAIL");
+                if (!pass) failures.push_back("immediate enqueue of " + what + ", 8 sessions: throughput " + ratio(thr) + " <= 1x");
+            }
+        }
+    }
+    std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string conninfo, only;
-    const char* usage = "usage: %s \"<libpq connection string>\" [--quick] [--only priority|correlation|condition|listen|fanout|groups]\n";
+    const char* usage = "usage: %s \"<libpq connection string>\" [--quick] [--only priority|correlation|condition|listen|fanout|groups|immediate]\n";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         if (a == "--quick")
@@ -1511,7 +1617,7 @@ int main(int argc, char** argv) {
     }
     if (conninfo.empty() ||
         !(only.empty() || only == "priority" || only == "correlation" || only == "condition" || only == "listen" ||
-          only == "fanout" || only == "groups")) {
+          only == "fanout" || only == "groups" || only == "immediate")) {
         std::fprintf(stderr, usage, argv[0]);
         return 2;
     }
@@ -1651,6 +1757,7 @@ int main(int argc, char** argv) {
     if (only.empty() || only == "listen") listen_test(conninfo);
     if (only.empty() || only == "fanout") fanout_test(payloads[0]);
     if (only.empty() || only == "groups") groups_test(payloads[0]);
+    if (only.empty() || only == "immediate") immediate_test(conninfo);
     drop_extra_queues();
 
     teardown(payloads);
