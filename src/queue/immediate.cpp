@@ -5,6 +5,7 @@
 extern "C" {
 #include "access/transam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
@@ -84,7 +85,8 @@ namespace {
 
 // ---- the request segment (protocol 2)
 
-RequestHeader* build_request(const EnqueueRequest& r, int synchronous_commit, dsm_segment** segment) {
+// Into the slot when it fits, else into a new segment (*segment).
+RequestHeader* build_request(const EnqueueRequest& r, int synchronous_commit, Slot& slot, dsm_segment** segment) {
     int count = ArrayGetNItems(ARR_NDIM(r.payloads), ARR_DIMS(r.payloads));
     const char* path = GetConfigOption("search_path", false, false);
     Size name_len = strlen(r.queue_name) + 1;
@@ -103,8 +105,8 @@ RequestHeader* build_request(const EnqueueRequest& r, int synchronous_commit, ds
     Size ids_at = total;
     total += MAXALIGN(sizeof(int64) * Max(count, 1));
 
-    *segment = dsm_create(total, 0);
-    auto* h = static_cast<RequestHeader*>(dsm_segment_address(*segment));
+    *segment = total > inline_bytes ? dsm_create(total, 0) : nullptr;
+    auto* h = static_cast<RequestHeader*>(*segment ? dsm_segment_address(*segment) : static_cast<void*>(slot.data));
     memset(h, 0, sizeof(RequestHeader));
     char* base = reinterpret_cast<char*>(h);
     h->total = total;
@@ -218,7 +220,7 @@ void ensure_worker() {
 enum class Outcome { committed, failed, lost };
 
 // Waits for the request in this backend's slot; frees the slot.  Raises on a cancel while queued.
-Outcome wait_for(bool* cancel_seen) {
+Outcome wait_for(bool* cancel_seen, bool* xid_written) {
     Slot& mine = shared->slots[compat::my_backend_slot()];
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -249,6 +251,7 @@ Outcome wait_for(bool* cancel_seen) {
         LWLockRelease(shared->lock);
         if (finished) {
             // Written before the worker's commit: whether it committed is the outcome.
+            *xid_written = TransactionIdIsValid(xid);
             if (TransactionIdIsValid(xid)) return TransactionIdDidCommit(xid) ? Outcome::committed : Outcome::lost;
             return outcome;  // nothing was written: done (every request failed, or none had rows) or lost
         }
@@ -262,6 +265,7 @@ Outcome wait_for(bool* cancel_seen) {
 struct CallState {
     const EnqueueRequest* request;
     int synchronous_commit;
+    bool xid_written;  // the worker's transaction wrote (and committed) something
     ArrayType* ids;
     MemoryContext result_context;
 };
@@ -280,16 +284,29 @@ void run_immediate(void* arg) {
                         errmsg("cannot enqueue during recovery")));
     refuse_conflicts(r.queue_name);
 
-    dsm_segment* segment = nullptr;
-    RequestHeader* h = build_request(r, call->synchronous_commit, &segment);
-    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    // The slot may still hold a request of a backend that had this slot before and is gone: a
+    // worker still running it frees it after its round (protocol 8); one queued or done is ours.
     Slot& mine = shared->slots[my_slot];
+    for (;;) {
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        bool usable = mine.state != slot_running || mine.caller_pid == MyProcPid;
+        if (usable) mine.state = slot_free;
+        LWLockRelease(shared->lock);
+        if (usable) break;
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10, AQ_WAIT_EVENT("AqImmediateWait"));
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
+    dsm_segment* segment = nullptr;
+    RequestHeader* h = build_request(r, call->synchronous_commit, mine, &segment);
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     mine.sequence = ++shared->sequence;
     mine.state = slot_queued;
     mine.database = MyDatabaseId;
     mine.caller_pid = MyProcPid;
     mine.caller_procno = compat::my_proc_number();
-    mine.segment = dsm_segment_handle(segment);
+    mine.in_segment = segment != nullptr;
+    mine.segment = segment ? dsm_segment_handle(segment) : 0;
     mine.worker_pid = 0;
     mine.xid = InvalidTransactionId;
     ensure_worker();
@@ -299,9 +316,15 @@ void run_immediate(void* arg) {
     if (worker_procno >= 0) SetLatch(compat::proc_latch(static_cast<uint32>(worker_procno)));
 
     bool cancel_seen = false;
-    Outcome outcome = wait_for(&cancel_seen);
+    Outcome outcome = wait_for(&cancel_seen, &call->xid_written);
     const char* base = reinterpret_cast<const char*>(h);
     if (outcome == Outcome::committed && h->failed) outcome = Outcome::failed;
+    // The worker committed without waiting for the flush: the caller waits for it, as its own
+    // commit mode says (protocol 6).
+    if (outcome == Outcome::committed && call->xid_written &&
+        h->synchronous_commit > static_cast<int>(commit::SyncCommit::off))
+        XLogFlush(XLogRecPtrIsInvalid(h->flush_to) ? GetXLogInsertRecPtr() : h->flush_to);  // invalid: the worker
+                                                                                           // ended after its commit
     if (outcome == Outcome::committed) {
         MemoryContext old = MemoryContextSwitchTo(call->result_context);
         Datum* ids = static_cast<Datum*>(palloc(sizeof(Datum) * Max(h->count, 1)));
@@ -318,7 +341,7 @@ void run_immediate(void* arg) {
         if (outcome == Outcome::committed && h->count > 0)
             snprintf(first, sizeof first, INT64_FORMAT, reinterpret_cast<const int64*>(base + h->ids_at)[0]);
         int count = h->count;
-        dsm_detach(segment);
+        if (segment) dsm_detach(segment);
         if (outcome == Outcome::committed)
             ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("canceling statement due to user request"),
                             errdetail("The immediate enqueue had committed before the cancel: %d message(s), the "
@@ -333,12 +356,12 @@ void run_immediate(void* arg) {
         memcpy(message, h->message, sizeof message);
         memcpy(detail, h->detail, sizeof detail);
         memcpy(hint, h->hint, sizeof hint);
-        dsm_detach(segment);
+        if (segment) dsm_detach(segment);
         ereport(ERROR, (errcode(code), errmsg_internal("%s", message), detail[0] ? errdetail_internal("%s", detail) : 0,
                         hint[0] ? errhint("%s", hint) : 0,
                         errcontext("immediate enqueue into queue \"%s\"", r.queue_name)));
     }
-    dsm_detach(segment);
+    if (segment) dsm_detach(segment);
     if (outcome == Outcome::lost)
         ereport(ERROR, (errcode(ERRCODE_ADMIN_SHUTDOWN),
                         errmsg("the immediate enqueue into queue \"%s\" did not commit", r.queue_name),
@@ -348,7 +371,7 @@ void run_immediate(void* arg) {
 }  // namespace
 
 ArrayType* enqueue_array(const EnqueueRequest& request) {
-    CallState call{&request, static_cast<int>(commit::settings::decide().sync), nullptr, CurrentMemoryContext};
+    CallState call{&request, static_cast<int>(commit::settings::decide().sync), false, nullptr, CurrentMemoryContext};
     base::call([&] { run_immediate(&call); });
     return call.ids;
 }

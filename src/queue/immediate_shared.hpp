@@ -4,6 +4,7 @@
 
 extern "C" {
 #include "postgres.h"
+#include "access/xlogdefs.h"
 #include "storage/dsm.h"
 #include "storage/lwlock.h"
 }
@@ -14,16 +15,22 @@ namespace aq::queue::immediate {
 
 enum SlotState : uint32 { slot_free = 0, slot_queued, slot_running, slot_done };
 
-// One backend's request (protocol 1), under Shared::lock.
+// Room for a request in its slot; a larger one goes in a DSM segment (protocol 2).
+constexpr Size inline_bytes = 8192;
+
+// One backend's request (protocol 1), under Shared::lock; data (the request, when it fits) is
+// written by the caller while the slot is free and read by the worker while it runs.
 struct Slot {
     SlotState state;
     Oid database;
     int caller_pid;
     uint32 caller_procno;
+    bool in_segment;     // the request is in the DSM segment below, not in data
     dsm_handle segment;
     uint64 sequence;     // this request's number: a worker touches the slot only while it matches
     int worker_pid;      // the worker that took it (running, done)
     TransactionId xid;   // the worker's transaction, written before its commit (protocol 5)
+    alignas(MAXIMUM_ALIGNOF) char data[inline_bytes];
 };
 
 // A database's worker (protocol 4).
@@ -55,10 +62,11 @@ struct RequestHeader {
     Size queue_name_at, search_path_at, payloads_at, properties_at /* 0: none */, ids_at;
     // The outcome, written by the worker before its commit.
     bool failed;
+    XLogRecPtr flush_to;      // after it: the commit record's end, for the caller to flush (or invalid)
     int sqlerrcode;
-    char message[1024];
-    char detail[1024];
-    char hint[512];
+    char message[512];
+    char detail[512];
+    char hint[256];
 };
 
 extern Shared* shared;

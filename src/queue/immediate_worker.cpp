@@ -4,6 +4,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -144,9 +145,13 @@ void run_round(Taken* taken, int n) {
         if (run_request(taken[i].header) && taken[i].header->synchronous_commit > strongest)
             strongest = taken[i].header->synchronous_commit;
     }
+    // Up to synchronous_commit = on the commit does not wait for its flush: each caller flushes
+    // up to the commit record itself (protocol 6), so the next round runs meanwhile.  A remote
+    // level is waited for here.
+    bool local = strongest <= static_cast<int>(commit::SyncCommit::on);
     if (strongest >= 0)
-        (void)set_config_option("synchronous_commit", synchronous_commit_name(strongest), PGC_USERSET, PGC_S_SESSION,
-                                GUC_ACTION_LOCAL, true, 0, false);
+        (void)set_config_option("synchronous_commit", local ? "off" : synchronous_commit_name(strongest), PGC_USERSET,
+                                PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
     TransactionId xid = GetTopTransactionIdIfAny();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     for (int i = 0; i < n; i++) {
@@ -155,6 +160,9 @@ void run_round(Taken* taken, int n) {
     }
     LWLockRelease(shared->lock);
     CommitTransactionCommand();
+    XLogRecPtr commit_end = TransactionIdIsValid(xid) ? XactLastCommitEnd : InvalidXLogRecPtr;
+    for (int i = 0; i < n; i++)
+        if (taken[i].header) taken[i].header->flush_to = commit_end;
     pgstat_report_activity(STATE_IDLE, nullptr);
 }
 
@@ -204,7 +212,8 @@ void aq_immediate_main(Datum database_arg) {
             }
             s.state = slot_running;
             s.worker_pid = MyProcPid;
-            taken[n++] = Taken{i, s.sequence, s.caller_procno, s.caller_pid, s.segment, nullptr, nullptr};
+            taken[n++] = Taken{i, s.sequence, s.caller_procno, s.caller_pid, s.in_segment ? s.segment : 0, nullptr,
+                               s.in_segment ? nullptr : reinterpret_cast<RequestHeader*>(s.data)};
         }
         if (n == 0 && TimestampDifferenceExceeds(idle_since, GetCurrentTimestamp(), idle_exit_ms)) {
             // Leave only with nothing queued for this database (checked under the lock).
@@ -222,6 +231,7 @@ void aq_immediate_main(Datum database_arg) {
         MemoryContext old = MemoryContextSwitchTo(round_context);
         // A segment that cannot be attached belongs to a caller that is gone.
         for (int i = 0; i < n; i++) {
+            if (taken[i].header) continue;  // in its slot
             dsm_segment* segment = dsm_attach(taken[i].handle);
             taken[i].segment = segment;
             taken[i].header = segment ? static_cast<RequestHeader*>(dsm_segment_address(segment)) : nullptr;
