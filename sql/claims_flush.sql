@@ -37,8 +37,10 @@ BEGIN
     PERFORM length(m.payload);
   END LOOP;
 END $$;
+\o /dev/null
 EXPLAIN (ANALYZE, COSTS OFF, SUMMARY OFF, TIMING OFF)
 SELECT * FROM aq.dequeue_array('cf_q', NULL::text, 2, aq.dequeue_options(wait => '0')) AS d(id, payload, p);
+\o
 -- Flushed before it returns: a transaction block.
 BEGIN;
 SELECT payload FROM aq.dequeue('cf_q', NULL::text, aq.dequeue_options(wait => '0')) AS d(id, payload, p);
