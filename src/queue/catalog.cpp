@@ -224,6 +224,13 @@ void remember_lookup(const char* queue_name, const QueueInfo& info, const Catalo
 
 }  // namespace
 
+bool cached_table(const char* queue_name, Oid* relid) {
+    CachedLookup* entry = cached_lookup(queue_name);
+    if (!entry) return false;
+    *relid = entry->info.relid;
+    return true;
+}
+
 bool lookup(const char* queue_name, QueueInfo& info) {
     if (lookup_from_cache(queue_name, info)) return true;
     if (!lookup_plan) lookup_plan = prepare_lookup("q.queue_name OPERATOR(pg_catalog.=) $1", TEXTOID);

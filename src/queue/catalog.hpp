@@ -65,6 +65,10 @@ bool catalog_has_consumers();
 bool lookup(const char* queue_name, QueueInfo& info);
 bool lookup_by_id(int32 queue_id, QueueInfo& info);
 
+// The queue table of this role's last lookup of the queue, unchecked (no catalog read): for a
+// check that may be wrong only in the safe direction (immediate.hpp, 3).  False if none.
+bool cached_table(const char* queue_name, Oid* relid);
+
 // What went wrong with a lookup, found inside base::call and thrown outside it.
 enum class QueueProblem {
     none,

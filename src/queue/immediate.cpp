@@ -130,17 +130,24 @@ RequestHeader* build_request(const EnqueueRequest& r, int synchronous_commit, Sl
 // ---- refusals (protocol 3)
 
 void refuse_conflicts(const char* queue_name) {
-    QueueInfo q;
-    bool found;
-    base::spi::connect();
-    found = lookup(queue_name, q);
-    SPI_finish();
-    if (!found || !OidIsValid(q.relid)) return;  // the worker reports it as an ON_COMMIT enqueue would
+    // The queue table: from this backend's lookup cache when it has the queue (a table that
+    // another transaction has since replaced is missed here; the worker's lock wait is then
+    // bounded by aq.immediate_timeout), else looked up.
+    Oid relid = InvalidOid;
+    if (!cached_table(queue_name, &relid)) {
+        QueueInfo q;
+        base::spi::connect();
+        if (lookup(queue_name, q)) relid = q.relid;
+        SPI_finish();
+    }
+    if (!OidIsValid(relid)) return;  // the worker reports it as an ON_COMMIT enqueue would
     // A lock of this transaction that the worker's ROW EXCLUSIVE would wait for.
-    Relation rel = RelationIdGetRelation(q.relid);
+    Relation rel = RelationIdGetRelation(relid);
     if (!RelationIsValid(rel)) return;
     bool conflicting = CheckRelationLockedByMe(rel, ShareLock, true);
     bool created_here = rel->rd_createSubid != InvalidSubTransactionId;
+    const char* table = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+                                                   RelationGetRelationName(rel));
     RelationClose(rel);
     if (created_here)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -153,7 +160,7 @@ void refuse_conflicts(const char* queue_name) {
                         errmsg("an immediate enqueue into queue \"%s\" would wait for this transaction", queue_name),
                         errdetail("This transaction holds a lock on the queue table %s that the enqueue's own "
                                   "transaction needs.",
-                                  q.qualified_table),
+                                  table),
                         errhint("Enqueue with visibility => 'on_commit', or commit first.")));
     bool catalog_changed = false;
     Oid aq_namespace = get_namespace_oid("aq", true);
