@@ -82,6 +82,27 @@ SELECT aq.alter_queue('im_q', max_retries => 3);
 SELECT im_try($$SELECT aq.enqueue('im_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$) AS altered_here;
 ROLLBACK;
 
+-- Not in a read-only transaction: the enqueue would write for it.
+BEGIN READ ONLY;
+SELECT im_try($$SELECT aq.enqueue('im_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$) AS read_only;
+ROLLBACK;
+
+-- A deferred trigger on the queue table cannot fire in the worker's restricted operation (as in
+-- any SECURITY_RESTRICTED_OPERATION): the caller gets 42501, and nothing was enqueued.
+CREATE FUNCTION im_refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.user_data = 'refused at commit' THEN RAISE EXCEPTION 'refused at commit' USING ERRCODE = '23514'; END IF;
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER im_refuse_at_commit AFTER INSERT ON im_qt DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION im_refuse_at_commit();
+SELECT im_try($$SELECT aq.enqueue('im_q', 'refused at commit'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$) AS commit_error;
+SELECT count(*) AS refused_kept FROM im_qt WHERE user_data = 'refused at commit';
+DROP TRIGGER im_refuse_at_commit ON im_qt;
+DROP FUNCTION im_refuse_at_commit();
+SELECT aq.enqueue('im_q', 'after the refusal'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate')) > 0 AS next_one;
+DELETE FROM im_qt WHERE user_data = 'after the refusal';
+
 -- The worker's errors are the caller's, as an ON_COMMIT enqueue would raise them.
 SELECT im_try($$SELECT aq.enqueue('im_nosuch', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$) AS unknown_queue;
 SELECT aq.stop_queue('im_q');

@@ -14,6 +14,7 @@ extern "C" {
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "storage/shmem.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -68,7 +69,7 @@ void define_settings() {
                             "Its lock_timeout; the whole enqueue may take twice as long (its statement_timeout).  The "
                             "caller gets the error.",
                             &timeout_ms, 10000,
-                            10, 3600 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+                            10, 60 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
 }
 
 Pool* pool_of(Oid database) {
@@ -208,9 +209,17 @@ void ensure_worker() {
     BackgroundWorkerHandle* handle = nullptr;
     bool started = RegisterDynamicBackgroundWorker(&worker, &handle);
     pid_t pid = 0;
+    // Interrupts wait until the request can be withdrawn (the wait loop): a cancel acted on here
+    // would leave it queued, to be committed after the caller was told it failed.
+    HOLD_INTERRUPTS();
     if (started) started = WaitForBackgroundWorkerStartup(handle, &pid) == BGWH_STARTED;
+    RESUME_INTERRUPTS();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    if (!started) {
+    if (started) {
+        // A worker that dies before it claims its entry must not leave the entry starting for
+        // ever: the wait loop frees an entry whose starting pid is gone (4).
+        if (Pool* p = pool_of(MyDatabaseId); p && p->starting) p->pid = pid;
+    } else {
         if (Pool* p = pool_of(MyDatabaseId); p && p->starting) p->database = InvalidOid;
         shared->slots[compat::my_backend_slot()].state = slot_free;
         LWLockRelease(shared->lock);
@@ -239,6 +248,8 @@ Outcome wait_for(bool* cancel_seen, bool* xid_written) {
                 CHECK_FOR_INTERRUPTS();
                 return Outcome::lost;  // an interrupt that CHECK_FOR_INTERRUPTS did not act on
             }
+            if (Pool* p = pool_of(MyDatabaseId); p && p->starting && p->pid != 0 && kill(p->pid, 0) != 0)
+                p->database = InvalidOid;  // its worker died before it claimed it
             ensure_worker();
         }
         Outcome outcome = Outcome::committed;
@@ -263,6 +274,9 @@ Outcome wait_for(bool* cancel_seen, bool* xid_written) {
             return outcome;  // nothing was written: done (every request failed, or none had rows) or lost
         }
         if (QueryCancelPending) *cancel_seen = true;
+        // Terminated while the worker runs the request: leave at once (the worker frees the slot
+        // of a caller that is gone, 8); the request commits or not without us.
+        if (ProcDiePending) CHECK_FOR_INTERRUPTS();
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100,
                         AQ_WAIT_EVENT("AqImmediateWait"));
         ResetLatch(MyLatch);
@@ -289,6 +303,7 @@ void run_immediate(void* arg) {
     if (RecoveryInProgress())
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot enqueue during recovery")));
+    PreventCommandIfReadOnly("an immediate enqueue");
     refuse_conflicts(r.queue_name);
 
     // The slot may still hold a request of a backend that had this slot before and is gone: a
@@ -296,7 +311,7 @@ void run_immediate(void* arg) {
     Slot& mine = shared->slots[my_slot];
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-        bool usable = mine.state != slot_running || mine.caller_pid == MyProcPid;
+        bool usable = mine.state != slot_running;
         if (usable) mine.state = slot_free;
         LWLockRelease(shared->lock);
         if (usable) break;

@@ -42,9 +42,11 @@
 //     entry removed, or another process in it) while running -> not committed, 57P01.  A worker
 //     that exits removes its pool entry only after PostgreSQL aborted its transaction.
 //  7. The caller waits on its latch, checking interrupts while its request is queued (a cancel
-//     withdraws it: never run).  Once a worker runs it, the caller waits for the outcome
-//     (bounded by the worker's timeout) and only then acts on a cancel: it raises 57014 saying
-//     whether the enqueue committed, and with which message ids.
+//     withdraws it: never run; interrupts are held while it waits for a worker to start, so a
+//     cancel cannot leave it queued).  Once a worker runs it, the caller waits for the outcome
+//     (bounded by the worker's timeout, at most a minute per request) and only then acts on a
+//     cancel: it raises 57014 saying whether the enqueue committed, and with which message ids;
+//     a termination ends the caller at once.  Not in a read-only transaction (25006).
 //  8. A vanished caller: the worker skips a queued request whose caller's process is gone (its
 //     segment cannot be attached, or another process has its PGPROC), and frees a done slot
 //     whose caller is gone.

@@ -5,6 +5,7 @@
 extern "C" {
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "replication/syncrep.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -92,6 +93,7 @@ bool run_request(RequestHeader* h) {
         char* base = reinterpret_cast<char*>(h);
         aq::base::run_as(aq::base::RunAs{h->role, false, base + h->search_path_at}, enqueue_work, &work);
         disable_timeout(STATEMENT_TIMEOUT, false);
+        QueryCancelPending = false;  // a timeout that fired after the work: not the next request's
         PopActiveSnapshot();
         auto* ids = reinterpret_cast<int64*>(base + h->ids_at);
         int n = work.ids ? ArrayGetNItems(ARR_NDIM(work.ids), ARR_DIMS(work.ids)) : 0;
@@ -148,7 +150,8 @@ void run_round(Taken* taken, int n) {
     // Up to synchronous_commit = on the commit does not wait for its flush: each caller flushes
     // up to the commit record itself (protocol 6), so the next round runs meanwhile.  A remote
     // level is waited for here.
-    bool local = strongest <= static_cast<int>(commit::SyncCommit::on);
+    bool local = strongest <= static_cast<int>(commit::SyncCommit::local) ||
+                 (strongest == static_cast<int>(commit::SyncCommit::on) && (!SyncRepStandbyNames || !SyncRepStandbyNames[0]));
     if (strongest >= 0)
         (void)set_config_option("synchronous_commit", local ? "off" : synchronous_commit_name(strongest), PGC_USERSET,
                                 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
@@ -159,8 +162,42 @@ void run_round(Taken* taken, int n) {
         if (s.sequence == taken[i].sequence && s.state == slot_running) s.xid = xid;
     }
     LWLockRelease(shared->lock);
-    CommitTransactionCommand();
-    XLogRecPtr commit_end = TransactionIdIsValid(xid) ? XactLastCommitEnd : InvalidXLogRecPtr;
+    MemoryContext outer = CurrentMemoryContext;
+    bool committed = true;
+    PG_TRY();
+    {
+        CommitTransactionCommand();
+    }
+    PG_CATCH();
+    {
+        // The commit itself failed (a deferred trigger, a serialization failure): every request
+        // of the round gets its error; nothing was committed.
+        MemoryContextSwitchTo(outer);
+        ErrorData* error = CopyErrorData();
+        FlushErrorState();
+        AbortCurrentTransaction();
+        for (int i = 0; i < n; i++) {
+            RequestHeader* h = taken[i].header;
+            if (!h || h->failed) continue;
+            h->failed = true;
+            h->sqlerrcode = error->sqlerrcode;
+            copy_text(h->message, sizeof h->message, error->message);
+            copy_text(h->detail, sizeof h->detail, error->detail);
+            copy_text(h->hint, sizeof h->hint, error->hint);
+        }
+        FreeErrorData(error);
+        committed = false;
+    }
+    PG_END_TRY();
+    if (!committed) {
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        for (int i = 0; i < n; i++) {
+            Slot& s = shared->slots[taken[i].slot];
+            if (s.sequence == taken[i].sequence && s.state == slot_running) s.xid = InvalidTransactionId;
+        }
+        LWLockRelease(shared->lock);
+    }
+    XLogRecPtr commit_end = committed && TransactionIdIsValid(xid) ? XactLastCommitEnd : InvalidXLogRecPtr;
     for (int i = 0; i < n; i++)
         if (taken[i].header) taken[i].header->flush_to = commit_end;
     pgstat_report_activity(STATE_IDLE, nullptr);

@@ -11,6 +11,8 @@
 #   5. kill -9 of the caller: the same, and immediate enqueues work again after the restart.
 #   6. No background-worker slot for the worker (max_worker_processes = 3, aq's own three): 53400
 #      at once, nothing stranded; without shared_preload_libraries: 55000 with a hint.
+#   7. A cancel while the worker starts: the caller's error says what was committed.
+#   8. Synchronous replication: the enqueue waits for the synchronous standby.
 # No fixed sleeps: poll_query_until and the events themselves.
 use strict;
 use warnings;
@@ -24,7 +26,7 @@ use AqCrash qw(kill9_backend wait_crash_restart);
 use AqSession qw(query finish);
 
 my $node = PostgreSQL::Test::Cluster->new('immediate');
-$node->init;
+$node->init(allows_streaming => 1);  # max_wal_senders > 0: synchronous replication can be asked for (8)
 $node->append_conf('postgresql.conf', qq(
 shared_preload_libraries = 'aq'
 restart_after_crash = on
@@ -148,6 +150,55 @@ my $holder = session('postgres');
 	$holder = session('postgres');
 }
 finish($holder);
+
+# 7. A cancel (statement_timeout) while the worker starts: the caller's error and what was
+#    committed agree.  Before, the cancel was acted on inside the wait for the worker's start and
+#    left the request queued: the worker committed it after the caller got 57014.
+{
+	my $bad = 0;
+	for my $i (1 .. 15)
+	{
+		$node->safe_psql('postgres', q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'aq immediate'});
+		$node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'aq immediate'})
+		  or die 'the worker did not end';
+		my ($ret, $out, $err) = $node->psql('postgres', "SET statement_timeout = '1ms'; " . sprintf($enqueue, "race $i"));
+		my $rows = rows_of("race $i");
+		my $committed_said = $ret == 0 || $err =~ /had committed/;
+		$bad++ if ($committed_said ? $rows != 1 : $rows != 0);
+	}
+	is($bad, 0, '7: a cancel while the worker starts: the error (or success) says what was committed, 15 tries');
+}
+
+# 8. Synchronous replication: a WAIT caller's immediate enqueue waits for the synchronous
+#    standby as its own commit would (before, the worker committed without it).
+{
+	$node->append_conf('postgresql.conf', "synchronous_standby_names = 'no_such_standby'\n");
+	$node->reload;
+	# The standby is required once an ordinary commit waits for it (the checkpointer publishes
+	# the setting after the reload).
+	my $probe = session('postgres');
+	my $probe_pid = query($probe, 'SELECT pg_backend_pid();');
+	$probe->{in} .= "SELECT aq.enqueue('ti_q', 'probe'::text);\n";
+	$probe->{h}->pump_nb while length $probe->{in};
+	$node->poll_query_until('postgres', "SELECT wait_event = 'SyncRep' FROM pg_stat_activity WHERE pid = $probe_pid")
+	  or die 'an ordinary commit does not wait for the standby';
+	$node->safe_psql('postgres', "SELECT pg_cancel_backend($probe_pid)");
+	finish_pending($probe);
+	finish($probe);
+	$node->safe_psql('postgres', q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'aq immediate'});
+	my $caller = session('postgres');
+	$caller->{in} .= sprintf($enqueue, 'synchronous') . ";\n";
+	$caller->{h}->pump_nb while length $caller->{in};
+	ok($node->poll_query_until('postgres', q{
+		SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'aq immediate' AND wait_event = 'SyncRep'}),
+		'8: the worker waits for the synchronous standby');
+	$node->append_conf('postgresql.conf', "synchronous_standby_names = ''\n");
+	$node->reload;
+	my $err = finish_pending($caller);
+	is($err, '', '8: the enqueue returns once the standby is no longer required');
+	is(rows_of('synchronous'), '1', '8: committed once');
+	finish($caller);
+}
 $node->stop;
 
 # 6. No worker slot; no preloading.
