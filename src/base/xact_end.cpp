@@ -4,6 +4,7 @@ extern "C" {
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "utils/resowner.h"
 }
 
 #include <cstring>
@@ -21,6 +22,14 @@ Handlers tables[max_tables];
 int table_count = 0;
 bool installed = false;
 bool exit_registered = false;
+
+// The unlocked event owed by the latest transaction or subtransaction end: set by the commit,
+// abort and subtransaction abort events, delivered (and cleared first) at the next release of
+// the resources' AFTER_LOCKS phase, which PostgreSQL runs right after releasing the locks
+// (CommitTransaction, AbortTransaction, AbortSubTransaction; the top-level one with isTopLevel).
+enum class Owed { none, commit, abort };
+Owed owed_top = Owed::none;
+bool owed_sub_abort = false;
 
 // A C++ exception from a handler that must not raise: reported after the catch block, and the
 // other handlers still run.
@@ -68,22 +77,27 @@ void on_xact_event(XactEvent event, void*) {
                 if (Hook hook = tables[i].pre_prepare) base::entry_void([hook] { hook(); });
             break;
         case XACT_EVENT_COMMIT:
+            owed_top = Owed::commit;
             for (int i = 0; i < table_count; i++)
                 if (tables[i].commit) run_quietly(tables[i], "commit", tables[i].commit);
             break;
         case XACT_EVENT_ABORT:
+            owed_top = Owed::abort;
             for (int i = 0; i < table_count; i++)
                 if (tables[i].abort) run_quietly(tables[i], "abort", tables[i].abort);
             break;
         case XACT_EVENT_PREPARE:
+            owed_top = Owed::none;
             for (int i = 0; i < table_count; i++)
                 if (tables[i].prepare) run_quietly(tables[i], "prepare", tables[i].prepare);
             break;
         case XACT_EVENT_PARALLEL_COMMIT:
+            owed_top = Owed::commit;
             for (int i = 0; i < table_count; i++)
                 if (tables[i].parallel_commit) run_quietly(tables[i], "parallel commit", tables[i].parallel_commit);
             break;
         case XACT_EVENT_PARALLEL_ABORT:
+            owed_top = Owed::abort;
             for (int i = 0; i < table_count; i++)
                 if (tables[i].parallel_abort) run_quietly(tables[i], "parallel abort", tables[i].parallel_abort);
             break;
@@ -105,12 +119,37 @@ void on_subxact_event(SubXactEvent event, SubTransactionId mine, SubTransactionI
                     run_quietly(tables[i], "subtransaction commit", [=] { hook(mine, parent); });
             break;
         case SUBXACT_EVENT_ABORT_SUB:
+            owed_sub_abort = true;
             for (int i = 0; i < table_count; i++)
                 if (SubHook hook = tables[i].sub_abort)
                     run_quietly(tables[i], "subtransaction abort", [=] { hook(mine, parent); });
             break;
         case SUBXACT_EVENT_PRE_COMMIT_SUB:
             break;
+    }
+}
+
+void run_owed_sub_abort() {
+    if (!owed_sub_abort) return;
+    owed_sub_abort = false;
+    for (int i = 0; i < table_count; i++)
+        if (tables[i].sub_abort_unlocked)
+            run_quietly(tables[i], "subtransaction abort (unlocked)", tables[i].sub_abort_unlocked);
+}
+
+// Every resource owner's release calls this, for each phase; only the AFTER_LOCKS phase that
+// follows an owed end acts.  A subtransaction's owner (and its portals' owners) release with
+// isTopLevel false, after its locks went in the LOCKS phase; the transaction's own with true.
+void on_resource_release(ResourceReleasePhase phase, bool, bool is_top_level, void*) {
+    if (phase != RESOURCE_RELEASE_AFTER_LOCKS) return;
+    run_owed_sub_abort();
+    if (!is_top_level || owed_top == Owed::none) return;
+    Owed owed = owed_top;
+    owed_top = Owed::none;
+    for (int i = 0; i < table_count; i++) {
+        const Handlers& h = tables[i];
+        if (owed == Owed::commit && h.commit_unlocked) run_quietly(h, "commit (unlocked)", h.commit_unlocked);
+        if (owed == Owed::abort && h.abort_unlocked) run_quietly(h, "abort (unlocked)", h.abort_unlocked);
     }
 }
 
@@ -127,6 +166,11 @@ void add(const Handlers& h) {
                         errmsg("aq: %s acts at the end of a transaction but lacks a handler for commit, abort or "
                                "prepare",
                                h.name)));
+    if ((h.commit_unlocked || h.abort_unlocked) && !(h.commit && h.abort && h.prepare))
+        ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+                        errmsg("aq: %s acts after a transaction's locks are released but lacks a handler for "
+                               "commit, abort or prepare",
+                               h.name)));
     if ((h.sub_start || h.sub_commit) && !h.sub_abort)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
                         errmsg("aq: %s tracks subtransactions but lacks a handler for their abort", h.name)));
@@ -138,6 +182,7 @@ void install() {
     installed = true;
     RegisterXactCallback(on_xact_event, nullptr);
     RegisterSubXactCallback(on_subxact_event, nullptr);
+    RegisterResourceReleaseCallback(on_resource_release, nullptr);
 }
 
 }  // namespace aq::base::xact_end

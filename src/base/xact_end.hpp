@@ -2,9 +2,9 @@
 //
 // Protocol
 //  * Registration.  _PG_init adds one Handlers table per capability (add()), in the order the
-//    handlers must run, then calls install(), which registers ONE transaction callback and ONE
-//    subtransaction callback with PostgreSQL.  Nothing else in aq calls RegisterXactCallback or
-//    RegisterSubXactCallback.  add() refuses (ERROR at load) a table that acts at a commit but
+//    handlers must run, then calls install(), which registers ONE transaction callback, ONE
+//    subtransaction callback and ONE resource release callback with PostgreSQL.  Nothing else in
+//    aq calls RegisterXactCallback, RegisterSubXactCallback or RegisterResourceReleaseCallback.  add() refuses (ERROR at load) a table that acts at a commit but
 //    does not say what happens at an abort and at a PREPARE: a module whose per-transaction
 //    state survives one of the three ends is the defect this room exists to prevent.
 //  * Events, each delivered to every table that has a handler for it, in registration order:
@@ -34,6 +34,14 @@
 //                      a subtransaction ended: its state now belongs to its parent, or is
 //                      dropped.  MUST NOT RAISE.  A sub_abort may come for a subtransaction whose
 //                      sub_start raised or came from before aq was loaded: handlers match by id.
+//      commit_unlocked / abort_unlocked
+//                      after commit / abort (also of a parallel worker), once PostgreSQL has
+//                      released the transaction's heavyweight locks (relation, row, advisory):
+//                      the place to wake whoever would otherwise find such a lock still held and
+//                      go back to sleep (a commit's callbacks run BEFORE the locks go).  MUST NOT
+//                      RAISE.  Not after PREPARE (the prepared transaction keeps its locks).
+//      sub_abort_unlocked
+//                      the same after a subtransaction's abort, once its locks are released.
 //      exit            the process exits (normally, FATAL, or a terminated session): after
 //                      PostgreSQL aborted any open transaction (so abort has already run), while
 //                      shared memory is still attached.  MUST NOT RAISE; releases what the
@@ -67,13 +75,17 @@ struct Handlers {
     SubHook sub_start;
     SubHook sub_commit;
     SubHook sub_abort;
+    Hook commit_unlocked;
+    Hook abort_unlocked;
+    Hook sub_abort_unlocked;
     Hook exit;
 };
 
 // From _PG_init, before install(): adds a capability's handlers (copied), in call order.
 void add(const Handlers& handlers);
 
-// From _PG_init, once: registers the transaction and subtransaction callbacks.
+// From _PG_init, once: registers the transaction and subtransaction callbacks, and the resource
+// release callback that delivers the unlocked events.
 void install();
 
 }  // namespace aq::base::xact_end

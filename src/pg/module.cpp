@@ -166,7 +166,9 @@ void register_transaction_ends() {
     wakeups.prepare = wakeup::at_prepare;
     wakeups.parallel_commit = wakeup::at_commit;
     wakeups.parallel_abort = wakeup::at_abort;
-    wakeups.sub_abort = [](SubTransactionId, SubTransactionId) { wakeup::at_subtransaction_abort(); };
+    wakeups.commit_unlocked = wakeup::after_commit_unlocked;
+    wakeups.abort_unlocked = wakeup::after_abort_unlocked;
+    wakeups.sub_abort_unlocked = wakeup::after_subtransaction_abort_unlocked;
     aq::base::xact_end::add(wakeups);
 
     // A committed dequeue whose sweep was contended asks the settler for one (deliveries.hpp).

@@ -11,7 +11,8 @@
 //     but something changes with time: a delayed message becomes visible (next_visible_time), an
 //     exception queue's messages expire in its queue table (once a second).  After every sleep,
 //     CHECK_FOR_INTERRUPTS: a cancel, a statement_timeout or a terminate ends the wait.
-// Proved by: isolation wait_wakeup, listen_wakeup, release_wakeup (1), delay_wakeup (4);
+// Proved by: isolation wait_wakeup, listen_wakeup, release_wakeup (1), delay_wakeup (4); TAP
+// 032_release_wakeup_race (1: the wake-up after the waker's locks are released);
 // regress listen (3: 0A000 at REPEATABLE READ), waiting; TAP 002_cancel_timeout and
 // 017_waiting_client_gone (4).
 //

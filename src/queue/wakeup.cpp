@@ -262,18 +262,24 @@ void note_prepared_transaction_end() {
 }
 
 void at_commit() {
-    wake(enqueued);
     count_removals(dequeued);
-    enqueued.clear();
     dequeued.clear();
     stop_listening();
 }
 
-void at_abort() {
-    wake(dequeued);
+void after_commit_unlocked() {
+    wake(enqueued);
     enqueued.clear();
-    dequeued.clear();
+}
+
+void at_abort() {
+    enqueued.clear();
     stop_listening();
+}
+
+void after_abort_unlocked() {
+    wake(dequeued);
+    dequeued.clear();
 }
 
 void at_prepare() {
@@ -281,7 +287,7 @@ void at_prepare() {
     dequeued.clear();
 }
 
-void at_subtransaction_abort() {
+void after_subtransaction_abort_unlocked() {
     wake(dequeued);
 }
 

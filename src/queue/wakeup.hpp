@@ -8,13 +8,15 @@
 //     from what it read, its wait runs out, or it is interrupted (cancel,
 //     statement_timeout: ConditionVariableTimedSleep checks for interrupts).
 //   - An enqueue (or a dequeue that leaves messages takeable at its commit: note_release) only
-//     remembers its queue in this backend; when the transaction
-//     commits (XACT_EVENT_COMMIT, i.e. after the commit is visible to new snapshots)
-//     the generation is incremented and the CV broadcast.  A dequeue that claimed
-//     messages does the same when its transaction aborts, because the rollback makes
-//     those messages available again; so does a rollback to a savepoint (the dequeues of
-//     the transaction so far are woken for, which may include some still held: a spurious
-//     wake-up is harmless).  Two-phase commit: PREPARE wakes nobody (nothing is visible
+//     remembers its queue in this backend; when the transaction has committed and its locks
+//     are released (xact_end's commit_unlocked: after the commit is visible to new snapshots
+//     AND its group locks, advisory locks, are gone) the generation is incremented and the CV
+//     broadcast.  Woken at the commit event itself, a waiter could find the rest of a group
+//     still locked and sleep again, with nothing left to wake it (isolation release_wakeup,
+//     TAP 032).  A dequeue that claimed messages does the same when its transaction aborts
+//     (abort_unlocked), because the rollback makes those messages available again; so does a
+//     rollback to a savepoint (sub_abort_unlocked: the dequeues of the transaction so far are
+//     woken for, which may include some still held: a spurious wake-up is harmless).  Two-phase commit: PREPARE wakes nobody (nothing is visible
 //     yet), and a COMMIT PREPARED / ROLLBACK PREPARED, whose queues this backend cannot
 //     know, wakes every channel when its transaction ends.
 // Because the generation is read before the scan's snapshot is taken, a commit that the
@@ -89,10 +91,13 @@ void note_release(int32_t queue_id);
 // The current statement is COMMIT PREPARED or ROLLBACK PREPARED.
 void note_prepared_transaction_end();
 
-// Transaction end (registered as Xact/SubXact callbacks by the module).
+// Transaction end (xact_end handlers, added by the module).  The wake-ups come in the unlocked
+// events, after the transaction's locks are released.
 void at_commit();
+void after_commit_unlocked();
 void at_abort();
+void after_abort_unlocked();
 void at_prepare();
-void at_subtransaction_abort();
+void after_subtransaction_abort_unlocked();
 
 }  // namespace aq::queue::wakeup
