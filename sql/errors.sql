@@ -52,7 +52,7 @@ SELECT try_sql($$SELECT aq.enqueue_array('err_q', ARRAY[ROW('a')::err_ot], ARRAY
 SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(dequeue_mode => 'destroy'))$$);
 SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(navigation => 'sideways'))$$);
 SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(navigation => 'next_transaction'))$$);
-SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(visibility => 'immediate'))$$);
+SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(dequeue_mode => 'locked', visibility => 'immediate'))$$);
 SELECT try_sql($$SELECT aq.dequeue('err_q', NULL::err_ot, aq.dequeue_options(wait => '-1 s'))$$);
 SELECT try_sql($$SELECT aq.enqueue('err_q', ROW('x')::err_ot, aq.message_properties(delay => '-5 s'))$$);
 SELECT try_sql($$SELECT aq.enqueue('err_q', ROW('x')::err_ot, aq.message_properties(expiration => '-1 day'))$$);

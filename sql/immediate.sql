@@ -109,8 +109,88 @@ SELECT aq.stop_queue('im_q');
 SELECT im_try($$SELECT aq.enqueue('im_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))$$) AS stopped_queue;
 SELECT aq.start_queue('im_q');
 SELECT im_try($$SELECT aq.enqueue('im_q', 'x'::text, enqueue_options => aq.enqueue_options(visibility => 'soon'))$$) AS bad_value;
--- Immediate dequeues are not implemented yet.
-SELECT im_try($$SELECT aq.dequeue('im_q', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0'))$$) AS dequeue;
+
+-- Immediate dequeues: the dequeue commits in the worker; the caller's rollback does not bring
+-- the message back.
+SELECT aq.create_queue_table('im_dq_qt', 'text');
+SELECT aq.create_queue('im_dq', 'im_dq_qt');
+SELECT aq.start_queue('im_dq');
+CREATE FUNCTION im_dq_left() RETURNS text LANGUAGE sql AS
+  $$SELECT coalesce(string_agg(user_data, ' ' ORDER BY msgid), '(none)') FROM im_dq_qt$$;
+SELECT cardinality(aq.enqueue_array('im_dq', ARRAY['d1', 'd2', 'd3', 'd4', 'd5', 'd6'])) AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue('im_dq', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+SELECT payload FROM aq.dequeue_array('im_dq', NULL::text, 2, aq.dequeue_options(visibility => 'DBMS_AQ.IMMEDIATE', wait => '0')) AS d(m, payload, p);
+ROLLBACK;
+SELECT im_dq_left() AS left_after_rollback;
+-- remove_nodata: the message goes, its payload is not returned; its msgid and properties are.
+SELECT payload IS NULL AS no_payload, m > 0 AS has_msgid, (p).attempts
+  FROM aq.dequeue('im_dq', NULL::text, aq.dequeue_options(dequeue_mode => 'remove_nodata', visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+-- Browse takes nothing: its visibility is ignored, as in Oracle (it sees the caller's own enqueue).
+BEGIN;
+SELECT aq.enqueue('im_dq', 'mine'::text) > 0 AS on_commit_enqueue;
+SELECT string_agg(payload, ' ') AS browsed
+  FROM aq.dequeue_array('im_dq', NULL::text, 10, aq.dequeue_options(dequeue_mode => 'browse', visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+ROLLBACK;
+-- Locked cannot be immediate: its lock would end before the call returns.
+SELECT im_try($$SELECT aq.dequeue('im_dq', NULL::text, aq.dequeue_options(dequeue_mode => 'locked', visibility => 'immediate'))$$) AS locked;
+-- By msgid and by correlation, as an ON_COMMIT dequeue.
+SELECT aq.enqueue('im_dq', 'by id'::text) AS by_id_msgid \gset
+SELECT aq.enqueue('im_dq', 'by correlation'::text, aq.message_properties(correlation => 'corr-1')) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue('im_dq', NULL::text, aq.dequeue_options(msgid => :by_id_msgid, visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+SELECT payload, (p).correlation FROM aq.dequeue('im_dq', NULL::text, aq.dequeue_options(correlation => 'corr-%', visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+SELECT payload FROM aq.dequeue('im_dq', NULL::text, aq.dequeue_options(deq_condition => $$tab.user_data = 'd5'$$, visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+SELECT im_dq_left() AS left_now;
+-- Nothing to take: QA228, as an ON_COMMIT dequeue.  In REPEATABLE READ an immediate dequeue may
+-- wait (each try is the worker's own transaction), and it sees what committed after the caller's
+-- snapshot.
+SELECT count(*) AS taken FROM aq.dequeue_array('im_dq', NULL::text, 10, aq.dequeue_options(visibility => 'immediate', wait => '0'));
+SELECT im_try($$SELECT aq.dequeue('im_dq', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0'))$$) AS empty;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT im_dq_left() AS snapshot_taken;
+SELECT im_try($$SELECT aq.dequeue('im_dq', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0.2'))$$) AS waited;
+SELECT aq.enqueue('im_dq', 'after the snapshot'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate')) > 0 AS id;
+SELECT payload FROM aq.dequeue('im_dq', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '5')) AS d(m, payload, p);
+COMMIT;
+-- Large messages come back through a segment of the worker's: a payload stored out of line
+-- (TOAST), and many messages at once.
+SELECT aq.enqueue('im_dq', (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 5000) i)) > 0 AS large;
+SELECT length(payload), md5(payload) = md5((SELECT string_agg(md5(i::text), '') FROM generate_series(1, 5000) i)) AS same
+  FROM aq.dequeue('im_dq', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+SELECT cardinality(aq.enqueue_array('im_dq', ARRAY(SELECT 'm' || i || repeat('.', 100) FROM generate_series(1, 300) i))) AS many;
+SELECT count(*), count(DISTINCT payload), min(length(payload)) >= 102 AS whole
+  FROM aq.dequeue_array('im_dq', NULL::text, 1000, aq.dequeue_options(visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+SELECT im_dq_left() AS left_at_end;
+-- A composite payload.
+CREATE TYPE im_ot AS (n int, label text);
+SELECT aq.create_queue_table('im_ot_qt', 'im_ot');
+SELECT aq.create_queue('im_ot_q', 'im_ot_qt');
+SELECT aq.start_queue('im_ot_q');
+SELECT aq.enqueue('im_ot_q', ROW(7, 'seven')::im_ot) > 0 AS enqueued;
+SELECT (payload).n, (payload).label FROM aq.dequeue('im_ot_q', NULL::im_ot, aq.dequeue_options(visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+SELECT aq.drop_queue_table('im_ot_qt', force => true);
+DROP TYPE im_ot;
+-- As the caller's role: without DEQUEUE 42501; refused where the worker would wait for the caller.
+SET ROLE regress_im_app;
+SELECT im_try($$SELECT aq.dequeue('im_dq', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0'))$$) AS without_privilege;
+RESET ROLE;
+BEGIN;
+LOCK TABLE im_dq_qt IN SHARE MODE;
+SELECT im_try($$SELECT aq.dequeue('im_dq', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0'))$$) AS share_locked;
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT im_try($$SELECT aq.dequeue('im_dq', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0'))$$) AS read_only;
+ROLLBACK;
+-- A message the caller's own transaction holds (its ON_COMMIT dequeue took 'held'): the
+-- worker passes over it (SKIP LOCKED), it never waits for the caller.
+SELECT aq.enqueue_array('im_dq', ARRAY['held', 'free']) IS NOT NULL AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue('im_dq', NULL::text, aq.dequeue_options(wait => '0')) AS d(m, payload, p);
+SELECT payload FROM aq.dequeue('im_dq', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+ROLLBACK;
+SELECT im_dq_left() AS held_is_back;
+SELECT aq.drop_queue_table('im_dq_qt', force => true);
+DROP FUNCTION im_dq_left();
 
 -- A multi-consumer queue: the deliveries are written in the same autonomous transaction.
 SELECT aq.create_queue_table('im_mc_qt', 'text', multiple_consumers => true);
@@ -122,7 +202,16 @@ BEGIN;
 SELECT aq.enqueue('im_mc_q', 'to both'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate')) > 0 AS id;
 ROLLBACK;
 SELECT payload FROM aq.dequeue('im_mc_q', NULL::text, aq.dequeue_options(consumer_name => 's1', wait => '0')) AS d(m, payload, p);
-SELECT payload FROM aq.dequeue('im_mc_q', NULL::text, aq.dequeue_options(consumer_name => 's2', wait => '0')) AS d(m, payload, p);
+SELECT payload FROM aq.dequeue('im_mc_q', NULL::text, aq.dequeue_options(consumer_name => 's2', visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+-- A transaction group: an immediate dequeue takes the group as its own transaction would.
+SELECT aq.create_queue_table('im_g_qt', 'text', message_grouping => 'transactional');
+SELECT aq.create_queue('im_g_q', 'im_g_qt');
+SELECT aq.start_queue('im_g_q');
+SELECT cardinality(aq.enqueue_array('im_g_q', ARRAY['g1', 'g2'])) AS group_enqueued;
+SELECT cardinality(aq.enqueue_array('im_g_q', ARRAY['h1'])) AS next_group;
+SELECT payload, (p).end_of_group FROM aq.dequeue_array('im_g_q', NULL::text, 10, aq.dequeue_options(visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+SELECT payload, (p).end_of_group FROM aq.dequeue_array('im_g_q', NULL::text, 10, aq.dequeue_options(visibility => 'immediate', wait => '0')) AS d(m, payload, p);
+SELECT aq.drop_queue_table('im_g_qt', force => true);
 
 SELECT aq.drop_queue_table('im_mc_qt', force => true);
 SELECT aq.drop_queue_table('im_qt', force => true);

@@ -76,7 +76,7 @@ queue::DequeueOptions dequeue_options_arg(FunctionCallInfo fcinfo, int n) {
     if (o.consumer) queue::check_name("consumer_name", o.consumer);
     o.mode = queue::parse_dequeue_mode(text_field(row, "dequeue_mode"));
     o.navigation = queue::parse_navigation(text_field(row, "navigation"));
-    queue::check_visibility("visibility", text_field(row, "visibility"));
+    o.immediate = queue::parse_dequeue_visibility(text_field(row, "visibility"), o.mode);
     o.wait = queue::parse_wait(seconds_field(row, "wait"));
     bool isnull;
     Datum msgid = GetAttributeByName(row, "msgid", &isnull);
@@ -196,7 +196,10 @@ Datum dequeue_array_impl(FunctionCallInfo fcinfo) {
     TuplestoreSink sink{rsinfo->setResult, rsinfo->setDesc};
     queue::DequeueRequest request{queue_name,           payload_type, size, &options, put_into_tuplestore, &sink,
                                   base::statement::commit_follows(fcinfo->flinfo)};
-    queue::dequeue(request);
+    if (options.immediate)
+        queue::immediate::dequeue(request);
+    else
+        queue::dequeue(request);
     return (Datum)0;
 }
 
@@ -233,7 +236,10 @@ Datum dequeue_impl(FunctionCallInfo fcinfo) {
     queue::DequeueRequest request{queue_name, payload_type, 1, &options, copy_single_row, &sink,
                                   base::statement::commit_follows(fcinfo->flinfo)};
     sink.nulls[0] = sink.nulls[1] = sink.nulls[2] = false;
-    queue::dequeue(request);
+    if (options.immediate)
+        queue::immediate::dequeue(request);
+    else
+        queue::dequeue(request);
     return HeapTupleGetDatum(heap_form_tuple(desc, sink.values, sink.nulls));
 }
 

@@ -424,14 +424,16 @@ int dequeue(const DequeueRequest& r) {
                         "\", and a dequeue cannot wait in a REPEATABLE READ or SERIALIZABLE transaction",
                     "Its snapshot would never show messages committed while it waits.",
                     "Dequeue in a READ COMMITTED transaction, or pass wait => '0'.");
-    if (delivered == 0) {
-        char waited[64];
-        snprintf(waited, sizeof waited, "The dequeue waited %g s (ORA-25228 analogue).", o.wait.seconds);
-        throw Error(sqlstate::dequeue_timeout, std::string("no message available in queue \"") + r.queue_name + "\"",
-                    o.wait.seconds == 0 ? "The dequeue did not wait (wait => 0)." : waited,
-                    "Catch SQLSTATE 'QA228' to treat an empty queue as the end of a batch.");
-    }
+    if (delivered == 0) throw_dequeue_timeout(r.queue_name, o.wait);
     return delivered;
+}
+
+void throw_dequeue_timeout(const char* queue_name, const Wait& wait) {
+    char waited[64];
+    snprintf(waited, sizeof waited, "The dequeue waited %g s (ORA-25228 analogue).", wait.seconds);
+    throw Error(sqlstate::dequeue_timeout, std::string("no message available in queue \"") + queue_name + "\"",
+                wait.seconds == 0 ? "The dequeue did not wait (wait => 0)." : waited,
+                "Catch SQLSTATE 'QA228' to treat an empty queue as the end of a batch.");
 }
 
 }  // namespace aq::queue

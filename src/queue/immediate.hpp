@@ -1,7 +1,7 @@
-// Immediate visibility (Oracle's visibility => DBMS_AQ.IMMEDIATE): an enqueue that commits on
-// its own before the call returns, whatever the caller's transaction does next.  The work runs
-// in a worker of the caller's database, as the caller's role; many callers' requests share one
-// commit.
+// Immediate visibility (Oracle's visibility => DBMS_AQ.IMMEDIATE): an enqueue or a dequeue that
+// commits on its own before the call returns, whatever the caller's transaction does next.  The
+// work runs in a worker of the caller's database, as the caller's role; many callers' enqueues
+// share one commit.
 //
 // Protocol
 //  1. Slots.  Shared memory holds one request slot per backend (indexed by its backend slot: a
@@ -28,7 +28,8 @@
 //     queued (checked under the lock as it removes its pool entry).  A caller that finds its
 //     request queued and no worker for its database starts one.
 //  5. A round.  The worker takes every queued request of its database, then in ONE transaction
-//     runs each in a subtransaction of its own, as the caller's role with the caller's
+//     runs each enqueue in a subtransaction of its own (each dequeue gets a transaction of its
+//     own, as in Oracle: its group, navigation and locks are no other caller's), as the caller's role with the caller's
 //     search_path pinned (base/run_as: SECURITY_RESTRICTED_OPERATION), with lock_timeout set to
 //     the caller's aq.immediate_timeout and statement_timeout to twice that; it writes each request's message ids, or
 //     its error, into the request's segment; it commits once with the strongest
@@ -50,7 +51,18 @@
 //  8. A vanished caller: the worker skips a queued request whose caller's process is gone (its
 //     segment cannot be attached, or another process has its PGPROC), and frees a done slot
 //     whose caller is gone.
-// Tests: regress `immediate`, isolation `immediate_visibility`.
+//  9. Dequeues.  The caller waits, never the worker: the worker's dequeue does not wait (QA228
+//     when it finds nothing), and the caller, which read the queue's wake-up generation before
+//     queueing the request (wakeup.hpp), sleeps until a commit moves it or its wait runs out,
+//     then asks again (waiting.hpp's loop; any isolation level may wait: each try is the worker's
+//     own transaction).  The worker serializes the messages (payload detoasted: its row is
+//     deleted) after the request in its area when they fit, else into a segment it creates and
+//     pins, named in the slot (Slot::results); whoever takes the slot next unpins it: the caller
+//     once it has read them, the worker when the caller is gone, a later owner of the slot for a
+//     caller that died after its request was done.  A cancel while the worker runs is acted on
+//     only if nothing was committed: committed messages are always delivered.  BROWSE ignores
+//     immediate (Oracle: it takes nothing); LOCKED refuses it (22023).
+// Tests: regress `immediate`, isolation `immediate_visibility`, TAP `031_immediate`.
 #pragma once
 
 extern "C" {
@@ -73,6 +85,11 @@ void define_settings();
 // (int8[]) in the caller's memory context.  aq::Error / PgError as an ON_COMMIT enqueue would
 // raise them, and 55006, 55000, 53400, 57P01 (protocol 3, 4, 6).
 ArrayType* enqueue_array(const EnqueueRequest& request);
+
+// The dequeue of request, committed on its own (protocol 9): its messages go to the request's
+// sink; returns how many.  Errors as an ON_COMMIT dequeue's (QA228 after the wait), and the
+// enqueue's 55006, 55000, 53400, 57P01.
+int dequeue(const DequeueRequest& request);
 
 }  // namespace aq::queue::immediate
 

@@ -30,6 +30,7 @@ struct Slot {
     uint64 sequence;     // this request's number: a worker touches the slot only while it matches
     int worker_pid;      // the worker that took it (running, done)
     TransactionId xid;   // the worker's transaction, written before its commit (protocol 5)
+    dsm_handle results;  // a dequeue's messages in a pinned segment of the worker's (0: none, 9)
     alignas(MAXIMUM_ALIGNOF) char data[inline_bytes];
 };
 
@@ -51,15 +52,24 @@ struct Shared {
     Slot slots[FLEXIBLE_ARRAY_MEMBER];  // one per backend slot (compat::my_backend_slot)
 };
 
+enum RequestKind : int { request_enqueue = 0, request_dequeue };
+
 // The request segment: a header, then the parts at their offsets (each MAXALIGNed).
 struct RequestHeader {
-    Size total;
+    Size total;               // the request's bytes
+    Size capacity;            // the area's (slot data or segment): a dequeue's messages may follow
+    RequestKind kind;
     Oid role;
     Oid payload_type;
-    int count;                // payloads
+    int count;                // an enqueue's payloads; a dequeue's array_size
     int synchronous_commit;   // commit::SyncCommit the caller's own commit would use now
     int timeout_ms;           // the caller's aq.immediate_timeout
     Size queue_name_at, search_path_at, payloads_at, properties_at /* 0: none */, ids_at;
+    // A dequeue's options but its wait (the caller waits: protocol 9); strings at offsets, 0: NULL.
+    int mode, navigation;
+    bool has_msgid;
+    int64 msgid;
+    Size consumer_at, correlation_at, condition_at;
     // The outcome, written by the worker before its commit.
     bool failed;
     XLogRecPtr flush_to;      // after it: the commit record's end, for the caller to flush (or invalid)
@@ -67,6 +77,12 @@ struct RequestHeader {
     char message[512];
     char detail[512];
     char hint[256];
+    // A dequeue's messages: results_count of them, serialized (msgid, no payload?, payload and
+    // properties by datumSerialize) in results_bytes bytes at results_at of this area, or in the
+    // slot's results segment.
+    int results_count;
+    Size results_at;
+    Size results_bytes;
 };
 
 extern Shared* shared;

@@ -17,11 +17,14 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
 #include "utils/timeout.h"
 }
 
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "base/guard.hpp"
 #include "base/run_as.hpp"
@@ -44,6 +47,7 @@ struct Taken {
     dsm_handle handle;
     dsm_segment* segment;
     RequestHeader* header;
+    dsm_handle results;  // a dequeue's messages in a pinned segment of this worker's (protocol 9)
 };
 
 void forget_pool(int, Datum) {
@@ -56,15 +60,23 @@ void forget_pool(int, Datum) {
 // The work of one request, as the caller's role (base::run_as).
 struct Work {
     RequestHeader* header;
-    ArrayType* ids;
+    ArrayType* ids;        // an enqueue's
+    StringInfoData rows;   // a dequeue's messages, serialized (protocol 9)
+    int16 payload_len;
+    bool payload_byval;
+    int count;
 };
+
+void set_lock_timeout(const RequestHeader* h) {
+    char timeout[32];
+    snprintf(timeout, sizeof timeout, "%d", h->timeout_ms);
+    (void)set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+}
 
 void enqueue_work(void* arg) {
     auto* w = static_cast<Work*>(arg);
     char* base = reinterpret_cast<char*>(w->header);
-    char timeout[32];
-    snprintf(timeout, sizeof timeout, "%d", w->header->timeout_ms);
-    (void)set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    set_lock_timeout(w->header);
     EnqueueRequest request{base + w->header->queue_name_at, w->header->payload_type,
                            reinterpret_cast<ArrayType*>(base + w->header->payloads_at),
                            w->header->properties_at ? reinterpret_cast<ArrayType*>(base + w->header->properties_at)
@@ -72,14 +84,75 @@ void enqueue_work(void* arg) {
     aq::base::entry_void([&] { w->ids = queue::enqueue_array(request); });
 }
 
+// A dequeued message into the request's rows: msgid, whether the payload is left out, then the
+// payload (detoasted: the row it came from is deleted) and the properties, by datumSerialize.
+void serialize_row(void* context, const DequeuedRow& row) {
+    auto* w = static_cast<Work*>(context);
+    Datum payload = row.payload;
+    if (!row.no_payload && w->payload_len == -1)
+        payload = PointerGetDatum(pg_detoast_datum_packed(reinterpret_cast<struct varlena*>(DatumGetPointer(payload))));
+    Size need = sizeof(int64) + 1 + datumEstimateSpace(payload, row.no_payload, w->payload_byval, w->payload_len) +
+                datumEstimateSpace(row.properties, false, false, -1);
+    enlargeStringInfo(&w->rows, static_cast<int>(need));
+    char* p = w->rows.data + w->rows.len;
+    int64 msgid = DatumGetInt64(row.msgid);
+    memcpy(p, &msgid, sizeof msgid);
+    p += sizeof msgid;
+    *p++ = row.no_payload ? 1 : 0;
+    datumSerialize(payload, row.no_payload, w->payload_byval, w->payload_len, &p);
+    datumSerialize(row.properties, false, false, -1, &p);
+    w->rows.len = static_cast<int>(p - w->rows.data);
+    w->count++;
+}
+
+const char* string_at(RequestHeader* h, Size at) {
+    return at ? reinterpret_cast<const char*>(h) + at : nullptr;
+}
+
+void dequeue_work(void* arg) {
+    auto* w = static_cast<Work*>(arg);
+    RequestHeader* h = w->header;
+    set_lock_timeout(h);
+    DequeueOptions options;
+    options.mode = static_cast<DequeueMode>(h->mode);
+    options.navigation = static_cast<Navigation>(h->navigation);
+    options.wait = Wait{false, 0};  // the caller waits (protocol 9)
+    if (h->has_msgid) options.msgid = h->msgid;
+    options.consumer = string_at(h, h->consumer_at);
+    options.correlation = string_at(h, h->correlation_at);
+    options.condition = string_at(h, h->condition_at);
+    // Nothing acts on the messages before this transaction commits: the caller reads them after.
+    DequeueRequest request{string_at(h, h->queue_name_at), h->payload_type, h->count, &options, serialize_row, w, true};
+    aq::base::entry_void([&] { (void)queue::dequeue(request); });
+}
+
+// Puts a dequeue's messages where the caller reads them: after the request when they fit, else in
+// a new segment, pinned until the caller has read them (protocol 9).
+void place_rows(Taken& t, Work& w) {
+    RequestHeader* h = t.header;
+    h->results_count = w.count;
+    h->results_bytes = static_cast<Size>(w.rows.len);
+    if (h->results_at + h->results_bytes <= h->capacity) {
+        memcpy(reinterpret_cast<char*>(h) + h->results_at, w.rows.data, h->results_bytes);
+        return;
+    }
+    dsm_segment* segment = dsm_create(h->results_bytes, 0);
+    dsm_pin_mapping(segment);
+    memcpy(dsm_segment_address(segment), w.rows.data, h->results_bytes);
+    dsm_pin_segment(segment);
+    t.results = dsm_segment_handle(segment);
+    dsm_detach(segment);
+}
+
 void copy_text(char* to, Size size, const char* from) {
     if (!from) from = "";
     strlcpy(to, from, size);
 }
 
-// Runs one request in a subtransaction; writes its ids or its error into its segment.  True if
-// it succeeded.
-bool run_request(RequestHeader* h) {
+// Runs one request in a subtransaction; writes its ids (messages) or its error into its area.
+// True if it succeeded.
+bool run_request(Taken& t) {
+    RequestHeader* h = t.header;
     MemoryContext outer = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
     BeginInternalSubTransaction(nullptr);
@@ -87,19 +160,30 @@ bool run_request(RequestHeader* h) {
     bool ok = true;
     PG_TRY();
     {
-        Work work{h, nullptr};
+        Work work{};
+        work.header = h;
+        bool dequeue = h->kind == request_dequeue;
+        if (dequeue) {
+            initStringInfo(&work.rows);
+            get_typlenbyval(h->payload_type, &work.payload_len, &work.payload_byval);
+        }
         PushActiveSnapshot(GetTransactionSnapshot());
         enable_timeout_after(STATEMENT_TIMEOUT, h->timeout_ms >= INT_MAX / 2 ? INT_MAX : 2 * h->timeout_ms);
         char* base = reinterpret_cast<char*>(h);
-        aq::base::run_as(aq::base::RunAs{h->role, false, base + h->search_path_at}, enqueue_work, &work);
+        aq::base::run_as(aq::base::RunAs{h->role, false, base + h->search_path_at}, dequeue ? dequeue_work : enqueue_work,
+                         &work);
         disable_timeout(STATEMENT_TIMEOUT, false);
         QueryCancelPending = false;  // a timeout that fired after the work: not the next request's
         PopActiveSnapshot();
-        auto* ids = reinterpret_cast<int64*>(base + h->ids_at);
-        int n = work.ids ? ArrayGetNItems(ARR_NDIM(work.ids), ARR_DIMS(work.ids)) : 0;
-        if (n != h->count) elog(ERROR, "aq: an immediate enqueue returned %d ids for %d messages", n, h->count);
-        const auto* values = reinterpret_cast<const int64*>(ARR_DATA_PTR(work.ids));
-        for (int i = 0; i < n; i++) ids[i] = values[i];
+        if (dequeue) {
+            place_rows(t, work);
+        } else {
+            auto* ids = reinterpret_cast<int64*>(base + h->ids_at);
+            int n = work.ids ? ArrayGetNItems(ARR_NDIM(work.ids), ARR_DIMS(work.ids)) : 0;
+            if (n != h->count) elog(ERROR, "aq: an immediate enqueue returned %d ids for %d messages", n, h->count);
+            const auto* values = reinterpret_cast<const int64*>(ARR_DATA_PTR(work.ids));
+            for (int i = 0; i < n; i++) ids[i] = values[i];
+        }
         ReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(outer);
         CurrentResourceOwner = owner;
@@ -140,11 +224,11 @@ const char* synchronous_commit_name(int level) {
 void run_round(Taken* taken, int n) {
     SetCurrentStatementStartTimestamp();
     StartTransactionCommand();
-    pgstat_report_activity(STATE_RUNNING, "aq: immediate enqueues");
+    pgstat_report_activity(STATE_RUNNING, "aq: immediate enqueues and dequeues");
     int strongest = -1;
     for (int i = 0; i < n; i++) {
         if (!taken[i].header) continue;
-        if (run_request(taken[i].header) && taken[i].header->synchronous_commit > strongest)
+        if (run_request(taken[i]) && taken[i].header->synchronous_commit > strongest)
             strongest = taken[i].header->synchronous_commit;
     }
     // Up to synchronous_commit = on the commit does not wait for its flush: each caller flushes
@@ -203,6 +287,29 @@ void run_round(Taken* taken, int n) {
     pgstat_report_activity(STATE_IDLE, nullptr);
 }
 
+// After a round: done (or freed, its caller gone: protocol 8, 9), the callers' latches set.
+void finish(Taken* taken, int n) {
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    for (int i = 0; i < n; i++) {
+        Slot& s = shared->slots[taken[i].slot];
+        if (s.sequence != taken[i].sequence || s.state != slot_running) continue;
+        bool caller_there = process_is(taken[i].caller_procno, taken[i].caller_pid);
+        s.state = caller_there ? slot_done : slot_free;
+        if (caller_there) {
+            s.results = taken[i].results;
+            taken[i].results = 0;
+        }
+    }
+    LWLockRelease(shared->lock);
+    for (int i = 0; i < n; i++) {
+        if (taken[i].results) dsm_unpin_segment(taken[i].results);  // nobody will read them
+        taken[i].results = 0;
+        if (taken[i].segment) dsm_detach(taken[i].segment);
+        taken[i].segment = nullptr;
+        SetLatch(aq::compat::proc_latch(taken[i].caller_procno));
+    }
+}
+
 }  // namespace
 
 }  // namespace aq::queue::immediate
@@ -250,7 +357,7 @@ void aq_immediate_main(Datum database_arg) {
             s.state = slot_running;
             s.worker_pid = MyProcPid;
             taken[n++] = Taken{i, s.sequence, s.caller_procno, s.caller_pid, s.in_segment ? s.segment : 0, nullptr,
-                               s.in_segment ? nullptr : reinterpret_cast<RequestHeader*>(s.data)};
+                               s.in_segment ? nullptr : reinterpret_cast<RequestHeader*>(s.data), 0};
         }
         if (n == 0 && TimestampDifferenceExceeds(idle_since, GetCurrentTimestamp(), idle_exit_ms)) {
             // Leave only with nothing queued for this database (checked under the lock).
@@ -274,18 +381,18 @@ void aq_immediate_main(Datum database_arg) {
             taken[i].header = segment ? static_cast<RequestHeader*>(dsm_segment_address(segment)) : nullptr;
             if (segment) dsm_pin_mapping(segment);
         }
-        run_round(taken, n);
-        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-        for (int i = 0; i < n; i++) {
-            Slot& s = shared->slots[taken[i].slot];
-            if (s.sequence != taken[i].sequence || s.state != slot_running) continue;
-            // Done; a slot whose caller is gone is freed here (protocol 8).
-            s.state = process_is(taken[i].caller_procno, taken[i].caller_pid) ? slot_done : slot_free;
+        // Enqueues share one transaction; each dequeue has one of its own, as in Oracle: its
+        // group, its navigation and its locks are no other caller's (protocol 5).
+        int enqueues = 0;
+        for (int i = 0; i < n; i++)
+            if (!taken[i].header || taken[i].header->kind == request_enqueue) std::swap(taken[i], taken[enqueues++]);
+        if (enqueues > 0) {
+            run_round(taken, enqueues);
+            finish(taken, enqueues);
         }
-        LWLockRelease(shared->lock);
-        for (int i = 0; i < n; i++) {
-            if (taken[i].segment) dsm_detach(taken[i].segment);
-            SetLatch(aq::compat::proc_latch(taken[i].caller_procno));
+        for (int i = enqueues; i < n; i++) {
+            run_round(&taken[i], 1);
+            finish(&taken[i], 1);
         }
         MemoryContextSwitchTo(old);
         MemoryContextReset(round_context);

@@ -49,16 +49,20 @@ Navigation parse_navigation(const char* value) {
     bad_value("navigation", value, "next_message, first_message, next_transaction");
 }
 
-void check_visibility(const char* option, const char* value) {
-    if (!value || is_constant(value, "on_commit")) return;
-    if (is_constant(value, "immediate")) not_supported(option, value);
-    bad_value(option, value, "on_commit");
-}
-
 bool parse_enqueue_visibility(const char* value) {
     if (!value || is_constant(value, "on_commit")) return false;
     if (is_constant(value, "immediate")) return true;
     bad_value("visibility", value, "on_commit, immediate");
+}
+
+bool parse_dequeue_visibility(const char* value, DequeueMode mode) {
+    bool immediate = parse_enqueue_visibility(value);
+    if (immediate && mode == DequeueMode::locked)
+        throw Error(sqlstate::invalid_parameter_value, "dequeue_mode locked cannot have visibility immediate",
+                    "A locked dequeue's lock lasts until its transaction ends; an immediate dequeue's transaction "
+                    "ends before the call returns.",
+                    "Dequeue with visibility => 'on_commit' to hold the lock, or remove the message immediately.");
+    return immediate && mode != DequeueMode::browse;
 }
 
 void check_delivery_mode(const char* value) {

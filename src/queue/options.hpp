@@ -40,16 +40,19 @@ struct DequeueOptions {
     const char* correlation = nullptr;  // LIKE pattern (% and _ as in Oracle); caller-owned
     const char* condition = nullptr;    // deq_condition (queue/condition.hpp); caller-owned
     const char* consumer = nullptr;     // consumer_name of a multi-consumer queue; caller-owned
+    bool immediate = false;             // visibility immediate (queue/immediate.hpp)
 };
 // Plain data: it lives in frames that call PostgreSQL, which may longjmp over them.
 static_assert(std::is_trivially_destructible_v<DequeueOptions>);
 
 DequeueMode parse_dequeue_mode(const char* value);
 Navigation parse_navigation(const char* value);
-// visibility: only ON_COMMIT (the dequeue/enqueue is part of the caller's transaction).
-void check_visibility(const char* option, const char* value);
 // An enqueue's visibility: ON_COMMIT (false) or IMMEDIATE (true: immediate.hpp).
 bool parse_enqueue_visibility(const char* value);
+// A dequeue's: ON_COMMIT (false) or IMMEDIATE (true).  Ignored for BROWSE, as in Oracle (a
+// browse takes nothing: false); refused for LOCKED (22023), whose lock would end with the
+// dequeue's own transaction, before the call returns.
+bool parse_dequeue_visibility(const char* value, DequeueMode mode);
 // delivery_mode: only PERSISTENT (buffered messages are not part of aq).
 void check_delivery_mode(const char* value);
 // From the wait interval in seconds; nullopt (or more than max_wait_seconds) = forever.

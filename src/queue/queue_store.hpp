@@ -95,6 +95,8 @@ struct DequeueRequest {
 // available; returns how many were passed to the sink (never 0: a dequeue that finds
 // nothing within its wait throws the QA228 timeout).
 int dequeue(const DequeueRequest& request);
+// The QA228 of a dequeue that found nothing within its wait (Oracle's ORA-25228).
+[[noreturn]] void throw_dequeue_timeout(const char* queue_name, const Wait& wait);
 
 // LISTEN (Oracle's DBMS_AQ.LISTEN): an agent names a queue (address) and, for a multi-consumer
 // queue, a consumer (name; NULL for a single-consumer queue).

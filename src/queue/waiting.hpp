@@ -7,6 +7,7 @@
 //     wake-ups uses constant memory.
 //  3. In a transaction that uses one snapshot (REPEATABLE READ, SERIALIZABLE) a wait that would
 //     sleep ends as cannot_wait: that snapshot would never show what commits while it sleeps.
+//     Unless each pass looks in a transaction of its own (an immediate dequeue: own_snapshots).
 //  4. A sleep ends at the deadline (wait: FOREVER, or seconds), or earlier when nothing commits
 //     but something changes with time: a delayed message becomes visible (next_visible_time), an
 //     exception queue's messages expire in its queue table (once a second).  After every sleep,
@@ -39,7 +40,7 @@ enum class WaitEnd { found, stopped, timed_out, cannot_wait };
 // say: sleep(timeout_ms, -1 for none) sleeps until woken or the timeout, and wake_in(now) says
 // in how many ms something becomes visible without a commit (-1: nothing).
 template <class Pass, class WakeIn, class Sleep>
-WaitEnd wait_loop(const Wait& wait, Pass&& pass, WakeIn&& wake_in, Sleep&& sleep) {
+WaitEnd wait_loop(const Wait& wait, Pass&& pass, WakeIn&& wake_in, Sleep&& sleep, bool own_snapshots = false) {
     TimestampTz deadline = 0;
     if (!wait.forever)
         deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), static_cast<int64>(wait.seconds * 1000.0));
@@ -53,7 +54,7 @@ WaitEnd wait_loop(const Wait& wait, Pass&& pass, WakeIn&& wake_in, Sleep&& sleep
             end = result == PassResult::found ? WaitEnd::found : WaitEnd::stopped;
             break;
         }
-        if (IsolationUsesXactSnapshot() && (wait.forever || wait.seconds > 0)) {
+        if (!own_snapshots && IsolationUsesXactSnapshot() && (wait.forever || wait.seconds > 0)) {
             end = WaitEnd::cannot_wait;
             break;
         }

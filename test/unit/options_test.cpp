@@ -63,12 +63,15 @@ BOOST_AUTO_TEST_CASE(navigation) {
 }
 
 BOOST_AUTO_TEST_CASE(visibility_and_delivery_mode) {
-    BOOST_TEST(sqlstate_of([] { check_visibility("visibility", nullptr); }) == "none");
-    BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "On_Commit"); }) == "none");
-    BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "DBMS_AQ.ON_COMMIT"); }) == "none");
+    BOOST_TEST(!parse_dequeue_visibility(nullptr, DequeueMode::remove));
+    BOOST_TEST(!parse_dequeue_visibility("On_Commit", DequeueMode::remove));
+    BOOST_TEST(!parse_dequeue_visibility("DBMS_AQ.ON_COMMIT", DequeueMode::locked));
     BOOST_TEST(sqlstate_of([] { check_delivery_mode("dbms_aq.persistent"); }) == "none");
-    BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "immediate"); }) == "0A000");
-    BOOST_TEST(sqlstate_of([] { check_visibility("visibility", "soon"); }) == "22023");
+    BOOST_TEST(parse_dequeue_visibility("immediate", DequeueMode::remove));
+    BOOST_TEST(parse_dequeue_visibility("DBMS_AQ.IMMEDIATE", DequeueMode::remove_nodata));
+    BOOST_TEST(!parse_dequeue_visibility("immediate", DequeueMode::browse));  // ignored, as in Oracle
+    BOOST_TEST(sqlstate_of([] { parse_dequeue_visibility("immediate", DequeueMode::locked); }) == "22023");
+    BOOST_TEST(sqlstate_of([] { parse_dequeue_visibility("soon", DequeueMode::remove); }) == "22023");
     BOOST_TEST(!parse_enqueue_visibility(nullptr));
     BOOST_TEST(!parse_enqueue_visibility("DBMS_AQ.ON_COMMIT"));
     BOOST_TEST(parse_enqueue_visibility("Immediate"));
