@@ -574,6 +574,9 @@ void run_dequeue(DequeueCall* d) {
             if (call.outcome == Outcome::committed) {
                 d->delivered = deliver(call, r);
                 result = PassResult::found;
+                // A cancel that came while the worker ran is too late: the messages are gone
+                // from the queue, so they are returned (protocol 9).
+                if (call.cancel_seen || QueryCancelPending) QueryCancelPending = false;
             } else if (call.outcome == Outcome::failed) {
                 failure = failure_of(call.h);
                 have_failure = !(failure.code == MAKE_SQLSTATE('Q', 'A', '2', '2', '8'));  // nothing: wait on

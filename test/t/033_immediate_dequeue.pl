@@ -1,0 +1,210 @@
+# Copyright: aq project.  PostgreSQL TAP test (PostgreSQL::Test::Cluster), for 15, 17 and 18.
+#
+# Immediate dequeues under faults (src/queue/immediate.hpp, protocol 6-9).  The worker is held
+# inside a dequeue by its deq_condition, a function that waits for an advisory lock the test
+# holds; then:
+#   1. pg_terminate_backend of the worker: the caller gets 57P01 and the message stays.
+#   2. A cancel of the caller: the worker's dequeue commits, and the caller returns the message
+#      (committed messages are always delivered); the session goes on.
+#   3. pg_terminate_backend of the caller: the worker still commits the dequeue once, and frees
+#      the slot (the next immediate dequeue of that backend slot works).
+#   4. kill -9 of the worker: the crash restart ends the caller too; the message stays.
+#   5. kill -9 of the caller: the same, and immediate dequeues work again after the restart.
+#   6. The caller waits, not the worker: while an immediate dequeue waits for a message, another
+#      session's immediate enqueues and dequeues go through the same worker; the waiter takes
+#      the message enqueued later.
+#   7. No background-worker slot for the worker: 53400 at once, the message stays.
+# No fixed sleeps: poll_query_until and the events themselves.
+use strict;
+use warnings;
+
+use FindBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use lib $FindBin::Bin;
+use AqCrash qw(kill9_backend);
+use AqSession qw(query finish);
+
+my $node = PostgreSQL::Test::Cluster->new('immediate_dequeue');
+$node->init;
+$node->append_conf('postgresql.conf', qq(
+shared_preload_libraries = 'aq'
+restart_after_crash = on
+log_min_messages = warning
+));
+$node->start;
+sub session { AqSession::session($node, @_) }
+
+$node->safe_psql('postgres', q{
+CREATE EXTENSION aq;
+SELECT aq.create_queue_table('td_qt', 'text');
+SELECT aq.create_queue('td_q', 'td_qt');
+SELECT aq.start_queue('td_q');
+SELECT aq.create_queue_table('td_other_qt', 'text');
+SELECT aq.create_queue('td_other_q', 'td_other_qt');
+SELECT aq.start_queue('td_other_q');
+CREATE FUNCTION td_hold(t text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  IF t LIKE 'held%' THEN PERFORM pg_advisory_xact_lock(4343); END IF;
+  RETURN true;
+END $$;
+});
+
+my $dequeue = q{SELECT payload FROM aq.dequeue('td_q', NULL::text, aq.dequeue_options(deq_condition => 'td_hold(tab.user_data)', visibility => 'immediate', wait => '0')) AS d(m, payload, p)};
+
+sub rows_of
+{
+	my ($payload) = @_;
+	return $node->safe_psql('postgres', "SELECT count(*) FROM td_qt WHERE user_data = '$payload'");
+}
+
+# The test holds the advisory lock; $caller starts an immediate dequeue of the message
+# $payload, which the worker's condition blocks on.  Returns the caller's session and pid and the
+# worker's pid.
+sub start_held
+{
+	my ($holder, $payload) = @_;
+	$node->safe_psql('postgres', "SELECT aq.enqueue('td_q', '$payload'::text)");
+	query($holder, 'SELECT pg_advisory_lock(4343);');
+	my $caller = session('postgres');
+	my $caller_pid = query($caller, 'SELECT pg_backend_pid();');
+	query($caller, "SET aq.immediate_timeout = '60s';");
+	$caller->{in} .= "$dequeue;\n";
+	$caller->{h}->pump_nb while length $caller->{in};
+	$node->poll_query_until('postgres', q{
+		SELECT count(*) = 1 FROM pg_stat_activity
+		 WHERE backend_type = 'aq immediate' AND wait_event_type = 'Lock' AND wait_event = 'advisory'})
+	  or die 'the worker did not block in the condition';
+	my $worker = $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'aq immediate'});
+	return ($caller, $caller_pid, $worker);
+}
+
+# Waits until $caller's pending statement has finished; returns its output and errors.
+sub finish_pending
+{
+	my ($caller) = @_;
+	my ($out, $err) = query($caller, 'SELECT 1;');
+	return ($out, $err);
+}
+
+my $holder = session('postgres');
+
+# 1. The worker terminated while it runs the dequeue.
+{
+	my ($caller, $caller_pid, $worker) = start_held($holder, 'held 1');
+	$node->safe_psql('postgres', "SELECT pg_terminate_backend($worker)");
+	my ($out, $err) = finish_pending($caller);
+	like($err, qr/57P01: the immediate dequeue from queue "td_q" did not commit/,
+		'1: the caller learns that the terminated worker did not commit');
+	query($holder, 'SELECT pg_advisory_unlock(4343);');
+	is(rows_of('held 1'), '1', '1: the message stays');
+	$node->safe_psql('postgres', q{DELETE FROM td_qt});
+	finish($caller);
+}
+
+# 2. A cancel of the caller while the worker runs its dequeue.
+{
+	my ($caller, $caller_pid, $worker) = start_held($holder, 'held 2');
+	$node->safe_psql('postgres', "SELECT pg_cancel_backend($caller_pid)");
+	# The caller waits for the outcome: it is still there, in its immediate wait.
+	ok($node->poll_query_until('postgres', "SELECT wait_event = 'AqImmediateWait' OR wait_event = 'Extension' FROM pg_stat_activity WHERE pid = $caller_pid"),
+		'2: the cancelled caller waits for the worker');
+	query($holder, 'SELECT pg_advisory_unlock(4343);');
+	my ($out, $err) = finish_pending($caller);
+	is($out, "held 2\n1", '2: the committed message is returned despite the cancel');
+	is($err, '', '2: no error');
+	is(rows_of('held 2'), '0', '2: the message was dequeued once');
+	is(query($caller, 'SELECT 42;'), '42', '2: the session goes on');
+	finish($caller);
+}
+
+# 3. The caller terminated while the worker runs its dequeue.
+{
+	my ($caller, $caller_pid, $worker) = start_held($holder, 'held 3');
+	$node->safe_psql('postgres', "SELECT pg_terminate_backend($caller_pid)");
+	$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $caller_pid")
+	  or die 'the caller did not end';
+	query($holder, 'SELECT pg_advisory_unlock(4343);');
+	ok($node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM td_qt WHERE user_data = 'held 3'}),
+		'3: the dequeue of a terminated caller committed');
+	$caller->{h}->kill_kill;
+	# Every backend slot's next immediate dequeue works (the slot was freed).
+	$node->safe_psql('postgres', q{SELECT aq.enqueue_array('td_q', ARRAY['n1', 'n2', 'n3'])});
+	my $taken = 0;
+	for (1 .. 3)
+	{
+		$taken += $node->safe_psql('postgres', "SELECT count(*) FROM ($dequeue) d");
+	}
+	is($taken, 3, '3: immediate dequeues go on');
+}
+
+# 4. kill -9 of the worker mid-dequeue.
+{
+	my ($caller, $caller_pid, $worker) = start_held($holder, 'held 4');
+	kill9_backend($node, $worker);
+	$caller->{h}->kill_kill;
+	$holder->{h}->kill_kill;
+	is(rows_of('held 4'), '1', '4: after kill -9 of the worker the message stays');
+	$node->safe_psql('postgres', q{DELETE FROM td_qt});
+	$holder = session('postgres');
+}
+
+# 5. kill -9 of the caller mid-dequeue.
+{
+	my ($caller, $caller_pid, $worker) = start_held($holder, 'held 5');
+	kill9_backend($node, $caller_pid);
+	$caller->{h}->kill_kill;
+	$holder->{h}->kill_kill;
+	is(rows_of('held 5'), '1', '5: after kill -9 of the caller the message stays');
+	is($node->safe_psql('postgres', "SELECT count(*) FROM ($dequeue) d"), '1',
+		'5: immediate dequeues work after the restart');
+	$holder = session('postgres');
+}
+finish($holder);
+
+# 6. The caller waits, not the worker.
+{
+	my $waiter = session('postgres');
+	my $waiter_pid = query($waiter, 'SELECT pg_backend_pid();');
+	$waiter->{in} .= q{SELECT payload FROM aq.dequeue('td_other_q', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '60')) AS d(m, payload, p);} . "\n";
+	$waiter->{h}->pump_nb while length $waiter->{in};
+	$node->poll_query_until('postgres', "SELECT wait_event_type = 'Extension' AND state = 'active' FROM pg_stat_activity WHERE pid = $waiter_pid")
+	  or die 'the waiter does not wait';
+	$node->safe_psql('postgres', q{SELECT aq.enqueue('td_q', 'meanwhile'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'))});
+	is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('td_q', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0')) AS d(m, payload, p)}),
+		'meanwhile', '6: another session\'s immediate enqueue and dequeue go through while the waiter waits');
+	is($node->safe_psql('postgres', "SELECT state FROM pg_stat_activity WHERE pid = $waiter_pid"), 'active',
+		'6: the waiter still waits');
+	$node->safe_psql('postgres', q{SELECT aq.enqueue('td_other_q', 'awaited'::text)});
+	my ($out, $err) = finish_pending($waiter);
+	is($out, "awaited\n1", '6: the waiter takes the message committed later');
+	finish($waiter);
+}
+$node->stop;
+
+# 7. No worker slot.
+my $small = PostgreSQL::Test::Cluster->new('immediate_dequeue_budget');
+$small->init;
+$small->append_conf('postgresql.conf', qq(
+shared_preload_libraries = 'aq'
+max_worker_processes = 3
+max_logical_replication_workers = 0
+log_min_messages = warning
+));
+$small->start;
+$small->safe_psql('postgres', q{
+CREATE EXTENSION aq;
+SELECT aq.create_queue_table('td_qt', 'text');
+SELECT aq.create_queue('td_q', 'td_qt');
+SELECT aq.start_queue('td_q');
+SELECT aq.enqueue('td_q', 'stays'::text);
+});
+my ($ret, $out, $err) = $small->psql('postgres',
+	q{SELECT * FROM aq.dequeue('td_q', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0'))},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/53400: no background worker slot is free for an immediate dequeue/, '7: no worker slot: 53400');
+is($small->safe_psql('postgres', q{SELECT string_agg(user_data, ',') FROM td_qt}), 'stays', '7: the message stays');
+$small->stop;
+
+done_testing();
