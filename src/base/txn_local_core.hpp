@@ -44,6 +44,13 @@ public:
         return v;
     }
 
+    // Forgets this transaction's entries: the next enter() starts a new table (the old one goes
+    // with its transaction's memory).
+    void forget() {
+        lxid_ = 0;
+        table_ = typename Env::Table{};
+    }
+
 private:
     // True when table_ belongs to the running transaction (invariant 2).
     bool current() const {

@@ -35,6 +35,10 @@ int64 transaction_group(Oid relid) {
     return group;
 }
 
+void start_new_groups() {
+    transaction_groups.forget();
+}
+
 namespace {
 
 LOCKTAG group_tag(Oid relid, int64 group) {

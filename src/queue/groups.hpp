@@ -57,6 +57,10 @@ inline constexpr const char* floor_key = "\x01groups";
 // The current transaction's group in the queue table (drawn from its msgid sequence the first
 // time).
 int64 transaction_group(Oid relid);
+// Ends the current transaction's groups: the next enqueue into each table starts a new one.  For
+// the immediate worker, whose one transaction runs many callers' enqueues, each of which is a
+// transaction (and so a group) of its own, as in Oracle.
+void start_new_groups();
 
 // Whether this transaction holds the group's lock now (taken if free; see the protocol).
 // *taken says whether this call took it (it was not held before).

@@ -29,7 +29,8 @@
 //     request queued and no worker for its database starts one.
 //  5. A round.  The worker takes every queued request of its database, then in ONE transaction
 //     runs each enqueue in a subtransaction of its own (each dequeue gets a transaction of its
-//     own, as in Oracle: its group, navigation and locks are no other caller's), as the caller's role with the caller's
+//     own, as in Oracle: its group, navigation and locks are no other caller's; each enqueue
+//     starts transaction groups of its own, groups.hpp), as the caller's role with the caller's
 //     search_path pinned (base/run_as: SECURITY_RESTRICTED_OPERATION), with lock_timeout set to
 //     the caller's aq.immediate_timeout and statement_timeout to twice that; it writes each request's message ids, or
 //     its error, into the request's segment; it commits once with the strongest

@@ -31,6 +31,7 @@ extern "C" {
 #include "commit/mode.hpp"
 #include "compat/proc.hpp"
 #include "compat/wait_event.hpp"
+#include "queue/groups.hpp"
 
 namespace aq::queue::immediate {
 
@@ -77,6 +78,9 @@ void enqueue_work(void* arg) {
     auto* w = static_cast<Work*>(arg);
     char* base = reinterpret_cast<char*>(w->header);
     set_lock_timeout(w->header);
+    // Each caller's enqueue is a transaction group of its own, though the round shares one
+    // transaction (protocol 5).
+    groups::start_new_groups();
     EnqueueRequest request{base + w->header->queue_name_at, w->header->payload_type,
                            reinterpret_cast<ArrayType*>(base + w->header->payloads_at),
                            w->header->properties_at ? reinterpret_cast<ArrayType*>(base + w->header->properties_at)

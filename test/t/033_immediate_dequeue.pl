@@ -14,6 +14,7 @@
 #      session's immediate enqueues and dequeues go through the same worker; the waiter takes
 #      the message enqueued later.
 #   7. No background-worker slot for the worker: 53400 at once, the message stays.
+#   8. Two callers' immediate enqueues in one round of the worker: a transaction group each.
 # No fixed sleeps: poll_query_until and the events themselves.
 use strict;
 use warnings;
@@ -32,6 +33,7 @@ $node->append_conf('postgresql.conf', qq(
 shared_preload_libraries = 'aq'
 restart_after_crash = on
 log_min_messages = warning
+track_commit_timestamp = on
 ));
 $node->start;
 sub session { AqSession::session($node, @_) }
@@ -160,6 +162,40 @@ my $holder = session('postgres');
 	is($node->safe_psql('postgres', "SELECT count(*) FROM ($dequeue) d"), '1',
 		'5: immediate dequeues work after the restart');
 	$holder = session('postgres');
+}
+
+# 8. Two callers' immediate enqueues into a queue table with transaction groups, run by the
+#    worker in one round (one transaction: both were queued while it was busy): each is a group
+#    of its own, as two transactions' would be.  Before, they formed one group.
+{
+	$node->safe_psql('postgres', q{
+		SELECT aq.create_queue_table('td_g_qt', 'text', message_grouping => 'transactional');
+		SELECT aq.create_queue('td_g_q', 'td_g_qt');
+		SELECT aq.start_queue('td_g_q');
+	});
+	my ($caller, $caller_pid, $worker) = start_held($holder, 'held 8');
+	my @enqueuers;
+	for my $payload ('b', 'c')
+	{
+		my $s = session('postgres');
+		$s->{in} .= "SELECT aq.enqueue_array('td_g_q', ARRAY['${payload}1', '${payload}2'], enqueue_options => aq.enqueue_options(visibility => 'immediate'));\n";
+		$s->{h}->pump_nb while length $s->{in};
+		push @enqueuers, $s;
+	}
+	$node->poll_query_until('postgres', q{
+		SELECT count(*) = 2 FROM pg_stat_activity
+		 WHERE wait_event_type = 'Extension' AND query LIKE '%aq.enqueue_array(''td_g_q''%'})
+	  or die 'the enqueues are not queued';
+	query($holder, 'SELECT pg_advisory_unlock(4343);');
+	finish_pending($_) for @enqueuers;
+	finish_pending($caller);
+	is($node->safe_psql('postgres', q{SELECT count(DISTINCT pg_xact_commit_timestamp(xmin)) FROM td_g_qt}), '1',
+		'8: the two enqueues committed in one transaction of the worker (one commit time)');
+	is($node->safe_psql('postgres', q{
+		SELECT string_agg(g, ' ' ORDER BY g) FROM (
+		  SELECT string_agg(user_data, ',' ORDER BY msgid) AS g FROM td_g_qt GROUP BY transaction_group) groups}),
+		'b1,b2 c1,c2', '8: each caller\'s messages are a group of its own');
+	finish($_) for @enqueuers, $caller;
 }
 finish($holder);
 

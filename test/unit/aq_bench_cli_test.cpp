@@ -74,6 +74,25 @@ BOOST_AUTO_TEST_CASE(bad_values_name_the_option) {
     BOOST_CHECK(error_of({"-b"}).find("batch") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(immediate_applies_to_every_aq_run) {
+    BOOST_CHECK(!parse_queue_command({"dbname=x"}).runs[0].immediate);
+    auto c = parse_queue_command({"dbname=x", "--immediate", "-C", "1,2", "--subscribers", "2"});
+    BOOST_REQUIRE_EQUAL(c.runs.size(), 2u);
+    for (auto& r : c.runs) {
+        BOOST_CHECK(r.immediate);
+        BOOST_CHECK_EQUAL(r.system, "aq");
+    }
+    BOOST_CHECK(parse_queue_command({"--help"}).help_text.find("--immediate") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(immediate_is_refused_for_pgq_and_plain) {
+    BOOST_CHECK_EQUAL(error_of({"-s", "pgq", "--immediate"}),
+                      "--immediate is for aq only (visibility => 'immediate'), not for --system pgq");
+    BOOST_CHECK_EQUAL(error_of({"-s", "aq,plain", "--immediate"}),
+                      "--immediate is for aq only (visibility => 'immediate'), not for --system plain");
+    BOOST_CHECK_EQUAL(parse_queue_command({"-s", "aq,pgq"}).runs.size(), 2u);  // without --immediate: fine
+}
+
 BOOST_AUTO_TEST_CASE(duration_instead_of_count) {
     auto c = parse_queue_command({"-n", "0", "--seconds", "5"});
     BOOST_REQUIRE_EQUAL(c.runs.size(), 1u);

@@ -186,6 +186,131 @@ BOOST_AUTO_TEST_CASE(concurrent_recording_of_100k_ids) {
     BOOST_TEST(v.delivered == producers * per_producer);
 }
 
+BOOST_AUTO_TEST_CASE(immediate_enqueue_is_acknowledged_by_the_call_whatever_its_commit) {
+    History h;
+    clean_run(h, 3);
+    for (uint64_t id = 4; id <= 6; id++) {
+        h.enqueue_attempted(id);
+        h.enqueue_immediate(id, id != 4);  // 4: the COMMIT after the call failed or its result was lost
+        h.dequeued_committed(id);
+    }
+    auto v = h.classify();
+    BOOST_TEST(v.ok());
+    BOOST_TEST(v.acknowledged == 6u);
+    BOOST_TEST(v.delivered == 6u);
+    BOOST_TEST(v.recovered == 0u);
+    BOOST_TEST(v.immediate_enqueued == 3u);
+    BOOST_TEST(v.immediate_enqueued_unconfirmed == 1u);
+    BOOST_TEST(to_string(v).find(" immediate: enqueued=3 (unconfirmed=1)") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(immediate_enqueue_with_lost_commit_never_delivered_is_lost) {
+    History h;
+    clean_run(h, 3);
+    h.enqueue_attempted(4);
+    h.enqueue_immediate(4, false);  // acknowledged by the call: the lost COMMIT does not make it unknown
+    auto v = h.classify();
+    BOOST_TEST(!v.ok());
+    BOOST_TEST(v.lost == 1u);
+    BOOST_TEST(v.sample_lost == std::vector<uint64_t>{4});
+}
+
+BOOST_AUTO_TEST_CASE(immediate_dequeue_is_committed_by_the_call_whatever_its_commit) {
+    History h;
+    for (uint64_t id = 1; id <= 4; id++) {
+        enqueue_acknowledged(h, id);
+        h.dequeued_immediate(id, id % 2 == 0);  // 1 and 3: the COMMIT after the call failed or was lost
+    }
+    auto v = h.classify();
+    BOOST_TEST(v.ok());
+    BOOST_TEST(v.delivered == 4u);
+    BOOST_TEST(v.uncertain_resolved == 0u);
+    BOOST_TEST(v.immediate_dequeued == 4u);
+    BOOST_TEST(v.immediate_dequeued_unconfirmed == 2u);
+    // The drain finding one again is a duplicate: the consumer's failed COMMIT did not give it back.
+    h.drained(1);
+    v = h.classify();
+    BOOST_TEST(!v.ok());
+    BOOST_TEST(v.duplicated == 1u);
+    BOOST_TEST(v.sample_duplicated == std::vector<uint64_t>{1});
+}
+
+BOOST_AUTO_TEST_CASE(immediate_dequeues_without_result_allow_their_batches_lost_in_flight) {
+    History h;
+    clean_run(h, 10, {3, 5, 6, 9});
+    h.immediate_dequeue_unknown(2);
+    h.immediate_dequeue_unknown(2);
+    auto v = h.classify();
+    BOOST_TEST(v.ok());
+    BOOST_TEST(v.lost == 0u);
+    BOOST_TEST(v.sample_lost.empty());
+    BOOST_TEST(v.lost_in_flight == 4u);
+    BOOST_TEST(v.immediate_dequeues_unknown == 2u);
+    BOOST_TEST(v.in_flight_allowance == 4u);
+    BOOST_TEST(v.delivered == v.acknowledged - v.lost - v.lost_in_flight + v.recovered);
+    BOOST_TEST(to_string(v).find("dequeues_unknown=2 lost_in_flight=4 (of at most 4)") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(losses_beyond_the_in_flight_allowance_are_all_lost) {
+    History h;
+    clean_run(h, 10, {3, 5, 6});
+    h.immediate_dequeue_unknown(2);
+    auto v = h.classify();
+    BOOST_TEST(!v.ok());
+    BOOST_TEST(v.lost == 3u);
+    BOOST_TEST(v.lost_in_flight == 0u);
+    BOOST_TEST(v.in_flight_allowance == 2u);
+    BOOST_TEST((v.sample_lost == std::vector<uint64_t>{3, 5, 6}));
+}
+
+BOOST_AUTO_TEST_CASE(no_dequeue_in_flight_allows_no_loss) {
+    History h;
+    clean_run(h, 3, {2});
+    h.enqueue_attempted(4);
+    h.enqueue_immediate(4, true);
+    h.dequeued_immediate(4, false);
+    auto v = h.classify();
+    BOOST_TEST(!v.ok());
+    BOOST_TEST(v.lost == 1u);
+    BOOST_TEST(v.lost_in_flight == 0u);
+    BOOST_TEST(v.in_flight_allowance == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(in_flight_allowance_excuses_no_duplicate_or_unexpected_id) {
+    History h;
+    clean_run(h, 5);
+    h.immediate_dequeue_unknown(100);
+    h.dequeued_immediate(2, true);   // twice
+    h.dequeued_immediate(42, true);  // never attempted
+    h.enqueue_attempted(6);
+    h.enqueue_failed(6);  // failed, yet dequeued
+    h.dequeued_immediate(6, false);
+    auto v = h.classify();
+    BOOST_TEST(!v.ok());
+    BOOST_TEST(v.duplicated == 1u);
+    BOOST_TEST(v.unexpected == 2u);
+    BOOST_TEST((v.sample_unexpected == std::vector<uint64_t>{6, 42}));
+    BOOST_TEST(v.lost_in_flight == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_immediate_enqueue_never_delivered_is_ok) {
+    History h;
+    clean_run(h, 3);
+    h.enqueue_attempted(4);
+    h.enqueue_finished(4, EnqueueOutcome::unknown);  // the enqueue call's result never arrived
+    h.immediate_dequeue_unknown(1);
+    auto v = h.classify();
+    BOOST_TEST(v.ok());
+    BOOST_TEST(v.lost_in_flight == 0u);  // unknown enqueues need no allowance
+    BOOST_TEST(v.acknowledged == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(on_commit_runs_print_no_immediate_counts) {
+    History h;
+    clean_run(h, 3);
+    BOOST_TEST(to_string(h.classify()).find("immediate") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(ingest_clean_run_is_ok) {
     IngestLedger l;
     for (uint64_t id = 1; id <= 5; id++) {

@@ -108,3 +108,18 @@ BOOST_AUTO_TEST_CASE(outside_a_transaction_nothing_is_kept) {
     BOOST_TEST(*m.enter(5, &found) == 0);
     BOOST_TEST(!found);
 }
+
+BOOST_AUTO_TEST_CASE(forget_starts_a_new_table_in_the_same_transaction) {
+    Map m("test");
+    FakeEnv::begin(5);
+    bool found;
+    *m.enter(1, &found) = 11;
+    m.forget();
+    BOOST_TEST(m.find(1) == nullptr);
+    long* v = m.enter(1, &found);
+    BOOST_TEST(!found);
+    BOOST_TEST(*v == 0);
+    *v = 12;
+    BOOST_TEST(*m.find(1) == 12);
+    FakeEnv::end();
+}
