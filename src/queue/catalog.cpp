@@ -231,6 +231,15 @@ bool cached_table(const char* queue_name, Oid* relid) {
     return true;
 }
 
+bool cached_grouped(const char* queue_name, Oid role, bool* grouped) {
+    for (auto& entry : lookup_cache)
+        if (entry.used && entry.role == role && strcmp(entry.queue_name, queue_name) == 0) {
+            *grouped = entry.info.grouped;
+            return true;
+        }
+    return false;
+}
+
 bool lookup(const char* queue_name, QueueInfo& info) {
     if (lookup_from_cache(queue_name, info)) return true;
     if (!lookup_plan) lookup_plan = prepare_lookup("q.queue_name OPERATOR(pg_catalog.=) $1", TEXTOID);

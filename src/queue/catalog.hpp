@@ -68,6 +68,9 @@ bool lookup_by_id(int32 queue_id, QueueInfo& info);
 // The queue table of this role's last lookup of the queue, unchecked (no catalog read): for a
 // check that may be wrong only in the safe direction (immediate.hpp, 3).  False if none.
 bool cached_table(const char* queue_name, Oid* relid);
+// Whether role's last lookup of the queue (unchecked) found a queue table with transaction
+// groups; false if none is cached.
+bool cached_grouped(const char* queue_name, Oid role, bool* grouped);
 
 // What went wrong with a lookup, found inside base::call and thrown outside it.
 enum class QueueProblem {

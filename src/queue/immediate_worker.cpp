@@ -17,6 +17,7 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/array.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/timeout.h"
@@ -31,6 +32,7 @@ extern "C" {
 #include "commit/mode.hpp"
 #include "compat/proc.hpp"
 #include "compat/wait_event.hpp"
+#include "queue/catalog.hpp"
 #include "queue/groups.hpp"
 
 namespace aq::queue::immediate {
@@ -86,6 +88,123 @@ void enqueue_work(void* arg) {
                            w->header->properties_at ? reinterpret_cast<ArrayType*>(base + w->header->properties_at)
                                                     : nullptr};
     aq::base::entry_void([&] { w->ids = queue::enqueue_array(request); });
+}
+
+// ---- merged enqueues (protocol 5): one enqueue_array call for several callers' requests
+
+constexpr int max_merged = max_round;
+
+struct Merged {
+    Taken* taken;
+    const int* members;  // indexes into taken; the first is the leader
+    int count;
+};
+
+// Whether b's enqueue may share one call with a's: same queue, role, search_path, payload type
+// and lock timeout; both without properties or both with.
+bool same_call(const RequestHeader* a, const RequestHeader* b) {
+    const char* base_a = reinterpret_cast<const char*>(a);
+    const char* base_b = reinterpret_cast<const char*>(b);
+    return a->kind == request_enqueue && b->kind == request_enqueue && a->role == b->role &&
+           a->payload_type == b->payload_type && a->timeout_ms == b->timeout_ms &&
+           (a->properties_at == 0) == (b->properties_at == 0) &&
+           strcmp(base_a + a->queue_name_at, base_b + b->queue_name_at) == 0 &&
+           strcmp(base_a + a->search_path_at, base_b + b->search_path_at) == 0;
+}
+
+// The members' payloads (or properties) as one array, in member order.
+ArrayType* concatenate(const Merged& m, bool properties) {
+    int total = 0;
+    for (int i = 0; i < m.count; i++) total += m.taken[m.members[i]].header->count;
+    Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * Max(total, 1)));
+    bool* nulls = static_cast<bool*>(palloc(sizeof(bool) * Max(total, 1)));
+    Oid element = InvalidOid;
+    int16 len = 0;
+    bool byval = false;
+    char align = 'i';
+    int at = 0;
+    for (int i = 0; i < m.count; i++) {
+        RequestHeader* h = m.taken[m.members[i]].header;
+        auto* array = reinterpret_cast<ArrayType*>(reinterpret_cast<char*>(h) + (properties ? h->properties_at : h->payloads_at));
+        if (element == InvalidOid) {
+            element = ARR_ELEMTYPE(array);
+            get_typlenbyvalalign(element, &len, &byval, &align);
+        }
+        Datum* elems;
+        bool* elem_nulls;
+        int n;
+        deconstruct_array(array, element, len, byval, align, &elems, &elem_nulls, &n);
+        if (n != h->count) elog(ERROR, "aq: an immediate request has %d elements for %d messages", n, h->count);
+        for (int k = 0; k < n; k++, at++) {
+            values[at] = elems[k];
+            nulls[at] = elem_nulls[k];
+        }
+    }
+    int dims[1] = {total};
+    int lbs[1] = {1};
+    return construct_md_array(values, nulls, 1, dims, lbs, element, len, byval, align);
+}
+
+void merged_enqueue_work(void* arg) {
+    auto* m = static_cast<Merged*>(arg);
+    RequestHeader* leader = m->taken[m->members[0]].header;
+    const char* queue_name = reinterpret_cast<const char*>(leader) + leader->queue_name_at;
+    // Each caller's enqueue must be a transaction group of its own: run_round merges only into a
+    // queue table this role's lookups found without groups, and the enqueue's own lookup, checked
+    // against the catalog, must agree.
+    set_lock_timeout(leader);
+    EnqueueRequest request{queue_name, leader->payload_type, concatenate(*m, false),
+                           leader->properties_at ? concatenate(*m, true) : nullptr};
+    ArrayType* ids = nullptr;
+    aq::base::entry_void([&] { ids = queue::enqueue_array(request); });
+    bool grouped = true;
+    if (!cached_grouped(queue_name, leader->role, &grouped) || grouped)
+        elog(ERROR, "aq: the queue table of \"%s\" has transaction groups", queue_name);
+    int n = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
+    const auto* values = reinterpret_cast<const int64*>(ARR_DATA_PTR(ids));
+    int at = 0;
+    for (int i = 0; i < m->count; i++) {
+        RequestHeader* h = m->taken[m->members[i]].header;
+        if (at + h->count > n) elog(ERROR, "aq: a merged immediate enqueue returned %d ids", n);
+        auto* out = reinterpret_cast<int64*>(reinterpret_cast<char*>(h) + h->ids_at);
+        for (int k = 0; k < h->count; k++) out[k] = values[at++];
+    }
+}
+
+// Runs the members as one enqueue in a subtransaction; false (nothing done) when that failed: the
+// caller then runs each on its own, so that each gets its own outcome.
+bool run_merged(Merged& m) {
+    RequestHeader* leader = m.taken[m.members[0]].header;
+    MemoryContext outer = CurrentMemoryContext;
+    ResourceOwner owner = CurrentResourceOwner;
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(outer);
+    bool ok = true;
+    PG_TRY();
+    {
+        PushActiveSnapshot(GetTransactionSnapshot());
+        enable_timeout_after(STATEMENT_TIMEOUT, leader->timeout_ms >= INT_MAX / 2 ? INT_MAX : 2 * leader->timeout_ms);
+        aq::base::run_as(aq::base::RunAs{leader->role, false, reinterpret_cast<char*>(leader) + leader->search_path_at},
+                         merged_enqueue_work, &m);
+        disable_timeout(STATEMENT_TIMEOUT, false);
+        QueryCancelPending = false;
+        PopActiveSnapshot();
+        ReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer);
+        CurrentResourceOwner = owner;
+    }
+    PG_CATCH();
+    {
+        disable_timeout(STATEMENT_TIMEOUT, false);
+        MemoryContextSwitchTo(outer);
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer);
+        CurrentResourceOwner = owner;
+        ok = false;
+    }
+    PG_END_TRY();
+    return ok;
 }
 
 // A dequeued message into the request's rows: msgid, whether the payload is left out, then the
@@ -230,8 +349,31 @@ void run_round(Taken* taken, int n) {
     StartTransactionCommand();
     pgstat_report_activity(STATE_RUNNING, "aq: immediate enqueues and dequeues");
     int strongest = -1;
+    bool ran[max_round] = {};
     for (int i = 0; i < n; i++) {
-        if (!taken[i].header) continue;
+        if (ran[i] || !taken[i].header) continue;
+        // The later requests that may share this one's enqueue call (protocol 5).
+        int members[max_merged];
+        int count = 0;
+        members[count++] = i;
+        for (int j = i + 1; j < n && count < max_merged; j++)
+            if (!ran[j] && taken[j].header && same_call(taken[i].header, taken[j].header)) members[count++] = j;
+        const RequestHeader* leader = taken[i].header;
+        bool grouped = true;
+        if (count > 1 &&
+            cached_grouped(reinterpret_cast<const char*>(leader) + leader->queue_name_at, leader->role, &grouped) &&
+            !grouped) {
+            Merged merged{taken, members, count};
+            bool merged_ok = run_merged(merged);
+            for (int k = 0; k < count; k++) {
+                Taken& t = taken[members[k]];
+                ran[members[k]] = true;
+                if ((merged_ok || run_request(t)) && t.header->synchronous_commit > strongest)
+                    strongest = t.header->synchronous_commit;
+            }
+            continue;
+        }
+        ran[i] = true;  // the first of a queue also fills the lookup cache for the next ones
         if (run_request(taken[i]) && taken[i].header->synchronous_commit > strongest)
             strongest = taken[i].header->synchronous_commit;
     }

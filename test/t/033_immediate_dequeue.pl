@@ -15,6 +15,8 @@
 #      the message enqueued later.
 #   7. No background-worker slot for the worker: 53400 at once, the message stays.
 #   8. Two callers' immediate enqueues in one round of the worker: a transaction group each.
+#   9. Two callers' enqueues into a queue without groups in one round: one shared call, each
+#      caller its own ids; a failing shared call falls back to one call per request.
 # No fixed sleeps: poll_query_until and the events themselves.
 use strict;
 use warnings;
@@ -196,6 +198,66 @@ my $holder = session('postgres');
 		  SELECT string_agg(user_data, ',' ORDER BY msgid) AS g FROM td_g_qt GROUP BY transaction_group) groups}),
 		'b1,b2 c1,c2', '8: each caller\'s messages are a group of its own');
 	finish($_) for @enqueuers, $caller;
+}
+
+# 9. Callers' enqueues of the same queue, role and kind in one round share one enqueue call
+#    (protocol 5): each caller gets its own message ids; when the shared call fails, each
+#    request runs on its own and gets its own outcome.  The queue table's trigger counts its
+#    calls (a sequence: not rolled back) and refuses the payload 'bad'.
+{
+	$node->safe_psql('postgres', q{
+		SELECT aq.create_queue_table('td_m_qt', 'text');
+		SELECT aq.create_queue('td_m_q', 'td_m_qt');
+		SELECT aq.start_queue('td_m_q');
+		CREATE SEQUENCE td_m_calls;
+		CREATE FUNCTION td_m_check() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+		  PERFORM nextval('public.td_m_calls');
+		  IF NEW.user_data = 'bad' THEN RAISE EXCEPTION 'bad refused' USING ERRCODE = '23514'; END IF;
+		  RETURN NEW;
+		END $$;
+		CREATE TRIGGER td_m_check BEFORE INSERT ON td_m_qt FOR EACH ROW EXECUTE FUNCTION td_m_check();
+	});
+	my $enqueue_m = q{SELECT aq.enqueue('td_m_q', '%s'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'));};
+	for my $round ([ 'good a', 'good b' ], [ 'good c', 'bad' ])
+	{
+		# The worker's lookup cache knows the queue (a queue table without groups: mergeable).
+		$node->safe_psql('postgres', sprintf($enqueue_m, 'warm'));
+		$node->safe_psql('postgres', q{DELETE FROM td_m_qt; SELECT setval('td_m_calls', 1, false)});
+		my ($caller, $caller_pid, $worker) = start_held($holder, "held 9 $round->[1]");
+		my @enqueuers;
+		for my $payload (@$round)
+		{
+			my $s = session('postgres');
+			$s->{in} .= sprintf($enqueue_m, $payload) . "\n";
+			$s->{h}->pump_nb while length $s->{in};
+			push @enqueuers, $s;
+		}
+		$node->poll_query_until('postgres', q{
+			SELECT count(*) = 2 FROM pg_stat_activity
+			 WHERE wait_event_type = 'Extension' AND query LIKE '%aq.enqueue(''td_m_q''%'})
+		  or die 'the enqueues are not queued';
+		query($holder, 'SELECT pg_advisory_unlock(4343);');
+		my @outcomes = map { [ finish_pending($_) ] } @enqueuers;
+		finish_pending($caller);
+		my $ids = $node->safe_psql('postgres', q{SELECT string_agg(msgid || '=' || user_data, ' ' ORDER BY msgid) FROM td_m_qt});
+		if ($round->[1] eq 'good b')
+		{
+			my ($a_id) = $outcomes[0][0] =~ /^(\d+)/;
+			my ($b_id) = $outcomes[1][0] =~ /^(\d+)/;
+			is($ids, "$a_id=good a $b_id=good b", '9: one shared call: each caller got the ids of its own messages');
+			is($node->safe_psql('postgres', q{SELECT last_value FROM td_m_calls}), '2', '9: the trigger ran once per message');
+		}
+		else
+		{
+			my ($c_id) = $outcomes[0][0] =~ /^(\d+)/;
+			is($ids, "$c_id=good c", '9: the shared call failed: the good request still committed, on its own');
+			like($outcomes[1][1], qr/23514: bad refused/, '9: the bad request got its own error');
+			is($node->safe_psql('postgres', q{SELECT last_value FROM td_m_calls}), '4',
+				'9: the shared call was tried first (the trigger ran for both, then once more for each)');
+		}
+		finish($_) for @enqueuers, $caller;
+	}
 }
 finish($holder);
 

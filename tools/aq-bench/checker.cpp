@@ -55,6 +55,26 @@ void History::drained(uint64_t id) {
     entries_[id].drained++;
 }
 
+void History::enqueue_immediate(uint64_t id, bool commit_confirmed) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& e = entries_[id];
+    e.enqueue = Enqueue::acknowledged;
+    e.immediate |= enqueued_immediately | (commit_confirmed ? 0 : enqueue_unconfirmed);
+}
+
+void History::dequeued_immediate(uint64_t id, bool commit_confirmed) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& e = entries_[id];
+    e.committed++;
+    e.immediate |= dequeued_immediately | (commit_confirmed ? 0 : dequeue_unconfirmed);
+}
+
+void History::immediate_dequeue_unknown(uint64_t batch) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    immediate_dequeues_unknown_++;
+    in_flight_allowance_ += batch;
+}
+
 History::Verdict History::classify() const {
     std::lock_guard<std::mutex> lock(mutex_);
     Verdict v;
@@ -85,6 +105,18 @@ History::Verdict History::classify() const {
         if (outcome_unknown && delivered) v.recovered++;
         if (uncertain_resolved) v.uncertain_resolved++;
         if (delivered && !unexpected) v.delivered++;
+        if (e.immediate & enqueued_immediately) v.immediate_enqueued++;
+        if (e.immediate & enqueue_unconfirmed) v.immediate_enqueued_unconfirmed++;
+        if (e.immediate & dequeued_immediately) v.immediate_dequeued++;
+        if (e.immediate & dequeue_unconfirmed) v.immediate_dequeued_unconfirmed++;
+    }
+    // Immediate dequeue calls whose result never arrived may have taken up to their batches with them.
+    v.immediate_dequeues_unknown = immediate_dequeues_unknown_;
+    v.in_flight_allowance = in_flight_allowance_;
+    if (v.lost > 0 && v.lost <= v.in_flight_allowance) {
+        v.lost_in_flight = v.lost;
+        v.lost = 0;
+        v.sample_lost.clear();
     }
     trim_sample(v.sample_lost);
     trim_sample(v.sample_duplicated);
@@ -150,6 +182,11 @@ std::string to_string(const History::Verdict& v) {
     out << (v.ok() ? "ok" : "FAILED") << ": acknowledged=" << v.acknowledged << " delivered=" << v.delivered
         << " lost=" << v.lost << " duplicated=" << v.duplicated << " unexpected=" << v.unexpected
         << " recovered=" << v.recovered << " uncertain_resolved=" << v.uncertain_resolved;
+    if (v.immediate_enqueued + v.immediate_dequeued + v.immediate_dequeues_unknown > 0)
+        out << " immediate: enqueued=" << v.immediate_enqueued << " (unconfirmed=" << v.immediate_enqueued_unconfirmed
+            << ") dequeued=" << v.immediate_dequeued << " (unconfirmed=" << v.immediate_dequeued_unconfirmed
+            << ") dequeues_unknown=" << v.immediate_dequeues_unknown << " lost_in_flight=" << v.lost_in_flight
+            << " (of at most " << v.in_flight_allowance << ")";
     append_sample(out, "lost", v.sample_lost);
     append_sample(out, "duplicated", v.sample_duplicated);
     append_sample(out, "unexpected", v.sample_unexpected);

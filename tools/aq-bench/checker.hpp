@@ -21,8 +21,28 @@
 //   unexpected         = ids observed (committed, uncertain or drained) but never attempted, or whose enqueue failed
 //                        (the driver's belief that it was not enqueued was wrong)
 //   recovered          = unknown-outcome ids that were delivered (an unknown-outcome id never delivered is fine)
-//   delivered (count)  = delivered ids that are not unexpected, so delivered == acknowledged - lost + recovered.
+//   delivered (count)  = delivered ids that are not unexpected, so
+//                        delivered == acknowledged - lost - lost_in_flight + recovered.
 //   ok()  iff  lost == 0 && duplicated == 0 && unexpected == 0.
+// Immediate visibility (aq's visibility => 'immediate', Oracle's DBMS_AQ.IMMEDIATE): the call commits in aq's worker
+// before it returns, so the caller's COMMIT or ROLLBACK after it changes nothing, and the call's result is what counts:
+//   producer: enqueue_immediate(id, commit_confirmed)   the enqueue CALL returned OK: acknowledged, even if the
+//             caller's COMMIT after it failed or its result was lost (commit_confirmed false).  A call whose result
+//             never arrived is enqueue_finished(id, unknown), one that failed on a live connection enqueue_failed(id)
+//             (nothing enqueued), as above.
+//   consumer: dequeued_immediate(id, commit_confirmed)  the dequeue CALL's rows arrived with id: as dequeued_committed,
+//             even if the COMMIT after it failed or its result was lost (commit_confirmed false).
+//             immediate_dequeue_unknown(batch)          a dequeue call whose result never arrived (the connection
+//             broke during the call): the worker may have committed up to `batch` messages that no client saw,
+//             which is the documented semantics of an immediate dequeue, not a fault of the queue.
+//   immediate_enqueued, immediate_dequeued = distinct ids acknowledged / dequeued by an immediate call;
+//   immediate_enqueued_unconfirmed, immediate_dequeued_unconfirmed = those of them whose COMMIT after the call
+//                        failed or was lost (counted all the same);
+//   immediate_dequeues_unknown = the number of immediate_dequeue_unknown calls;
+//   in_flight_allowance  = the sum of their batches: at most this many messages can have vanished with them;
+//   lost_in_flight       = the acknowledged ids not delivered, when they are at most in_flight_allowance (then
+//                        lost = 0); when they are more, the calls in flight cannot explain them: they are all
+//                        lost (and lost_in_flight = 0).  Not a failure: ok() stays as above.
 //
 // Fast-ingest protocol (IngestLedger): attempted(id) before sending, acknowledged(id) once the commit returned
 // (fast ingest acknowledges before the row is durably applied), then after the run present(id) once per row found
@@ -62,10 +82,17 @@ public:
     void dequeued_committed(uint64_t id);
     void dequeued_uncertain(uint64_t id);
     void drained(uint64_t id);
+    // Immediate visibility (see above).
+    void enqueue_immediate(uint64_t id, bool commit_confirmed);
+    void dequeued_immediate(uint64_t id, bool commit_confirmed);
+    void immediate_dequeue_unknown(uint64_t batch);
 
     struct Verdict {
         uint64_t acknowledged = 0, delivered = 0, lost = 0, duplicated = 0, unexpected = 0, recovered = 0,
                  uncertain_resolved = 0;
+        uint64_t immediate_enqueued = 0, immediate_enqueued_unconfirmed = 0, immediate_dequeued = 0,
+                 immediate_dequeued_unconfirmed = 0, immediate_dequeues_unknown = 0, in_flight_allowance = 0,
+                 lost_in_flight = 0;
         std::vector<uint64_t> sample_lost, sample_duplicated, sample_unexpected;
         bool ok() const { return lost == 0 && duplicated == 0 && unexpected == 0; }
     };
@@ -73,12 +100,21 @@ public:
 
 private:
     enum class Enqueue : uint8_t { never, pending, acknowledged, unknown, failed };
+    // Immediate: bits of the id's immediate calls.
+    enum : uint8_t {
+        enqueued_immediately = 1,
+        enqueue_unconfirmed = 2,
+        dequeued_immediately = 4,
+        dequeue_unconfirmed = 8
+    };
     struct Entry {
         Enqueue enqueue = Enqueue::never;
+        uint8_t immediate = 0;
         uint32_t committed = 0, uncertain = 0, drained = 0;
     };
     mutable std::mutex mutex_;
     std::unordered_map<uint64_t, Entry> entries_;
+    uint64_t immediate_dequeues_unknown_ = 0, in_flight_allowance_ = 0;
 };
 
 class IngestLedger {
@@ -107,7 +143,8 @@ private:
     std::unordered_map<uint64_t, Entry> entries_;
 };
 
-// One line for logs, e.g. "ok: acknowledged=10 delivered=10 lost=0 ... " or "FAILED: ... lost ids: 3 7".
+// One line for logs, e.g. "ok: acknowledged=10 delivered=10 lost=0 ... " or "FAILED: ... lost ids: 3 7"; with
+// immediate calls, their counts after the others ("... immediate: enqueued=10 (unconfirmed=0) ...").
 std::string to_string(const History::Verdict& v);
 std::string to_string(const IngestLedger::Verdict& v);
 

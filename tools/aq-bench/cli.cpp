@@ -78,6 +78,9 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
         ("subscribers", po::value(&base.subscribers)->default_value(0),
          "aq: a multi-consumer queue with N subscribers (consumer k dequeues as subscriber k mod N), each checked "
          "exactly-once on its own, 0 = a single-consumer queue")
+        ("immediate", po::bool_switch(&base.immediate),
+         "aq: enqueue and dequeue with visibility => 'immediate' (each call commits on its own, in aq's worker; "
+         "still inside BEGIN ... COMMIT, whose outcome the checker then ignores)")
         ("csv", po::value(&command.csv), "append one CSV row per run to FILE")
         ("faults", po::bool_switch(&command.faults),
          "inject faults while the load runs: kill -9 and pg_terminate_backend of consumers' backends, in turn")
@@ -108,6 +111,9 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
         system_list.push_back(s);
     }
     if (system_list.empty()) throw po::error("--system is empty");
+    for (auto& s : system_list)
+        if (base.immediate && s != "aq")
+            throw po::error("--immediate is for aq only (visibility => 'immediate'), not for --system " + s);
     for (auto& system : system_list)
         for (int p : parse_int_list(producers, "producers"))
             for (int c : parse_int_list(consumers, "consumers"))

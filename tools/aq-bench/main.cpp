@@ -28,7 +28,10 @@ namespace {
 
 const char* const csv_header =
     "workload,system,producers,consumers,batch,payload_bytes,messages,seconds,enq_rate,deq_rate,p50_ms,p99_ms,max_ms,"
-    "lost,duplicated,unexpected,recovered,mode,tps,wal_syncs_per_commit,rows_ack_rate,rows_applied_rate";
+    "lost,duplicated,unexpected,recovered,mode,tps,wal_syncs_per_commit,rows_ack_rate,rows_applied_rate,visibility,"
+    "immediate_enq_unconfirmed,immediate_deq_unconfirmed,immediate_dequeues_unknown,lost_in_flight";
+// The fields of csv_header's immediate columns for a commit or ingest row.
+const char* const no_immediate_fields = ",,,,,";
 
 std::string fixed(double v, int decimals = 1) {
     char buf[64];
@@ -48,6 +51,16 @@ std::string mode_label(const std::string& commit_write) {
     return wait + "/" + logging;
 }
 
+// Before the runs: a CSV to append to must have this aq-bench's header (an older one's has fewer columns).
+void check_csv(const std::string& path) {
+    std::ifstream in(path);
+    std::string header;
+    if (!in || !std::getline(in, header)) return;
+    if (!header.empty() && header.back() == '\r') header.pop_back();
+    if (header != csv_header)
+        throw std::runtime_error(path + ": its header is not this aq-bench's (an older one's?): give a new --csv file");
+}
+
 void append_csv(const std::string& path, const std::string& row) {
     bool fresh = !std::ifstream(path).good();
     std::ofstream out(path, std::ios::app);
@@ -62,7 +75,9 @@ std::string csv_row(const QueueResult& r) {
       << c.payload_bytes << ',' << r.enqueued << ',' << fixed(r.seconds, 3) << ',' << fixed(r.enqueue_rate) << ','
       << fixed(r.dequeue_rate) << ',' << fixed(r.p50_ms, 3) << ',' << fixed(r.p99_ms, 3) << ',' << fixed(r.max_ms, 3)
       << ',' << r.verdict.lost << ',' << r.verdict.duplicated << ',' << r.verdict.unexpected << ','
-      << r.verdict.recovered << ",,,,,";
+      << r.verdict.recovered << ",,,,,," << (c.immediate ? "immediate" : "on_commit") << ','
+      << r.verdict.immediate_enqueued_unconfirmed << ',' << r.verdict.immediate_dequeued_unconfirmed << ','
+      << r.verdict.immediate_dequeues_unknown << ',' << r.verdict.lost_in_flight;
     return o.str();
 }
 
@@ -85,6 +100,21 @@ void print_summary(const std::vector<QueueResult>& results, const FaultCounts* f
         for (size_t i = 0; i < r.subscriber_verdicts.size(); i++)
             std::printf("  sub%zu: %s\n", i + 1, to_string(r.subscriber_verdicts[i]).c_str());
     }
+    for (auto& r : results) {
+        if (!r.config.immediate) continue;
+        const auto& v = r.verdict;
+        std::printf("immediate (P=%d C=%d batch=%d): %llu ids acknowledged by the enqueue call (%llu of them with the "
+                    "COMMIT after it failed or lost), %llu dequeued by the call (%llu); %llu dequeue calls without a "
+                    "result: %llu ids lost in flight (at most %llu allowed)\n",
+                    r.config.producers, r.config.consumers, r.config.dequeue_batch,
+                    static_cast<unsigned long long>(v.immediate_enqueued),
+                    static_cast<unsigned long long>(v.immediate_enqueued_unconfirmed),
+                    static_cast<unsigned long long>(v.immediate_dequeued),
+                    static_cast<unsigned long long>(v.immediate_dequeued_unconfirmed),
+                    static_cast<unsigned long long>(v.immediate_dequeues_unknown),
+                    static_cast<unsigned long long>(v.lost_in_flight),
+                    static_cast<unsigned long long>(v.in_flight_allowance));
+    }
     if (faults)
         std::printf("faults: %d kill -9, %d pg_terminate_backend, %d postmaster crashes (%d skipped)\n", faults->kills,
                     faults->terminations, faults->crashes, faults->skipped);
@@ -96,6 +126,7 @@ int queue_command(const std::vector<std::string>& args) {
         std::cout << command.help_text << "\nSystems:\n" << describe_systems();
         return 0;
     }
+    if (!command.csv.empty()) check_csv(command.csv);
     if (command.faults) check_crash_setup(command.fault_options);
     std::vector<QueueResult> results;
     FaultCounts total;
@@ -131,6 +162,7 @@ int commit_command(const std::vector<std::string>& args) {
         std::cout << command.help_text;
         return 0;
     }
+    if (!command.csv.empty()) check_csv(command.csv);
     std::printf("\n%-18s %8s %10s %12s %14s\n", "mode", "sessions", "commits", "tps", "WAL syncs/commit");
     for (auto& config : command.runs) {
         std::fprintf(stderr, "aq-bench: commit %s, %d sessions, %.0f s ...\n", config.mode.c_str(), config.sessions,
@@ -143,7 +175,7 @@ int commit_command(const std::vector<std::string>& args) {
             std::ostringstream row;
             row << "commit,aq," << config.sessions << ",,,," << r.commits << ',' << fixed(config.seconds, 3)
                 << ",,,,,,,,,," << mode_label(config.mode) << ',' << fixed(r.tps) << ','
-                << fixed(r.wal_syncs_per_commit, 4) << ",,";
+                << fixed(r.wal_syncs_per_commit, 4) << ",," << no_immediate_fields;
             append_csv(command.csv, row.str());
         }
     }
@@ -156,6 +188,7 @@ int ingest_command(const std::vector<std::string>& args) {
         std::cout << command.help_text;
         return 0;
     }
+    if (!command.csv.empty()) check_csv(command.csv);
     bool all_ok = true;
     std::printf("\n%-9s %7s %9s %9s %14s %14s  %s\n", "system", "writers", "rows/ins", "rows", "acked rows/s",
                 "applied rows/s", "check");
@@ -174,7 +207,7 @@ int ingest_command(const std::vector<std::string>& args) {
                 << ',' << fixed(r.applied_seconds, 3) << ",,,,,," << r.verdict.missing << ',' << r.verdict.duplicated
                 << ',' << r.verdict.unexpected << ',' << r.verdict.recovered << ','
                 << (config.rows_per_insert == 1 ? "single" : "multi") << ",,," << fixed(r.ack_rate) << ','
-                << fixed(r.applied_rate);
+                << fixed(r.applied_rate) << no_immediate_fields;
             append_csv(command.csv, row.str());
         }
     }

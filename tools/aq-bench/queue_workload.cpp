@@ -63,12 +63,14 @@ struct System {
         (void)number;
         prepare(s);
     }
-    // One autocommit statement enqueuing the batch.
-    virtual Outcome produce(Session& s, const std::vector<std::string>& payloads) = 0;
+    // One autocommit statement enqueuing the batch (aq --immediate: BEGIN; enqueue; COMMIT).  *returned: the
+    // enqueue call's result arrived with success, whatever became of a COMMIT after it.
+    virtual Outcome produce(Session& s, const std::vector<std::string>& payloads, bool* returned) = 0;
     // BEGIN; dequeue up to n; COMMIT (Session::transaction: two round trips, pg.hpp).  The payload texts
-    // go into `out` when the dequeue's result arrived: on ok, and on unknown (uncertain).
+    // go into `out` when the dequeue's result arrived: on ok, and on unknown (uncertain); with aq's
+    // --immediate also when the COMMIT after it failed.  *returned: the dequeue's result arrived.
     // ok with none = empty.
-    virtual Outcome consume(Session& s, int n, std::vector<std::string>& out) = 0;
+    virtual Outcome consume(Session& s, int n, std::vector<std::string>& out, bool* returned) = 0;
     virtual void teardown(Session& s) = 0;
     // Before the final drain (PgQ: a forced tick, so that every committed event is in a batch).
     virtual void before_drain(Session&) {}
@@ -79,7 +81,8 @@ struct System {
     // system can (an event-driven wait); a system that cannot wait ignores it.
     virtual Outcome drain(Session& s, int n, double wait_s, std::vector<std::string>& out) {
         (void)wait_s;
-        return consume(s, n, out);
+        bool returned;
+        return consume(s, n, out, &returned);
     }
     // How many messages the queue still owes the drain of this number: its rows that a dequeue
     // takes now or later (ready, delayed, or held by a dead consumer's claim until the attempt is
@@ -97,18 +100,25 @@ void read_payloads(const Result& r, std::vector<std::string>& out) {
     for (int i = 0; i < PQntuples(r.get()); i++) out.emplace_back(PQgetvalue(r.get(), i, 0));
 }
 
-// The dequeue transaction; the payloads when its result arrived, even if the COMMIT's did not.
+// The dequeue transaction; the payloads when its result arrived, even if the COMMIT's did not.  *returned: the
+// dequeue's result arrived (with rows or none); then, with even_if_failed, the payloads go into `out` even when
+// the COMMIT after it failed on a live connection (an immediate dequeue: committed by the call).
 Outcome consume_transaction(Session& s, const std::vector<std::string>& params, std::vector<std::string>& out,
-                            const char* statement = "aqb_consume") {
+                            const char* statement = "aqb_consume", bool* returned = nullptr,
+                            bool even_if_failed = false) {
     Result r;
     Outcome o = s.transaction(statement, params, &r);
-    if (o != Outcome::failed) read_payloads(r, out);
+    const bool arrived = r && PQresultStatus(r.get()) == PGRES_TUPLES_OK;
+    if (returned) *returned = arrived;
+    if (o != Outcome::failed || (even_if_failed && arrived)) read_payloads(r, out);
     return o;
 }
 
 struct AqSystem : System {
     QueueConfig c;
     bool plain_enqueue() const { return c.priorities <= 1 && c.delay_seconds <= 0; }
+    // --immediate: the options' visibility argument, for aq.dequeue_options(...) of the consumers.
+    std::string visibility() const { return c.immediate ? ", visibility => 'immediate'" : ""; }
     void setup(Session& s, const QueueConfig& config) override {
         c = config;
         s.must("CREATE EXTENSION IF NOT EXISTS aq");
@@ -123,15 +133,17 @@ struct AqSystem : System {
     }
     static std::string subscriber(int index) { return "sub" + std::to_string(index + 1); }
     void prepare(Session& s) override {
+        const std::string options =
+            c.immediate ? ", enqueue_options => aq.enqueue_options(visibility => 'immediate'))" : ")";
         s.prepare("aqb_produce",
                   plain_enqueue()
-                      ? "SELECT aq.enqueue_array('aqb_q', $1::text[])"
+                      ? "SELECT aq.enqueue_array('aqb_q', $1::text[]" + options
                       : "SELECT aq.enqueue_array('aqb_q', $1::text[],"
                         " (SELECT array_agg(aq.message_properties(priority => 1 + (i % $2::int),"
                         "                                         delay => $3::double precision * interval '1 s'))"
-                        "    FROM generate_series(1, cardinality($1::text[])) i))");
-        s.prepare("aqb_consume",
-                  "SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int, aq.dequeue_options(wait => '0.2 s'))");
+                        "    FROM generate_series(1, cardinality($1::text[])) i)" + options);
+        s.prepare("aqb_consume", "SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int,"
+                                 " aq.dequeue_options(wait => '0.2 s'" + visibility() + "))");
     }
     // With --conditions N, consumer k takes only the messages whose id (the payload's first field) is
     // k modulo N, through deq_condition: N disjoint consumer groups, each checked exactly-once with
@@ -141,22 +153,34 @@ struct AqSystem : System {
         if (c.subscribers > 0) {
             s.prepare("aqb_consume", "SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int,"
                                      " aq.dequeue_options(wait => '0.2 s', consumer_name => '" +
-                                         subscriber(number % c.subscribers) + "'))");
+                                         subscriber(number % c.subscribers) + "'" + visibility() + "))");
             return;
         }
         if (c.conditions <= 0) return;
         std::string condition = "pg_catalog.split_part(tab.user_data, '':'', 1)::bigint % " + std::to_string(c.conditions) +
                                 " = " + std::to_string(number % c.conditions);
         s.prepare("aqb_consume", "SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int,"
-                                 " aq.dequeue_options(wait => '0.2 s', deq_condition => '" + condition + "'))");
+                                 " aq.dequeue_options(wait => '0.2 s', deq_condition => '" + condition + "'" +
+                                     visibility() + "))");
     }
-    Outcome produce(Session& s, const std::vector<std::string>& payloads) override {
-        if (plain_enqueue()) return s.exec_prepared("aqb_produce", {array_literal(payloads)});
-        return s.exec_prepared("aqb_produce",
-                               {array_literal(payloads), std::to_string(c.priorities), std::to_string(c.delay_seconds)});
+    Outcome produce(Session& s, const std::vector<std::string>& payloads, bool* returned) override {
+        std::vector<std::string> params = {array_literal(payloads)};
+        if (!plain_enqueue())
+            params.insert(params.end(), {std::to_string(c.priorities), std::to_string(c.delay_seconds)});
+        if (!c.immediate) {
+            Outcome o = s.exec_prepared("aqb_produce", params);
+            *returned = o == Outcome::ok;
+            return o;
+        }
+        // Immediate: the call commits on its own; the caller's transaction around it only shows that its
+        // COMMIT does not matter.
+        Result r;
+        Outcome o = s.transaction("aqb_produce", params, &r);
+        *returned = r && PQresultStatus(r.get()) == PGRES_TUPLES_OK;
+        return o;
     }
-    Outcome consume(Session& s, int n, std::vector<std::string>& out) override {
-        Outcome o = consume_transaction(s, {std::to_string(n)}, out);
+    Outcome consume(Session& s, int n, std::vector<std::string>& out, bool* returned) override {
+        Outcome o = consume_transaction(s, {std::to_string(n)}, out, "aqb_consume", returned, c.immediate);
         if (o == Outcome::failed && s.last_sqlstate() == "QA228") return Outcome::ok;  // empty (rolled back)
         return o;
     }
@@ -220,11 +244,13 @@ struct PlainSystem : System {
                   "                        LIMIT $1::int FOR UPDATE SKIP LOCKED)"
                   " DELETE FROM aq_bench.plain_q WHERE ctid = ANY (ARRAY(SELECT ctid FROM c)) RETURNING payload");
     }
-    Outcome produce(Session& s, const std::vector<std::string>& payloads) override {
-        return s.exec_prepared("aqb_produce", {array_literal(payloads)});
+    Outcome produce(Session& s, const std::vector<std::string>& payloads, bool* returned) override {
+        Outcome o = s.exec_prepared("aqb_produce", {array_literal(payloads)});
+        *returned = o == Outcome::ok;
+        return o;
     }
-    Outcome consume(Session& s, int n, std::vector<std::string>& out) override {
-        Outcome o = consume_transaction(s, {std::to_string(n)}, out);
+    Outcome consume(Session& s, int n, std::vector<std::string>& out, bool* returned) override {
+        Outcome o = consume_transaction(s, {std::to_string(n)}, out, "aqb_consume", returned);
         if (o == Outcome::ok && out.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // cannot wait
         return o;
     }
@@ -252,11 +278,13 @@ struct PgqSystem : System {
         s.prepare("aqb_produce", "SELECT aq_bench.pgq_enqueue_array('aq_bench_pgq', $1::text[])");
         s.prepare("aqb_consume", "SELECT ev_data FROM aq_bench.pgq_consume('aq_bench_pgq', 'aq_bench')");
     }
-    Outcome produce(Session& s, const std::vector<std::string>& payloads) override {
-        return s.exec_prepared("aqb_produce", {array_literal(payloads)});
+    Outcome produce(Session& s, const std::vector<std::string>& payloads, bool* returned) override {
+        Outcome o = s.exec_prepared("aqb_produce", {array_literal(payloads)});
+        *returned = o == Outcome::ok;
+        return o;
     }
-    Outcome consume(Session& s, int, std::vector<std::string>& out) override {
-        Outcome o = consume_transaction(s, {}, out);
+    Outcome consume(Session& s, int, std::vector<std::string>& out, bool* returned) override {
+        Outcome o = consume_transaction(s, {}, out, "aqb_consume", returned);
         if (o == Outcome::ok && out.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         return o;
     }
@@ -326,18 +354,25 @@ void producer(Shared& sh, int number) {
             ids.push_back(id);
             payloads.push_back(payload(id, sh.c.payload_bytes));
         }
-        Outcome o = sh.system.produce(s, payloads);
+        bool returned = false;
+        Outcome o = sh.system.produce(s, payloads, &returned);
+        // Immediate: the call's result decides (it committed on its own), not the COMMIT after it.  A cancel
+        // (57014) of an immediate enqueue may come after its commit (aq says which in the message): unknown.
+        const bool immediate_ok = sh.c.immediate && returned;
+        const bool unknown = o == Outcome::unknown || (sh.c.immediate && s.last_sqlstate() == "57014");
         sh.for_each_history([&](History& h) {
             for (uint64_t id : ids) {
-                if (o == Outcome::ok)
+                if (immediate_ok)
+                    h.enqueue_immediate(id, o == Outcome::ok);
+                else if (o == Outcome::ok)
                     h.enqueue_finished(id, EnqueueOutcome::acknowledged);
-                else if (o == Outcome::unknown)
+                else if (unknown)
                     h.enqueue_finished(id, EnqueueOutcome::unknown);
                 else
                     h.enqueue_failed(id);
             }
         });
-        if (o == Outcome::ok) sh.acknowledged += ids.size();
+        if (o == Outcome::ok || immediate_ok) sh.acknowledged += ids.size();
         if (o == Outcome::failed) std::fprintf(stderr, "aq-bench: producer %d: %s", number, s.last_error().c_str());
         if (o == Outcome::unknown) reconnect(sh, s);
     }
@@ -355,32 +390,41 @@ void consumer(Shared& sh, int number) {
     int empty_after_producers = 0;
     for (;;) {
         got.clear();
-        Outcome o = sh.system.consume(s, sh.c.dequeue_batch, got);  // BEGIN; dequeue; COMMIT
-        if (o == Outcome::ok) {
+        bool returned = false;
+        Outcome o = sh.system.consume(s, sh.c.dequeue_batch, got, &returned);  // BEGIN; dequeue; COMMIT
+        // Immediate: the rows that arrived are committed (by the call), whatever the COMMIT after it did.
+        const bool immediate_rows = sh.c.immediate && returned;
+        if (o == Outcome::ok || immediate_rows) {
             int64_t now = now_us();
             for (auto& p : got) {
                 uint64_t id;
                 int64_t sent;
                 if (!parse_payload(p.c_str(), &id, &sent)) continue;
-                sh.history_of(number).dequeued_committed(id);
+                if (sh.c.immediate)
+                    sh.history_of(number).dequeued_immediate(id, o == Outcome::ok);
+                else
+                    sh.history_of(number).dequeued_committed(id);
                 latencies.push_back((now - sent) / 1000.0);
             }
             if (!got.empty()) {
                 sh.dequeued += got.size();
                 sh.last_dequeue_us = now;
             }
-        } else if (o == Outcome::unknown) {
+        }
+        if (o == Outcome::unknown) {
+            if (sh.c.immediate && !returned)  // the call may have committed a batch no one will see
+                sh.history_of(number).immediate_dequeue_unknown(sh.c.dequeue_batch);
             for (auto& p : got) {  // the COMMIT's answer was lost: the final drain decides
                 uint64_t id;
                 int64_t sent;
-                if (parse_payload(p.c_str(), &id, &sent)) sh.history_of(number).dequeued_uncertain(id);
+                if (!sh.c.immediate && parse_payload(p.c_str(), &id, &sent))
+                    sh.history_of(number).dequeued_uncertain(id);
             }
             reconnect(sh, s);
             if (sh.faults) sh.faults->register_consumer(number, s.backend_pid());
             continue;
-        } else {
-            std::fprintf(stderr, "aq-bench: consumer %d: %s", number, s.last_error().c_str());
         }
+        if (o == Outcome::failed) std::fprintf(stderr, "aq-bench: consumer %d: %s", number, s.last_error().c_str());
         // A timed run measures what the consumers keep up with: they stop at the deadline too,
         // and the final drain takes the backlog (checked, not counted in the rates).
         if (sh.c.messages <= 0 && Clock::now() >= sh.deadline) break;
@@ -503,6 +547,13 @@ History::Verdict add_up(const std::vector<History::Verdict>& verdicts) {
         sum.unexpected += v.unexpected;
         sum.recovered += v.recovered;
         sum.uncertain_resolved += v.uncertain_resolved;
+        sum.immediate_enqueued += v.immediate_enqueued;
+        sum.immediate_enqueued_unconfirmed += v.immediate_enqueued_unconfirmed;
+        sum.immediate_dequeued += v.immediate_dequeued;
+        sum.immediate_dequeued_unconfirmed += v.immediate_dequeued_unconfirmed;
+        sum.immediate_dequeues_unknown += v.immediate_dequeues_unknown;
+        sum.in_flight_allowance += v.in_flight_allowance;
+        sum.lost_in_flight += v.lost_in_flight;
         auto take = [](std::vector<uint64_t>& to, const std::vector<uint64_t>& from) {
             for (uint64_t id : from)
                 if (to.size() < verdict_sample_size) to.push_back(id);
@@ -524,13 +575,15 @@ double percentile(std::vector<double>& v, double q) {
 }  // namespace
 
 std::string describe_systems() {
-    return "  aq     aq.enqueue_array / aq.dequeue_array(..., wait => '0.2 s')\n"
+    return "  aq     aq.enqueue_array / aq.dequeue_array(..., wait => '0.2 s'); with --immediate both with\n"
+           "         visibility => 'immediate', the enqueue in BEGIN; enqueue; COMMIT like the dequeue\n"
            "  plain  INSERT ... SELECT FROM unnest($1); DELETE ... RETURNING of rows claimed with\n"
            "         FOR UPDATE SKIP LOCKED (polls every 1 ms when empty)\n"
            "  pgq    PgQ 3.5: a bulk INSERT into the current event table; one registered consumer shared\n"
            "         by the consumer sessions under an advisory lock (tools/aq-bench/pgq.md)\n"
            "All three alike: every statement of the loops is prepared once per connection (again after\n"
-           "a reconnect).  A producer runs its enqueue as one autocommit statement.  A consumer sends\n"
+           "a reconnect).  A producer runs its enqueue as one autocommit statement (aq with --immediate:\n"
+           "in a transaction, as above).  A consumer sends\n"
            "BEGIN and its dequeue in one round trip (libpq pipeline mode), then COMMIT once it has\n"
            "the messages (so that a fault cannot commit a dequeue it never saw), or ROLLBACK when the\n"
            "dequeue failed (aq: SQLSTATE QA228, nothing to dequeue after the wait).\n";

@@ -10,6 +10,13 @@
 // drain takes what is left, until the table holds nothing more for it: it waits (with the
 // dequeue's wait) for rows no dequeue can take yet, such as a killed consumer's claims until the
 // server has counted their attempt, for at most 120 s (queue_workload.cpp: final_drain).  The checker (checker.hpp) then classifies every id.
+// With --immediate (aq's visibility => 'immediate'), the producers run BEGIN; enqueue; COMMIT too (as the
+// consumers do), and both record what the CALL returned, whatever became of the COMMIT after it (the worker
+// committed the call on its own): a producer records its ids acknowledged once the enqueue's result arrived, a
+// consumer its ids committed once the dequeue's rows did; a dequeue whose result never arrived is counted as a
+// call in flight, which may have taken up to a batch with it (checker.hpp).  The transaction around the call is
+// kept on purpose, so that the run shows the caller's COMMIT to be irrelevant (its failures are counted as
+// "unconfirmed"); the final drain dequeues on commit, as without --immediate.
 // With subscribers (aq's multi-consumer queues), every subscriber is to receive every message
 // once: each has a history of its own, in which the producers record every attempt and its
 // consumers and its own final drain what they got; a run is ok when each one is, and when no
@@ -42,6 +49,8 @@ struct QueueConfig {
     int conditions = 0;         // aq: consumer k dequeues with deq_condition "id % conditions = k % conditions"
     int subscribers = 0;        // aq: a multi-consumer queue with subscribers sub1..subN; consumer k dequeues as
                                 // sub(k % N + 1); each subscriber is checked exactly-once on its own
+    bool immediate = false;     // aq: visibility => 'immediate' for the producers' enqueues and the consumers'
+                                // dequeues (not the final drain's), each still in BEGIN; call; COMMIT
 };
 
 struct QueueResult {

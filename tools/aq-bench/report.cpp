@@ -26,7 +26,8 @@ const std::vector<std::string>& known_columns() {
     static const std::vector<std::string> columns = {
         "workload", "system", "producers", "consumers", "batch", "payload_bytes", "messages", "seconds",
         "enq_rate", "deq_rate", "p50_ms", "p99_ms", "max_ms", "lost", "duplicated", "unexpected",
-        "recovered", "mode", "tps", "wal_syncs_per_commit", "rows_ack_rate", "rows_applied_rate"};
+        "recovered", "mode", "tps", "wal_syncs_per_commit", "rows_ack_rate", "rows_applied_rate", "visibility",
+        "immediate_enq_unconfirmed", "immediate_deq_unconfirmed", "immediate_dequeues_unknown", "lost_in_flight"};
     // clang-format on
     return columns;
 }
@@ -38,7 +39,7 @@ const std::vector<std::string>& required_columns() {
 
 namespace {
 
-const std::set<std::string> text_columns = {"workload", "system", "mode", "recovered"};
+const std::set<std::string> text_columns = {"workload", "system", "mode", "recovered", "visibility"};
 
 std::string trim(const std::string& s) {
     const auto first = s.find_first_not_of(" \t\r\n");
@@ -156,17 +157,23 @@ K preferred_or_most_common(const Rows& rows, const K& preferred, const std::func
         ->first;
 }
 
-// Values of a text column: the `preferred` ones present, in that order, then the others as they appear.
-std::vector<std::string> ordered_values(const Rows& rows, const std::string& column,
+// Values of a text column (or of value_of): the `preferred` ones present, in that order, then the others as they
+// appear.
+std::vector<std::string> ordered_values(const Rows& rows, const std::function<std::string(const Run&)>& value_of,
                                         const std::vector<std::string>& preferred) {
     std::vector<std::string> seen, out;
     for (const Run* r : rows)
-        if (!contains(seen, r->str(column))) seen.push_back(r->str(column));
+        if (!contains(seen, value_of(*r))) seen.push_back(value_of(*r));
     for (const auto& p : preferred)
         if (contains(seen, p)) out.push_back(p);
     for (const auto& s : seen)
         if (!contains(out, s)) out.push_back(s);
     return out;
+}
+
+std::vector<std::string> ordered_values(const Rows& rows, const std::string& column,
+                                        const std::vector<std::string>& preferred) {
+    return ordered_values(rows, [&](const Run& r) { return r.str(column); }, preferred);
 }
 
 std::string format_number(double d) {
@@ -237,10 +244,21 @@ void add(Chart& chart, Series s, int color, int dash = 1, bool y2 = false) {
     chart.series.push_back(std::move(s));
 }
 
-const std::vector<std::string> queue_systems = {"aq", "plain", "pgq"};
+const std::vector<std::string> queue_systems = {"aq", "plain", "pgq", "aq immediate"};
 
 Rows of_system(const Rows& rows, const std::string& system) {
     return filter(rows, [&](const Run& r) { return r.str("system") == system; });
+}
+
+// A queue run's line: its system, "aq immediate" for aq --immediate (visibility=immediate) runs.
+std::string queue_line(const Run& r) {
+    return r.str("visibility") == "immediate" ? r.str("system") + " immediate" : r.str("system");
+}
+
+std::vector<std::string> queue_lines(const Rows& rows) { return ordered_values(rows, queue_line, queue_systems); }
+
+Rows of_line(const Rows& rows, const std::string& line) {
+    return filter(rows, [&](const Run& r) { return queue_line(r) == line; });
 }
 
 // Queue rows restricted to producers=consumers=2 if present, else the most common pair; `label` describes it.
@@ -263,9 +281,9 @@ Chart queue_batch_chart(const std::vector<Run>& runs) {
     c.title = "Queue throughput vs batch size (" + fixed + ")";
     c.xlabel = "batch size (messages)";
     c.ylabel = "end-to-end messages/s (dequeue rate)";
-    const auto systems = ordered_values(rows, "system", queue_systems);
+    const auto systems = queue_lines(rows);
     for (size_t i = 0; i < systems.size(); ++i)
-        add(c, line_series(systems[i], of_system(rows, systems[i]), "batch", "deq_rate", true, false), int(i) + 1);
+        add(c, line_series(systems[i], of_line(rows, systems[i]), "batch", "deq_rate", true, false), int(i) + 1);
     if (c.empty()) c.skip_reason = "no workload=queue rows with batch and deq_rate";
     return c;
 }
@@ -298,9 +316,9 @@ Chart queue_consumers_chart(const std::vector<Run>& runs) {
     c.title = "Queue throughput vs consumers (batch " + format_key(batch) + ", " + producers_label + ")";
     c.xlabel = "consumers";
     c.ylabel = "end-to-end messages/s (dequeue rate)";
-    const auto systems = ordered_values(rows, "system", queue_systems);
+    const auto systems = queue_lines(rows);
     for (size_t i = 0; i < systems.size(); ++i)
-        add(c, line_series(systems[i], of_system(rows, systems[i]), "consumers", "deq_rate", false, false), int(i) + 1);
+        add(c, line_series(systems[i], of_line(rows, systems[i]), "consumers", "deq_rate", false, false), int(i) + 1);
     if (c.empty()) c.skip_reason = "no workload=queue rows with consumers and deq_rate";
     return c;
 }
@@ -316,9 +334,9 @@ Chart queue_latency_chart(const std::vector<Run>& runs) {
     c.title = "Queue latency vs batch size (" + fixed + ")";
     c.xlabel = "batch size (messages)";
     c.ylabel = "latency (ms, log scale)";
-    const auto systems = ordered_values(rows, "system", queue_systems);
+    const auto systems = queue_lines(rows);
     for (size_t i = 0; i < systems.size(); ++i) {
-        const Rows sys = of_system(rows, systems[i]);
+        const Rows sys = of_line(rows, systems[i]);
         add(c, line_series(systems[i] + " p50", sys, "batch", "p50_ms", true, true), int(i) + 1, 1);
         add(c, line_series(systems[i] + " p99", sys, "batch", "p99_ms", true, true), int(i) + 1, 2);
     }
