@@ -291,7 +291,9 @@ void ensure_worker() {
 enum class Outcome { committed, failed, lost };
 
 // Waits for the request in this backend's slot; frees the slot.  Raises on a cancel while queued.
-Outcome wait_for(bool* cancel_seen, bool* xid_written) {
+// A dequeue (abandonable) that is cancelled or terminated while the worker runs it gives it up
+// unless the worker is already committing it (protocol 9).
+Outcome wait_for(bool* cancel_seen, bool* xid_written, bool abandonable) {
     Slot& mine = shared->slots[compat::my_backend_slot()];
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -329,8 +331,14 @@ Outcome wait_for(bool* cancel_seen, bool* xid_written) {
             return outcome;  // nothing was written: done (every request failed, or none had rows) or lost
         }
         if (QueryCancelPending) *cancel_seen = true;
+        if (abandonable && (QueryCancelPending || ProcDiePending)) {
+            LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+            if (mine.state == slot_running && !mine.committing) mine.abandoned = true;
+            LWLockRelease(shared->lock);
+        }
         // Terminated while the worker runs the request: leave at once (the worker frees the slot
-        // of a caller that is gone, 8); the request commits or not without us.
+        // of a caller that is gone, 8); an enqueue commits or not without us, a dequeue not
+        // yet committing is rolled back (9).
         if (ProcDiePending) CHECK_FOR_INTERRUPTS();
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100,
                         AQ_WAIT_EVENT("AqImmediateWait"));
@@ -405,13 +413,15 @@ void submit(Call& call) {
     mine.worker_pid = 0;
     mine.xid = InvalidTransactionId;
     mine.results = 0;
+    mine.abandoned = false;
+    mine.committing = false;
     ensure_worker();
     Pool* p = pool_of(MyDatabaseId);
     int worker_procno = p && p->pid ? static_cast<int>(p->procno) : -1;
     LWLockRelease(shared->lock);
     if (worker_procno >= 0) SetLatch(compat::proc_latch(static_cast<uint32>(worker_procno)));
 
-    call.outcome = wait_for(&call.cancel_seen, &call.xid_written);
+    call.outcome = wait_for(&call.cancel_seen, &call.xid_written, call.h->kind == request_dequeue);
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     call.results = mine.results;  // ours now (the slot is free): unpinned by whoever reads it
     mine.results = 0;
@@ -584,8 +594,8 @@ void run_dequeue(DequeueCall* d) {
             } else {
                 lost = true;
             }
-            // A cancel that came while the worker ran: acted on once the messages it committed
-            // are delivered (nothing committed is lost), or at once when nothing was (protocol 7).
+            // A cancel that came while the worker ran gave the dequeue up, unless it was already
+            // committing: then its messages are delivered (nothing committed is lost, 9).
             cancelled = call.cancel_seen && call.outcome != Outcome::committed;
             release(call);
             return cancelled ? PassResult::stop : result;

@@ -60,9 +60,13 @@
 //     deleted) after the request in its area when they fit, else into a segment it creates and
 //     pins, named in the slot (Slot::results); whoever takes the slot next unpins it: the caller
 //     once it has read them, the worker when the caller is gone, a later owner of the slot for a
-//     caller that died after its request was done.  A cancel while the worker runs is acted on
-//     only if nothing was committed: committed messages are always delivered.  BROWSE ignores
-//     immediate (Oracle: it takes nothing); LOCKED refuses it (22023).
+//     caller that died after its request was done.  A dequeue's caller that is cancelled or
+//     terminated while the worker runs it marks it abandoned, unless the worker has already
+//     marked it committing; the worker, under the lock right before its commit, rolls back a
+//     dequeue that is abandoned or whose caller is gone (its messages stay), else marks it
+//     committing; a cancelled caller then waits for the outcome, and committed messages are
+//     always delivered.  BROWSE ignores immediate (Oracle: it takes nothing); LOCKED refuses it
+//     (22023).
 // Tests: regress `immediate`, isolation `immediate_visibility`, TAP `031_immediate`.
 #pragma once
 

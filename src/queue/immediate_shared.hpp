@@ -31,6 +31,8 @@ struct Slot {
     int worker_pid;      // the worker that took it (running, done)
     TransactionId xid;   // the worker's transaction, written before its commit (protocol 5)
     dsm_handle results;  // a dequeue's messages in a pinned segment of the worker's (0: none, 9)
+    bool abandoned;      // a dequeue's caller gave up (cancel, terminate) before its commit (9)
+    bool committing;     // the worker is committing the dequeue: too late to give it up (9)
     alignas(MAXIMUM_ALIGNOF) char data[inline_bytes];
 };
 

@@ -386,14 +386,39 @@ void run_round(Taken* taken, int n) {
         (void)set_config_option("synchronous_commit", local ? "off" : synchronous_commit_name(strongest), PGC_USERSET,
                                 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
     TransactionId xid = GetTopTransactionIdIfAny();
+    // A dequeue (a round of its own) whose caller gave up or is gone is rolled back: its messages
+    // stay in the queue (protocol 9).  Once committing is set, the caller waits for the outcome.
+    bool abandoned = false;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     for (int i = 0; i < n; i++) {
         Slot& s = shared->slots[taken[i].slot];
-        if (s.sequence == taken[i].sequence && s.state == slot_running) s.xid = xid;
+        if (s.sequence != taken[i].sequence || s.state != slot_running) continue;
+        if (taken[i].header && taken[i].header->kind == request_dequeue &&
+            (s.abandoned || !process_is(taken[i].caller_procno, taken[i].caller_pid)))
+            abandoned = true;
+        else
+            s.committing = true;
+        s.xid = abandoned ? InvalidTransactionId : xid;
     }
     LWLockRelease(shared->lock);
     MemoryContext outer = CurrentMemoryContext;
     bool committed = true;
+    if (abandoned) {
+        AbortCurrentTransaction();
+        for (int i = 0; i < n; i++) {
+            RequestHeader* h = taken[i].header;
+            if (!h || h->failed) continue;
+            h->failed = true;
+            h->sqlerrcode = ERRCODE_QUERY_CANCELED;
+            copy_text(h->message, sizeof h->message, "the immediate dequeue was given up by its caller");
+            copy_text(h->detail, sizeof h->detail, "It did not commit: its messages stay in the queue.");
+            copy_text(h->hint, sizeof h->hint, "");
+        }
+        pgstat_report_activity(STATE_IDLE, nullptr);
+        for (int i = 0; i < n; i++)
+            if (taken[i].header) taken[i].header->flush_to = InvalidXLogRecPtr;
+        return;
+    }
     PG_TRY();
     {
         CommitTransactionCommand();

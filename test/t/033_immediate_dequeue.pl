@@ -4,10 +4,11 @@
 # inside a dequeue by its deq_condition, a function that waits for an advisory lock the test
 # holds; then:
 #   1. pg_terminate_backend of the worker: the caller gets 57P01 and the message stays.
-#   2. A cancel of the caller: the worker's dequeue commits, and the caller returns the message
-#      (committed messages are always delivered); the session goes on.
-#   3. pg_terminate_backend of the caller: the worker still commits the dequeue once, and frees
-#      the slot (the next immediate dequeue of that backend slot works).
+#   2. A cancel of the caller: the dequeue is given up (the worker rolls it back): 57014, the
+#      message stays; the session goes on.  (Once the worker commits, a cancel is too late and
+#      the messages are returned.)
+#   3. pg_terminate_backend of the caller: given up as well, the message stays; the slot is freed
+#      (the next immediate dequeues work).
 #   4. kill -9 of the worker: the crash restart ends the caller too; the message stays.
 #   5. kill -9 of the caller: the same, and immediate dequeues work again after the restart.
 #   6. The caller waits, not the worker: while an immediate dequeue waits for a message, another
@@ -107,33 +108,36 @@ my $holder = session('postgres');
 	finish($caller);
 }
 
-# 2. A cancel of the caller while the worker runs its dequeue.
+# 2. A cancel of the caller while the worker runs its dequeue: the dequeue is given up (rolled
+#    back when the worker reaches its commit): 57014, and the message stays.
 {
 	my ($caller, $caller_pid, $worker) = start_held($holder, 'held 2');
 	$node->safe_psql('postgres', "SELECT pg_cancel_backend($caller_pid)");
-	# The caller waits for the outcome: it is still there, in its immediate wait.
-	ok($node->poll_query_until('postgres', "SELECT wait_event = 'AqImmediateWait' OR wait_event = 'Extension' FROM pg_stat_activity WHERE pid = $caller_pid"),
+	ok($node->poll_query_until('postgres', "SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $caller_pid"),
 		'2: the cancelled caller waits for the worker');
 	query($holder, 'SELECT pg_advisory_unlock(4343);');
 	my ($out, $err) = finish_pending($caller);
-	is($out, "held 2\n1", '2: the committed message is returned despite the cancel');
-	is($err, '', '2: no error');
-	is(rows_of('held 2'), '0', '2: the message was dequeued once');
+	like($err, qr/57014: canceling statement due to user request.*\n.*DETAIL:  The immediate dequeue did not commit/,
+		'2: the caller gets 57014: the dequeue did not commit');
+	is(rows_of('held 2'), '1', '2: the message stays');
 	is(query($caller, 'SELECT 42;'), '42', '2: the session goes on');
+	$node->safe_psql('postgres', q{DELETE FROM td_qt});
 	finish($caller);
 }
 
-# 3. The caller terminated while the worker runs its dequeue.
+# 3. The caller terminated while the worker runs its dequeue: given up as well, the message
+#    stays; the slot is freed (the next immediate dequeues work).
 {
 	my ($caller, $caller_pid, $worker) = start_held($holder, 'held 3');
 	$node->safe_psql('postgres', "SELECT pg_terminate_backend($caller_pid)");
 	$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $caller_pid")
 	  or die 'the caller did not end';
 	query($holder, 'SELECT pg_advisory_unlock(4343);');
-	ok($node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM td_qt WHERE user_data = 'held 3'}),
-		'3: the dequeue of a terminated caller committed');
+	ok($node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'aq immediate' AND state = 'active'}),
+		'3: the worker is done with it');
+	is(rows_of('held 3'), '1', '3: the dequeue of a terminated caller was rolled back: the message stays');
 	$caller->{h}->kill_kill;
-	# Every backend slot's next immediate dequeue works (the slot was freed).
+	$node->safe_psql('postgres', q{DELETE FROM td_qt});
 	$node->safe_psql('postgres', q{SELECT aq.enqueue_array('td_q', ARRAY['n1', 'n2', 'n3'])});
 	my $taken = 0;
 	for (1 .. 3)
