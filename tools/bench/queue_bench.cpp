@@ -1499,12 +1499,17 @@ struct ImmediateRun {
     std::vector<double> ms;    // per call, all sessions
 };
 
-ImmediateRun immediate_run(const std::string& conninfo, int sessions, int msgs, bool immediate, long calls) {
+// dequeue: one dequeue per call (msgs 1) instead of an enqueue, from a queue filled beforehand.
+ImmediateRun immediate_run(const std::string& conninfo, int sessions, int msgs, bool immediate, long calls,
+                           bool dequeue = false) {
     std::string sql = msgs == 1 ? "SELECT aq.enqueue('aq_bench_imm_q', 'message'::text" : 
                                   "SELECT cardinality(aq.enqueue_array('aq_bench_imm_q', array_fill('message'::text, ARRAY[" +
                                       std::to_string(msgs) + "])";
     sql += immediate ? ", enqueue_options => aq.enqueue_options(visibility => 'immediate'))" : ")";
     if (msgs != 1) sql += ")";
+    if (dequeue)
+        sql = std::string("SELECT payload FROM aq.dequeue('aq_bench_imm_q', NULL::text, aq.dequeue_options(wait => '0'") +
+              (immediate ? ", visibility => 'immediate'))" : "))");
     std::vector<std::vector<double>> ms(sessions);
     std::atomic<int> ready{0};
     std::atomic<bool> go{false}, failed{false};
@@ -1538,7 +1543,7 @@ ImmediateRun immediate_run(const std::string& conninfo, int sessions, int msgs, 
     auto t0 = Clock::now();
     go = true;
     for (auto& th : threads) th.join();
-    if (failed) die("immediate phase: an enqueue failed");
+    if (failed) die("immediate phase: a call failed");
     ImmediateRun run;
     run.seconds = seconds_since(t0);
     for (auto& v : ms) run.ms.insert(run.ms.end(), v.begin(), v.end());
@@ -1590,6 +1595,28 @@ void immediate_test(const std::string& conninfo) {
                 if (!pass) failures.push_back("immediate enqueue of " + what + ", 8 sessions: throughput " + ratio(thr) + " <= 1x");
             }
         }
+    }
+    // Dequeues, for information (no target): one message per call from a queue filled beforehand.
+    std::printf("  dequeues of 1 message, the same way (no target):\n");
+    for (int sessions : {1, 8}) {
+        ImmediateRun r[2];
+        for (int k = 0; k < 2; k++) {
+            progress("immediate: dequeues, " + std::to_string(sessions) + " session(s), " + (k ? "immediate" : "on_commit"));
+            exec("SELECT aq.enqueue_array('aq_bench_imm_q', array_fill('message'::text, ARRAY[" +
+                 std::to_string(sessions * (calls + 20)) + "]))");
+            r[k] = immediate_run(conninfo, sessions, 1, k == 1, calls, true);
+            exec("TRUNCATE aq_bench.aq_bench_imm_qt");
+            std::vector<double> v = r[k].ms;
+            double mean = 0;
+            for (double x : v) mean += x;
+            mean = v.empty() ? 0 : mean / v.size();
+            std::printf("  %-26s %9d %11.3f %11.3f %13s %13s\n", k ? "immediate dequeue" : "on_commit dequeue + commit",
+                        sessions, median_of(v), mean, with_commas(r[k].calls / r[k].seconds).c_str(),
+                        with_commas(r[k].calls / r[k].seconds).c_str());
+        }
+        std::printf("  dequeue, %d session(s): immediate / on_commit latency %s, throughput %s\n", sessions,
+                    ratio(median_of(r[1].ms) / median_of(r[0].ms)).c_str(),
+                    ratio((r[1].calls / r[1].seconds) / (r[0].calls / r[0].seconds)).c_str());
     }
     std::fflush(stdout);
 }
