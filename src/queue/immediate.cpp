@@ -68,9 +68,9 @@ void shmem_startup() {
 
 void define_settings() {
     DefineCustomIntVariable("aq.immediate_timeout",
-                            "Longest time an immediate enqueue's own transaction may wait for a lock.",
-                            "Its lock_timeout; the whole enqueue may take twice as long (its statement_timeout).  The "
-                            "caller gets the error.",
+                            "Longest time an immediate enqueue or dequeue may wait for a lock, or for the worker.",
+                            "Its lock_timeout; the whole call may take twice as long (its statement_timeout).  A "
+                            "request the worker has not taken by then is withdrawn.  The caller gets the error.",
                             &timeout_ms, 10000,
                             10, 60 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
 }
@@ -293,8 +293,11 @@ enum class Outcome { committed, failed, lost };
 // Waits for the request in this backend's slot; frees the slot.  Raises on a cancel while queued.
 // A dequeue (abandonable) that is cancelled or terminated while the worker runs it gives it up
 // unless the worker is already committing it (protocol 9).
+// A request that the worker has not taken within aq.immediate_timeout is withdrawn: 53000 (the
+// worker is busy with others' requests; protocol 7).
 Outcome wait_for(bool* cancel_seen, bool* xid_written, bool abandonable) {
     Slot& mine = shared->slots[compat::my_backend_slot()];
+    TimestampTz queued_at = GetCurrentTimestamp();
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
         SlotState state = mine.state;
@@ -304,6 +307,16 @@ Outcome wait_for(bool* cancel_seen, bool* xid_written, bool abandonable) {
                 LWLockRelease(shared->lock);
                 CHECK_FOR_INTERRUPTS();
                 return Outcome::lost;  // an interrupt that CHECK_FOR_INTERRUPTS did not act on
+            }
+            if (TimestampDifferenceExceeds(queued_at, GetCurrentTimestamp(), timeout_ms)) {
+                mine.state = slot_free;  // withdrawn: never run
+                LWLockRelease(shared->lock);
+                ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+                                errmsg("aq's immediate worker of this database did not take the immediate %s within "
+                                       "aq.immediate_timeout (%d ms)",
+                                       operation, timeout_ms),
+                                errdetail("It was withdrawn, never run: the worker is busy with other requests."),
+                                errhint("Raise aq.immediate_timeout, or use visibility => 'on_commit'.")));
             }
             if (Pool* p = pool_of(MyDatabaseId); p && p->starting && p->pid != 0 && kill(p->pid, 0) != 0)
                 p->database = InvalidOid;  // its worker died before it claimed it

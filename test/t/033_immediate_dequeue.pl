@@ -18,6 +18,7 @@
 #   8. Two callers' immediate enqueues in one round of the worker: a transaction group each.
 #   9. Two callers' enqueues into a queue without groups in one round: one shared call, each
 #      caller its own ids; a failing shared call falls back to one call per request.
+#  10. A request the busy worker has not taken within aq.immediate_timeout: 53000, never run.
 # No fixed sleeps: poll_query_until and the events themselves.
 use strict;
 use warnings;
@@ -262,6 +263,26 @@ my $holder = session('postgres');
 		}
 		finish($_) for @enqueuers, $caller;
 	}
+}
+
+# 10. The worker busy with another request: a request it has not taken within the caller's
+#     aq.immediate_timeout is withdrawn with 53000, never run (a bounded wait, a clear error).
+{
+	my ($caller, $caller_pid, $worker) = start_held($holder, 'held 10');
+	my $late = session('postgres');
+	query($late, "SET aq.immediate_timeout = '200ms';");
+	my ($out, $err) = query($late,
+		q{SELECT aq.enqueue('td_other_q', 'late'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate'));});
+	like($err, qr/53000: aq's immediate worker of this database did not take the immediate enqueue within aq.immediate_timeout \(200 ms\)/,
+		'10: a request the busy worker did not take in time: 53000');
+	query($holder, 'SELECT pg_advisory_unlock(4343);');
+	finish_pending($caller);
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM td_other_qt WHERE user_data = 'late'}), '0',
+		'10: the withdrawn request never ran');
+	is(query($late, q{SELECT aq.enqueue('td_other_q', 'in time'::text, enqueue_options => aq.enqueue_options(visibility => 'immediate')) > 0;}),
+		't', '10: the next request of that session runs');
+	$node->safe_psql('postgres', q{DELETE FROM td_other_qt; DELETE FROM td_qt});
+	finish($_) for $late, $caller;
 }
 finish($holder);
 
