@@ -22,6 +22,7 @@ extern "C" {
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 }
 
 #include <cstring>
@@ -189,8 +190,11 @@ void refuse_conflicts(const char* queue_name, const char* what) {
     // The queue table: from this backend's lookup cache when it has the queue (a table that
     // another transaction has since replaced is missed here; the worker's lock wait is then
     // bounded by aq.immediate_timeout), else looked up.
+    // A cached table that is gone (the queue table was dropped and created again since) is looked
+    // up again: missed, the refusal would become a wait of aq.immediate_timeout and a 55P03.
     Oid relid = InvalidOid;
-    if (!cached_table(queue_name, &relid)) {
+    if (!cached_table(queue_name, &relid) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid))) {
+        relid = InvalidOid;
         QueueInfo q;
         base::spi::connect();
         if (lookup(queue_name, q)) relid = q.relid;

@@ -19,9 +19,10 @@
 //     changed aq's catalog (created, altered, started or stopped a queue, subscribers): the
 //     worker would wait for the caller, which waits for the worker — a deadlock PostgreSQL
 //     cannot see — or work on a catalog that does not have the caller's changes.  55006, 55000.
-//     The queue table comes from the caller's lookup cache when it has the queue (no statement
-//     per call): a table another transaction has since put in its place is missed, and the
-//     worker's wait for a lock on it is then bounded by aq.immediate_timeout (55P03).
+//     The queue table comes from the caller's lookup cache when it has the queue and the table
+//     still exists (no statement per call), else from a lookup: only a table another
+//     transaction has put in its place under the same OID would be missed, and the worker's wait
+//     for a lock on it is then bounded by aq.immediate_timeout (55P03).
 //  4. Workers.  One worker per database, a dynamic background worker ("aq immediate") started by
 //     the first caller that finds none (no worker slot: 53400 at once, the request withdrawn),
 //     leaving after a minute without requests, and only when no request of its database is
