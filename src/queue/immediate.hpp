@@ -39,8 +39,10 @@
 //     into each slot.  Then state done, and the callers' latches set.
 //  6. The outcome is known to the caller in every case: done and the worker's transaction
 //     committed (TransactionIdDidCommit; no id: nothing was written) -> the message ids, once
-//     the caller has flushed the WAL up to the commit record when its own commit mode waits
-//     (so a WAIT caller returns with the enqueue durable, and many callers share a flush); the
+//     the WAL is flushed up to the commit record when the caller's own commit mode waits (so a
+//     WAIT caller returns with its call durable): for a round of enqueues the worker flushes
+//     once before it marks them done, for a dequeue its caller flushes (concurrent dequeues
+//     share flushes), and a caller always flushes up to the record itself too (a no-op when done); the
 //     request's own error -> that error; done but not committed, or the worker gone (its pool
 //     entry removed, or another process in it) while running -> not committed, 57P01.  A worker
 //     that exits removes its pool entry only after PostgreSQL aborted its transaction.

@@ -377,9 +377,9 @@ void run_round(Taken* taken, int n) {
         if (run_request(taken[i]) && taken[i].header->synchronous_commit > strongest)
             strongest = taken[i].header->synchronous_commit;
     }
-    // Up to synchronous_commit = on the commit does not wait for its flush: each caller flushes
-    // up to the commit record itself (protocol 6), so the next round runs meanwhile.  A remote
-    // level is waited for here.
+    // Up to synchronous_commit = on the commit does not wait for its flush (enqueues are flushed
+    // below, once for the round; a dequeue's caller flushes: protocol 6).  A remote level is
+    // waited for here.
     bool local = strongest <= static_cast<int>(commit::SyncCommit::local) ||
                  (strongest == static_cast<int>(commit::SyncCommit::on) && (!SyncRepStandbyNames || !SyncRepStandbyNames[0]));
     if (strongest >= 0)
@@ -455,6 +455,13 @@ void run_round(Taken* taken, int n) {
     XLogRecPtr commit_end = committed && TransactionIdIsValid(xid) ? XactLastCommitEnd : InvalidXLogRecPtr;
     for (int i = 0; i < n; i++)
         if (taken[i].header) taken[i].header->flush_to = commit_end;
+    // Enqueues: one flush for the round's callers, here, when one's commit mode waits (their own
+    // flushes then find it done); measured faster with many callers than each caller flushing
+    // (docs/performance.md).  A dequeue, a round of its own, leaves it to its caller, so that
+    // concurrent dequeues share flushes (protocol 6).
+    bool enqueues = n > 0 && taken[0].header && taken[0].header->kind == request_enqueue;
+    if (enqueues && !XLogRecPtrIsInvalid(commit_end) && strongest > static_cast<int>(commit::SyncCommit::off))
+        XLogFlush(commit_end);
     pgstat_report_activity(STATE_IDLE, nullptr);
 }
 
