@@ -12,7 +12,8 @@
 #   6. No background-worker slot for the worker (max_worker_processes = 3, aq's own three): 53400
 #      at once, nothing stranded; without shared_preload_libraries: 55000 with a hint.
 #   7. A cancel while the worker starts: the caller's error says what was committed.
-#   8. Synchronous replication: the enqueue waits for the synchronous standby.
+#   8. Synchronous replication: the enqueue waits for the synchronous standby; a NOWAIT caller's
+#      immediate enqueue and dequeue do not.
 # No fixed sleeps: poll_query_until and the events themselves.
 use strict;
 use warnings;
@@ -186,6 +187,16 @@ finish($holder);
 	finish_pending($probe);
 	finish($probe);
 	$node->safe_psql('postgres', q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'aq immediate'});
+	# A NOWAIT caller's immediate enqueue and dequeue do not wait for the standby (its commit mode
+	# is the worker's commit's).
+	my $nowait = session('postgres');
+	query($nowait, 'SET aq.commit_wait = nowait;');
+	my ($out, $err) = query($nowait, sprintf($enqueue, 'nowait') . ' > 0;');
+	is("$out|$err", 't|', '8: a NOWAIT caller\'s immediate enqueue does not wait for the standby');
+	($out, $err) = query($nowait,
+		q{SELECT payload FROM aq.dequeue('ti_q', NULL::text, aq.dequeue_options(visibility => 'immediate', wait => '0', deq_condition => $$tab.user_data = 'nowait'$$)) AS d(m, payload, p);});
+	is("$out|$err", 'nowait|', '8: nor its immediate dequeue');
+	finish($nowait);
 	my $caller = session('postgres');
 	$caller->{in} .= sprintf($enqueue, 'synchronous') . ";\n";
 	$caller->{h}->pump_nb while length $caller->{in};
