@@ -468,8 +468,17 @@ Failure failure_of(const RequestHeader* h) {
 }
 
 [[noreturn]] void raise(const Failure& f, const char* what, const char* queue_name) {
-    ereport(ERROR, (errcode(f.code), errmsg_internal("%s", f.message), f.detail[0] ? errdetail_internal("%s", f.detail) : 0,
-                    f.hint[0] ? errhint("%s", f.hint) : 0,
+    // The worker's lock timeout is aq.immediate_timeout, which its message does not name.
+    bool lock_timeout = f.code == ERRCODE_LOCK_NOT_AVAILABLE && !f.detail[0] && !f.hint[0];
+    ereport(ERROR, (errcode(f.code), errmsg_internal("%s", f.message),
+                    lock_timeout ? errdetail("The immediate %s's own transaction waited aq.immediate_timeout (%d ms) for "
+                                             "a lock another session holds; nothing was done.",
+                                             operation, timeout_ms)
+                    : f.detail[0] ? errdetail_internal("%s", f.detail)
+                                  : 0,
+                    lock_timeout ? errhint("Raise aq.immediate_timeout, or use visibility => 'on_commit'.")
+                    : f.hint[0]  ? errhint("%s", f.hint)
+                                 : 0,
                     errcontext("immediate %s queue \"%s\"", what, queue_name)));
     pg_unreachable();
 }
