@@ -349,9 +349,16 @@ Outcome wait_for(bool* cancel_seen, bool* xid_written, bool abandonable) {
         }
         if (QueryCancelPending) *cancel_seen = true;
         if (abandonable && (QueryCancelPending || ProcDiePending)) {
+            // Given up, and the worker told, which cancels the dequeue if it still runs it (a
+            // lock wait would otherwise hold the caller until aq.immediate_timeout).
+            int worker = 0;
             LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-            if (mine.state == slot_running && !mine.committing) mine.abandoned = true;
+            if (mine.state == slot_running && !mine.committing && !mine.abandoned) {
+                mine.abandoned = true;
+                worker = mine.worker_pid;
+            }
             LWLockRelease(shared->lock);
+            if (worker != 0) (void)kill(worker, SIGUSR2);
         }
         // Terminated while the worker runs the request: leave at once (the worker frees the slot
         // of a caller that is gone, 8); an enqueue commits or not without us, a dequeue not

@@ -65,7 +65,9 @@
 //     once it has read them, the worker when the caller is gone, a later owner of the slot for a
 //     caller that died after its request was done.  A dequeue's caller that is cancelled or
 //     terminated while the worker runs it marks it abandoned, unless the worker has already
-//     marked it committing; the worker, under the lock right before its commit, rolls back a
+//     marked it committing, and signals the worker (SIGUSR2), whose handler cancels the running
+//     dequeue only if it is that abandoned one (a late signal does nothing); the worker, under
+//     the lock right before its commit, rolls back a
 //     dequeue that is abandoned or whose caller is gone (its messages stay), else marks it
 //     committing; a cancelled caller then waits for the outcome, and committed messages are
 //     always delivered.  BROWSE ignores immediate (Oracle: it takes nothing); LOCKED refuses it

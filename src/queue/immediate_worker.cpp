@@ -23,6 +23,8 @@ extern "C" {
 #include "utils/timeout.h"
 }
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -274,6 +276,26 @@ void copy_text(char* to, Size size, const char* from) {
 
 // Runs one request in a subtransaction; writes its ids (messages) or its error into its area.
 // True if it succeeded.
+// The dequeue running now, for the abandon signal (protocol 9): its slot (-1: none) and number.
+volatile sig_atomic_t running_slot = -1;
+volatile uint64 running_sequence = 0;
+
+// SIGUSR2, from a caller that gave its dequeue up: cancels the running dequeue if it is that one
+// and abandoned.  A late signal finds another request (or none), not abandoned, and does nothing.
+void abandon_signal(SIGNAL_ARGS) {
+    int save_errno = errno;
+    int slot = running_slot;
+    if (slot >= 0 && shared) {
+        const Slot& s = shared->slots[slot];
+        if (s.sequence == running_sequence && s.abandoned && !s.committing) {
+            QueryCancelPending = true;
+            InterruptPending = true;
+        }
+    }
+    SetLatch(MyLatch);
+    errno = save_errno;
+}
+
 bool run_request(Taken& t) {
     RequestHeader* h = t.header;
     MemoryContext outer = CurrentMemoryContext;
@@ -293,10 +315,15 @@ bool run_request(Taken& t) {
         PushActiveSnapshot(GetTransactionSnapshot());
         enable_timeout_after(STATEMENT_TIMEOUT, h->timeout_ms >= INT_MAX / 2 ? INT_MAX : 2 * h->timeout_ms);
         char* base = reinterpret_cast<char*>(h);
+        if (dequeue) {
+            running_sequence = t.sequence;
+            running_slot = t.slot;
+        }
         aq::base::run_as(aq::base::RunAs{h->role, false, base + h->search_path_at}, dequeue ? dequeue_work : enqueue_work,
                          &work);
+        running_slot = -1;  // before the cancel below is cleared: none is set after it
         disable_timeout(STATEMENT_TIMEOUT, false);
-        QueryCancelPending = false;  // a timeout that fired after the work: not the next request's
+        QueryCancelPending = false;  // a timeout (or abandon) that fired after the work: not the next request's
         PopActiveSnapshot();
         if (dequeue) {
             place_rows(t, work);
@@ -313,7 +340,9 @@ bool run_request(Taken& t) {
     }
     PG_CATCH();
     {
+        running_slot = -1;
         disable_timeout(STATEMENT_TIMEOUT, false);
+        QueryCancelPending = false;
         MemoryContextSwitchTo(outer);
         ErrorData* error = CopyErrorData();
         FlushErrorState();
@@ -497,6 +526,7 @@ void aq_immediate_main(Datum database_arg) {
     Oid database = DatumGetObjectId(database_arg);
     pqsignal(SIGTERM, die);
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGUSR2, abandon_signal);
     BackgroundWorkerUnblockSignals();
     if (!shared) proc_exit(1);
     BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);

@@ -4,8 +4,8 @@
 # inside a dequeue by its deq_condition, a function that waits for an advisory lock the test
 # holds; then:
 #   1. pg_terminate_backend of the worker: the caller gets 57P01 and the message stays.
-#   2. A cancel of the caller: the dequeue is given up (the worker rolls it back): 57014, the
-#      message stays; the session goes on.  (Once the worker commits, a cancel is too late and
+#   2. A cancel of the caller: the dequeue is given up (the worker, signalled, cancels it at
+#      once and rolls it back): 57014, the message stays; the session goes on.  (Once the worker commits, a cancel is too late and
 #      the messages are returned.)
 #   3. pg_terminate_backend of the caller: given up as well, the message stays; the slot is freed
 #      (the next immediate dequeues work).
@@ -109,17 +109,22 @@ my $holder = session('postgres');
 	finish($caller);
 }
 
-# 2. A cancel of the caller while the worker runs its dequeue: the dequeue is given up (rolled
-#    back when the worker reaches its commit): 57014, and the message stays.
+# 2. A cancel of the caller while the worker runs its dequeue: the dequeue is given up, and the
+#    worker, signalled, cancels it at once, though the lock its condition waits for is still held
+#    (before, the caller waited until the worker's lock wait ran out: aq.immediate_timeout, 60 s
+#    here): 57014, and the message stays.
 {
 	my ($caller, $caller_pid, $worker) = start_held($holder, 'held 2');
+	my $t0 = time;
 	$node->safe_psql('postgres', "SELECT pg_cancel_backend($caller_pid)");
-	ok($node->poll_query_until('postgres', "SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $caller_pid"),
-		'2: the cancelled caller waits for the worker');
-	query($holder, 'SELECT pg_advisory_unlock(4343);');
 	my ($out, $err) = finish_pending($caller);
+	my $took = time - $t0;
 	like($err, qr/57014: canceling statement due to user request.*\n.*DETAIL:  The immediate dequeue did not commit/,
 		'2: the caller gets 57014: the dequeue did not commit');
+	ok($took < 30, "2: the cancelled call returned while the lock was still held (in ${took} s, not after the worker's 60 s lock wait)");
+	is($node->safe_psql('postgres', "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4343 AND granted"), '1',
+		'2: the lock was still held');
+	query($holder, 'SELECT pg_advisory_unlock(4343);');
 	is(rows_of('held 2'), '1', '2: the message stays');
 	is(query($caller, 'SELECT 42;'), '42', '2: the session goes on');
 	$node->safe_psql('postgres', q{DELETE FROM td_qt});
