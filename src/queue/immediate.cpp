@@ -372,6 +372,14 @@ Outcome wait_for(bool* cancel_seen, bool* xid_written, bool abandonable) {
 
 // ---- a call (protocol 6, 7, 9)
 
+// Lets a dequeue's messages go from the segment the worker pinned for them (protocol 9).
+void unpin_results(dsm_handle results) {
+    if (dsm_segment* segment = dsm_attach(results)) {
+        dsm_unpin_segment(results);
+        dsm_detach(segment);
+    }
+}
+
 // Before a request: the slot may still hold a request of a backend that had this slot before
 // and is gone.  A worker still running it frees it after its round (protocol 8); one queued or
 // done is ours, and so are the messages a done dequeue left in a segment (9).
@@ -386,13 +394,7 @@ Slot& take_slot() {
             mine.results = 0;
         }
         LWLockRelease(shared->lock);
-        if (left) {
-            dsm_segment* segment = dsm_attach(left);
-            if (segment) {
-                dsm_unpin_segment(left);
-                dsm_detach(segment);
-            }
-        }
+        if (left) unpin_results(left);
         if (usable) return mine;
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10, AQ_WAIT_EVENT("AqImmediateWait"));
         ResetLatch(MyLatch);
@@ -491,13 +493,8 @@ Failure failure_of(const RequestHeader* h) {
 }
 
 void release(Call& call) {
-    if (call.results) {
-        if (dsm_segment* segment = dsm_attach(call.results)) {
-            dsm_unpin_segment(call.results);
-            dsm_detach(segment);
-        }
-        call.results = 0;
-    }
+    if (call.results) unpin_results(call.results);
+    call.results = 0;
     if (call.segment) dsm_detach(call.segment);
     call.segment = nullptr;
 }

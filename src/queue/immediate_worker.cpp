@@ -274,6 +274,15 @@ void copy_text(char* to, Size size, const char* from) {
     strlcpy(to, from, size);
 }
 
+// The request's outcome: this error.
+void set_failure(RequestHeader* h, int code, const char* message, const char* detail, const char* hint) {
+    h->failed = true;
+    h->sqlerrcode = code;
+    copy_text(h->message, sizeof h->message, message);
+    copy_text(h->detail, sizeof h->detail, detail);
+    copy_text(h->hint, sizeof h->hint, hint);
+}
+
 // Runs one request in a subtransaction; writes its ids (messages) or its error into its area.
 // True if it succeeded.
 // The dequeue running now, for the abandon signal (protocol 9): its slot (-1: none) and number.
@@ -349,11 +358,7 @@ bool run_request(Taken& t) {
         RollbackAndReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(outer);
         CurrentResourceOwner = owner;
-        h->failed = true;
-        h->sqlerrcode = error->sqlerrcode;
-        copy_text(h->message, sizeof h->message, error->message);
-        copy_text(h->detail, sizeof h->detail, error->detail);
-        copy_text(h->hint, sizeof h->hint, error->hint);
+        set_failure(h, error->sqlerrcode, error->message, error->detail, error->hint);
         FreeErrorData(error);
         ok = false;
     }
@@ -437,11 +442,8 @@ void run_round(Taken* taken, int n) {
         for (int i = 0; i < n; i++) {
             RequestHeader* h = taken[i].header;
             if (!h || h->failed) continue;
-            h->failed = true;
-            h->sqlerrcode = ERRCODE_QUERY_CANCELED;
-            copy_text(h->message, sizeof h->message, "the immediate dequeue was given up by its caller");
-            copy_text(h->detail, sizeof h->detail, "It did not commit: its messages stay in the queue.");
-            copy_text(h->hint, sizeof h->hint, "");
+            set_failure(h, ERRCODE_QUERY_CANCELED, "the immediate dequeue was given up by its caller",
+                        "It did not commit: its messages stay in the queue.", "");
         }
         pgstat_report_activity(STATE_IDLE, nullptr);
         for (int i = 0; i < n; i++)
@@ -463,11 +465,7 @@ void run_round(Taken* taken, int n) {
         for (int i = 0; i < n; i++) {
             RequestHeader* h = taken[i].header;
             if (!h || h->failed) continue;
-            h->failed = true;
-            h->sqlerrcode = error->sqlerrcode;
-            copy_text(h->message, sizeof h->message, error->message);
-            copy_text(h->detail, sizeof h->detail, error->detail);
-            copy_text(h->hint, sizeof h->hint, error->hint);
+            set_failure(h, error->sqlerrcode, error->message, error->detail, error->hint);
         }
         FreeErrorData(error);
         committed = false;
