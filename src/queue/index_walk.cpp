@@ -5,6 +5,8 @@ extern "C" {
 #include "postgres.h"
 #include "storage/procarray.h"
 #include "access/genam.h"
+#include "access/heapam.h"
+#include "access/transam.h"
 #include "access/htup_details.h"
 #include "access/relscan.h"
 #include "access/sysattr.h"
@@ -204,6 +206,53 @@ bool holds_unsettled_claim(TupleTableSlot* slot) {
     bool unsettled = retries::unsettled_claim(tuple->t_data, &tuple->t_self);
     LockBuffer(buffered->buffer, BUFFER_LOCK_UNLOCK);
     return unsettled;
+}
+
+// Protocol 6: follows the versions from the entry's line pointer (a redirect, then the HOT chain,
+// each the successor of the one before) under a share lock on the page.  A pruned line pointer
+// leads to nothing anyone can see; every version must be removed by a committed transaction or
+// inserted by an aborted one (HeapTupleSatisfiesVacuumHorizon: DEAD or RECENTLY_DEAD, whatever
+// the horizon).  A running transaction's insert, removal or lock (this one's included) is not.
+bool gone_for_good(Relation heap, ItemPointer tid) {
+    // The block exists: index_fetch_heap just read it, and the scan keeps its leaf page pinned
+    // (xs_want_itup), so VACUUM cannot have removed the entry and truncated the heap meanwhile.
+    BlockNumber block = ItemPointerGetBlockNumber(tid);
+    Buffer buffer = ReadBuffer(heap, block);
+    LockBuffer(buffer, BUFFER_LOCK_SHARE);
+    Page page = BufferGetPage(buffer);
+    OffsetNumber offset = ItemPointerGetOffsetNumber(tid);
+    TransactionId previous_xmax = InvalidTransactionId;
+    bool gone = true;
+    for (bool at_root = true;; at_root = false) {
+        if (offset < FirstOffsetNumber || offset > PageGetMaxOffsetNumber(page)) break;
+        ItemId item = PageGetItemId(page, offset);
+        if (ItemIdIsRedirected(item) && at_root) {
+            offset = ItemIdGetRedirect(item);
+            continue;
+        }
+        if (!ItemIdIsNormal(item)) break;  // pruned: seen by nobody
+        HeapTupleData version;
+        version.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+        version.t_len = ItemIdGetLength(item);
+        version.t_tableOid = RelationGetRelid(heap);
+        ItemPointerSet(&version.t_self, block, offset);
+        // Not the successor of the version before (its slot was reused): the chain ended there.
+        if (TransactionIdIsValid(previous_xmax) &&
+            !TransactionIdEquals(previous_xmax, HeapTupleHeaderGetXmin(version.t_data)))
+            break;
+        TransactionId dead_after;
+        HTSV_Result state = HeapTupleSatisfiesVacuumHorizon(&version, buffer, &dead_after);
+        if (state != HEAPTUPLE_DEAD && state != HEAPTUPLE_RECENTLY_DEAD) {
+            gone = false;
+            break;
+        }
+        if (!HeapTupleHeaderIsHotUpdated(version.t_data)) break;
+        previous_xmax = HeapTupleHeaderGetUpdateXid(version.t_data);
+        if (ItemPointerGetBlockNumber(&version.t_data->t_ctid) != block) break;
+        offset = ItemPointerGetOffsetNumber(&version.t_data->t_ctid);
+    }
+    UnlockReleaseBuffer(buffer);
+    return gone;
 }
 
 // Deletes the visible row version in the slot, SKIP LOCKED's way: one another transaction holds

@@ -46,9 +46,22 @@
 //     is one heap delete (one WAL record), not the row lock and delete of SELECT ... FOR UPDATE
 //     SKIP LOCKED and DELETE, and no executor.
 //  6. The floor watch.  Where a floor applies, FloorWatch finds how far it may rise: to the first
-//     index entry whose row is visible or not surely dead (index_fetch_heap's kill_prior_tuple),
-//     or the candidate the walk gives it if it meets none (where the scan began); the walk then
-//     raises the floor to that (scan_floor::raise, which also knows what enqueues did meanwhile).
+//     index entry whose row is visible or not gone for good, or the candidate the walk gives it if
+//     it meets none (where the scan began); the walk then raises the floor to that
+//     (scan_floor::raise, which also knows what enqueues did meanwhile).  "Gone for good" is
+//     aq's own commit knowledge, never the xmin horizon: every version the entry leads to was
+//     removed by a transaction that committed (or inserted by one that aborted), so no snapshot
+//     taken from now on sees it and nothing can bring it back (entry_gone: index_fetch_heap's
+//     kill_prior_tuple, dead to all, or else gone_for_good's look at the versions).  A held
+//     horizon (an idle transaction, a prepared one, a replication slot, a long query) keeps
+//     those rows from VACUUM but no longer holds the floor back: each dequeue starts past what is
+//     known consumed, so its cost does not grow with what the horizon keeps.  A row this
+//     transaction (or any running one) removed, locked or inserted is not gone: a rollback brings
+//     it back.  A snapshot older than the raise (REPEATABLE READ, SERIALIZABLE) may still see a
+//     passed row, but could never take it: its claim would find it removed by a committed
+//     transaction and pass it (claim_by_delete), so starting past it changes no outcome; at
+//     SERIALIZABLE the walk then notes no read of it, as SKIP LOCKED notes none of a row it
+//     skips (a queue's dequeue is not a serializable read of the queue).
 //
 // Called inside base::call: plain data only; may raise PostgreSQL errors.
 #pragma once
@@ -145,10 +158,15 @@ struct RowView {
 };
 
 // 6.
+// Whether every version the index entry the scan just fetched (invisible to its snapshot) leads to
+// is gone for good (protocol 6).
+bool gone_for_good(Relation heap, ItemPointer tid);
+inline bool entry_gone(IndexScanDesc scan) {
+    return scan->kill_prior_tuple || gone_for_good(scan->heapRelation, &scan->xs_heaptid);
+}
+
 // Where a remove scan's floor may rise to (scan_floor.hpp): the position of the first index entry
-// whose row is visible or not surely dead, or `candidate` as given if the scan meets none.
-// index_fetch_heap sets kill_prior_tuple when every version an entry leads to is dead to all
-// transactions: only such entries may be passed by the floor.
+// whose row is visible or not gone for good, or `candidate` as given if the scan meets none.
 struct FloorWatch {
     bool applies;
     AttrNumber time_column, id_column;  // of the index: enq_time, msgid
@@ -164,7 +182,8 @@ struct FloorWatch {
         entry.msgid = DatumGetInt64(index_getattr(scan->xs_itup, id_column, scan->xs_itupdesc, &isnull));
     }
     void after_fetch(IndexScanDesc scan, bool visible) {
-        if (!applies || met || (!visible && scan->kill_prior_tuple)) return;
+        if (!applies || met) return;
+        if (!visible && entry_gone(scan)) return;
         met = true;
         candidate = entry;
     }

@@ -203,7 +203,7 @@ int bulk_sweep(BulkSweep& r) {
         int64 at_id = DatumGetInt64(index_getattr(scan->xs_itup, message_columns[1], scan->xs_itupdesc, &isnull));
         if (!later(first_time, first_id, at_time, at_id)) break;  // at the first delivery
         bool visible = index_fetch_heap(scan, message_slot);
-        if (!met_blocker && (visible || !scan->kill_prior_tuple)) {
+        if (!met_blocker && (visible || !entry_gone(scan))) {
             met_blocker = true;
             candidate = scan_floor::Position{at_time, at_id};
         }
