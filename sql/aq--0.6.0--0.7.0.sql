@@ -63,3 +63,144 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+
+-- ---------------------------------------------------------------- health
+
+-- What holds the xmin horizon back: a row per session, prepared transaction, standby's feedback
+-- and replication slot that keeps an old transaction id alive, oldest first.  As long as it is
+-- there, vacuum cannot remove the row versions deleted after it began: dequeued messages stay in
+-- the queue tables as dead rows, and the tables and their indexes grow.
+--   kind: 'session' (pg_stat_activity: its transaction's xid, or the xmin of its snapshot),
+--         'standby feedback' (a walsender whose standby sends hot_standby_feedback without a
+--         slot), 'prepared transaction' (pg_prepared_xacts), 'replication slot' (its xmin, or a
+--         logical slot's catalog_xmin);
+--   xid, xmin: the transaction id it holds and its snapshot's xmin; xmin_age: the age of the
+--         older of the two, in transactions; since: the start of its transaction (sessions),
+--         its PREPARE (prepared transactions), unknown for the others;
+--   holds_database: whether it holds back the rows of this database's tables, queue tables
+--         included.  PostgreSQL's rule (ComputeXidHorizons in procarray.c): a session or
+--         prepared transaction counts only for its own database (the others' count for the
+--         shared catalogs alone); a standby's feedback and a slot's xmin count for every
+--         database; a logical slot's catalog_xmin counts for the system catalogs only; a
+--         session running VACUUM (not FULL) and a logical walsender count for no table; on a
+--         standby everything counts.
+-- The caller's own session is left out when its transaction is only this statement.  The view
+-- is security_invoker, so a role sees what PostgreSQL's views show it: every holder, but the
+-- state, query and transaction start of other roles' sessions only as a member of
+-- pg_read_all_stats (or of those roles).
+CREATE VIEW aq.xmin_holders WITH (security_invoker = true) AS
+WITH holder AS (
+    SELECT CASE WHEN a.backend_type = 'walsender' AND a.datid IS NULL THEN 'standby feedback' ELSE 'session' END AS kind,
+           a.pid, a.usename AS role, a.datname AS database, a.application_name, a.state,
+           a.backend_xid AS xid, a.backend_xmin AS xmin,
+           CASE WHEN a.backend_type = 'walsender' AND a.datid IS NULL THEN NULL ELSE a.xact_start END AS since,
+           a.query, NULL::name AS slot_name, NULL::text AS gid,
+           CASE WHEN pg_catalog.pg_is_in_recovery() THEN true
+                WHEN a.backend_type = 'walsender' THEN a.datid IS NULL
+                WHEN EXISTS (SELECT FROM pg_catalog.pg_stat_progress_vacuum v WHERE v.pid = a.pid) THEN false
+                ELSE a.datname = pg_catalog.current_database() END AS holds_database
+      FROM pg_catalog.pg_stat_activity a
+     WHERE (a.backend_xid IS NOT NULL OR a.backend_xmin IS NOT NULL)
+       AND NOT (a.pid = pg_catalog.pg_backend_pid() AND a.xact_start >= a.query_start)
+    UNION ALL
+    SELECT 'prepared transaction', NULL, p.owner, p.database, NULL, NULL, p.transaction, NULL, p.prepared,
+           NULL, NULL, p.gid, pg_catalog.pg_is_in_recovery() OR p.database = pg_catalog.current_database()
+      FROM pg_catalog.pg_prepared_xacts p
+    UNION ALL
+    SELECT 'replication slot', s.active_pid, NULL, s.database, NULL,
+           CASE WHEN s.active THEN 'active' ELSE 'inactive' END, NULL, coalesce(s.xmin, s.catalog_xmin), NULL,
+           NULL, s.slot_name, NULL, pg_catalog.pg_is_in_recovery() OR s.xmin IS NOT NULL
+      FROM pg_catalog.pg_replication_slots s
+     WHERE s.xmin IS NOT NULL OR s.catalog_xmin IS NOT NULL)
+SELECT h.kind, h.pid, h.role, h.database, h.application_name, h.state, h.xid, h.xmin,
+       greatest(pg_catalog.age(h.xid), pg_catalog.age(h.xmin)) AS xmin_age, h.since, h.query, h.slot_name, h.gid,
+       h.holds_database
+  FROM holder h
+ ORDER BY xmin_age DESC, h.kind, h.pid, h.slot_name, h.gid;
+GRANT SELECT ON aq.xmin_holders TO PUBLIC;
+COMMENT ON VIEW aq.xmin_holders IS
+    'What holds the xmin horizon back (sessions, prepared transactions, standby feedback, replication slots), oldest first; holds_database: it keeps dead rows in this database''s tables';
+
+-- The backlog of aq.queue_health: a row per queue of every queue table and, on a multi-consumer
+-- queue table, per consumer (its subscribers and the recipients it has deliveries for; NULL when
+-- it has none).  ready: messages (deliveries) a dequeue could take now by time; waiting: delayed;
+-- expired: expired, not yet moved to the exception queue (an exception queue's messages are all
+-- ready: its dequeues take them whatever their delay and expiration); oldest_ready: the ready
+-- message's enq_time that is oldest.  The names of the queue tables are known only here, so a
+-- statement per queue table counts them (a scan of the table).  The counts are NULL where the
+-- caller may not read the queue table (and its delivery table), or the table is gone.
+CREATE FUNCTION aq._queue_health()
+RETURNS TABLE (queue_id integer, consumer_name text, ready bigint, waiting bigint, expired bigint,
+               oldest_ready timestamptz)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t record;
+BEGIN
+    FOR t IN SELECT qt.queue_table_id, qt.relid, qt.delivery_relid,
+                    coalesce(has_table_privilege(qt.relid, 'SELECT'), false)
+                    AND (qt.delivery_relid IS NULL OR coalesce(has_table_privilege(qt.delivery_relid, 'SELECT'), false))
+                    AS readable
+               FROM aq.queue_tables qt ORDER BY qt.queue_table
+    LOOP
+        IF NOT t.readable THEN
+            -- The subscribers the caller may see (aq.subscribers' policy), without counts.
+            RETURN QUERY
+                SELECT q.queue_id, s.consumer_name, NULL::bigint, NULL::bigint, NULL::bigint, NULL::timestamptz
+                  FROM aq.queues q LEFT JOIN aq.subscribers s ON s.queue_id = q.queue_id
+                 WHERE q.queue_table_id = t.queue_table_id;
+            CONTINUE;
+        END IF;
+        RETURN QUERY EXECUTE format(
+            'WITH r AS (SELECT m.q_id, %2$s AS consumer_name, m.enq_time,'
+            '                  CASE WHEN q.queue_type = ''exception_queue'' THEN ''ready'''
+            '                       WHEN m.expiration <= now() THEN ''expired'''
+            '                       WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
+            '             FROM ONLY %1$s m JOIN aq.queues q ON q.queue_id = m.q_id),'
+            '     c AS (SELECT r.q_id, r.consumer_name,'
+            '                  count(*) FILTER (WHERE r.state = ''ready'') AS ready,'
+            '                  count(*) FILTER (WHERE r.state = ''waiting'') AS waiting,'
+            '                  count(*) FILTER (WHERE r.state = ''expired'') AS expired,'
+            '                  min(r.enq_time) FILTER (WHERE r.state = ''ready'') AS oldest_ready'
+            '             FROM r GROUP BY r.q_id, r.consumer_name),'
+            '     k AS (SELECT s.queue_id, s.consumer_name FROM aq.subscribers s JOIN aq.queues q ON q.queue_id = s.queue_id'
+            '            WHERE q.queue_table_id = $1'
+            '           UNION SELECT c.q_id, c.consumer_name FROM c WHERE c.consumer_name IS NOT NULL)'
+            ' SELECT q.queue_id, k.consumer_name, coalesce(c.ready, 0), coalesce(c.waiting, 0), coalesce(c.expired, 0),'
+            '        c.oldest_ready'
+            '   FROM aq.queues q LEFT JOIN k ON k.queue_id = q.queue_id'
+            '   LEFT JOIN c ON c.q_id = q.queue_id AND c.consumer_name IS NOT DISTINCT FROM k.consumer_name'
+            '  WHERE q.queue_table_id = $1',
+            coalesce(t.delivery_relid, t.relid),
+            CASE WHEN t.delivery_relid IS NULL THEN 'NULL::text' ELSE 'm.consumer_name COLLATE "default"' END)
+            USING t.queue_table_id;
+    END LOOP;
+END $$;
+
+-- Health at a glance: a row per queue and, on a multi-consumer queue table, per consumer, with
+-- its backlog (aq._queue_health), its queue table's size, rows and last vacuum (the delivery
+-- table's in the delivery_ columns), and the age of the oldest transaction that holds back the
+-- removal of dead rows in this database (aq.xmin_holders).  Sizes: pg_table_size (the table
+-- with its TOAST table) and pg_indexes_size; last_vacuum: the later of the last VACUUM and the
+-- last autovacuum.  Every queue table is listed; the counts are NULL where the caller may not
+-- read it.
+CREATE VIEW aq.queue_health WITH (security_invoker = true) AS
+SELECT t.queue_table, q.queue_name AS queue, h.consumer_name, h.ready, h.waiting, h.expired,
+       h.oldest_ready AS oldest_ready_enq_time, pg_catalog.now() - h.oldest_ready AS oldest_ready_age,
+       pg_catalog.pg_table_size(t.relid) AS table_bytes, pg_catalog.pg_indexes_size(t.relid) AS index_bytes,
+       st.n_live_tup AS live_rows, st.n_dead_tup AS dead_rows,
+       greatest(st.last_vacuum, st.last_autovacuum) AS last_vacuum,
+       pg_catalog.pg_table_size(t.delivery_relid) AS delivery_table_bytes,
+       pg_catalog.pg_indexes_size(t.delivery_relid) AS delivery_index_bytes,
+       sd.n_live_tup AS delivery_live_rows, sd.n_dead_tup AS delivery_dead_rows,
+       greatest(sd.last_vacuum, sd.last_autovacuum) AS delivery_last_vacuum,
+       x.oldest_xmin_age
+  FROM aq._queue_health() h
+  JOIN aq.queues q ON q.queue_id = h.queue_id
+  JOIN aq.queue_tables t ON t.queue_table_id = q.queue_table_id
+  LEFT JOIN pg_catalog.pg_stat_user_tables st ON st.relid = t.relid
+  LEFT JOIN pg_catalog.pg_stat_user_tables sd ON sd.relid = t.delivery_relid
+ CROSS JOIN (SELECT max(xh.xmin_age) AS oldest_xmin_age FROM aq.xmin_holders xh WHERE xh.holds_database) x
+ ORDER BY t.queue_table, q.queue_name, h.consumer_name;
+GRANT SELECT ON aq.queue_health TO PUBLIC;
+COMMENT ON VIEW aq.queue_health IS
+    'Health at a glance: per queue and consumer, its ready, waiting and expired messages and the oldest ready one; its queue table''s sizes, live and dead rows and last vacuum; the age of the oldest xmin holding this database back';

@@ -22,6 +22,7 @@ INSERT INTO documented VALUES
     ('aq.message_properties(integer,interval,interval,text,text,aq.agent[])', 'API'),
     ('aq.enqueue_options(text,text)', 'API'),
     ('aq.dequeue_options(text,text,text,text,aq.wait_time,bigint,text,text)', 'API'),
+    ('aq._queue_health()', 'the aq.queue_health view (counts only the queue tables the caller may read)'),
     ('aq._wait_time(smallint)', 'the casts to aq.wait_time'),
     ('aq._wait_time(integer)', 'the casts to aq.wait_time'),
     ('aq._wait_time(bigint)', 'the casts to aq.wait_time'),
