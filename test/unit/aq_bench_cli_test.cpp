@@ -65,7 +65,7 @@ BOOST_AUTO_TEST_CASE(bad_values_name_the_option) {
     BOOST_CHECK_EQUAL(error_of({"-b", "1,x"}), "--batch: \"x\" is not a positive integer");
     BOOST_CHECK_EQUAL(error_of({"-C", "0"}), "--consumers: \"0\" is not a positive integer");
     BOOST_CHECK_EQUAL(error_of({"-P", "2,,3"}), "--producers: \"\" is not a positive integer");
-    BOOST_CHECK_EQUAL(error_of({"-s", "kafka"}), "--system: unknown \"kafka\" (aq, plain, pgq)");
+    BOOST_CHECK_EQUAL(error_of({"-s", "kafka"}), "--system: unknown \"kafka\" (aq, plain, pgq, pgmq)");
     BOOST_CHECK_EQUAL(error_of({"--payload", "8"}), "--payload must be 32 .. 1000000");
     BOOST_CHECK_EQUAL(error_of({"--crashes", "2"}), "--crashes needs --datadir");
     BOOST_CHECK_EQUAL(error_of({"-n", "0"}), "give --messages > 0, or --messages 0 and --seconds > 0");

@@ -100,6 +100,11 @@ void print_summary(const std::vector<QueueResult>& results, const FaultCounts* f
         for (size_t i = 0; i < r.subscriber_verdicts.size(); i++)
             std::printf("  sub%zu: %s\n", i + 1, to_string(r.subscriber_verdicts[i]).c_str());
     }
+    // --report-size: one line a run, "queue table size: <system> P=.. C=.. batch=..: <bytes> bytes".
+    for (auto& r : results)
+        if (r.table_bytes >= 0)
+            std::printf("queue table size: %s P=%d C=%d batch=%d: %lld bytes\n", r.config.system.c_str(),
+                        r.config.producers, r.config.consumers, r.config.dequeue_batch, r.table_bytes);
     for (auto& r : results) {
         if (!r.config.immediate) continue;
         const auto& v = r.verdict;
@@ -234,9 +239,9 @@ int report_command(const std::vector<std::string>& args) {
 
 const char* const usage =
     "usage: aq-bench COMMAND [options]   (aq-bench COMMAND --help for its options)\n"
-    "  queue   P producers and C consumers on aq, plain SQL or PgQ; throughput, latency and an\n"
-    "          exactly-once check of every message (with --faults: kill -9, pg_terminate_backend,\n"
-    "          postmaster crashes while it runs)\n"
+    "  queue   P producers and C consumers on aq, plain SQL, PgQ or pgmq's SQL shape; throughput,\n"
+    "          latency and an exactly-once check of every message (with --faults: kill -9,\n"
+    "          pg_terminate_backend, postmaster crashes while it runs)\n"
     "  ingest  W writers, with and without fast ingest: rows/s until acknowledged and until\n"
     "          applied, and every acknowledged row present once\n"
     "  commit  N sessions of small transactions under each commit mode: transactions/s and WAL syncs\n"

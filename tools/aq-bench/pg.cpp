@@ -130,7 +130,8 @@ Outcome Session::exec_prepared(const std::string& name, const std::vector<std::s
     return classify(r.get());
 }
 
-Outcome Session::transaction(const std::string& name, const std::vector<std::string>& params, Result* out) {
+Outcome Session::transaction(const std::string& name, const std::vector<std::string>& params, Result* out,
+                             const std::function<Outcome(Session&, const PGresult*)>& before_commit) {
     error_.clear();
     sqlstate_.clear();
     if (!conn_) return Outcome::unknown;
@@ -199,6 +200,20 @@ Outcome Session::transaction(const std::string& name, const std::vector<std::str
         error_ = error;
         sqlstate_ = sqlstate;
         return Outcome::failed;
+    }
+    if (before_commit) {  // in the same transaction, before the COMMIT is sent
+        Outcome o = before_commit(*this, results[1].get());
+        if (o == Outcome::unknown) {  // as above: the caller reconnects
+            close();
+            return Outcome::unknown;
+        }
+        if (o == Outcome::failed) {
+            std::string error = error_, sqlstate = sqlstate_;
+            if (PQtransactionStatus(conn_) != PQTRANS_IDLE && exec_prepared(rollback_name) != Outcome::ok) close();
+            error_ = error;
+            sqlstate_ = sqlstate;
+            return Outcome::failed;
+        }
     }
     // Round trip 2: COMMIT, only once the statement's result is here.
     if (out) *out = std::move(results[1]);

@@ -25,12 +25,17 @@
 //   unknown  the connection broke (or an error 57P*, or one without SQLSTATE), as for exec(): it
 //            may have committed only if the COMMIT was sent.  *out = the statement's result if it
 //            arrived, so that the caller can report what it got as uncertain.  The caller reconnects.
+// With before_commit (pgmq's read, then its delete: queue_workload.cpp), that step runs on the
+// statement's result between the two round trips, in the same transaction; its failure on a live
+// connection rolls back (failed), a broken connection is unknown with *out left empty (no COMMIT
+// was sent).  Three round trips then.
 
 #pragma once
 
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -75,7 +80,8 @@ public:
     Outcome exec_prepared(const std::string& name, const std::vector<std::string>& params = {},
                           Result* out = nullptr);
     // BEGIN; name | COMMIT in two round trips (see above).
-    Outcome transaction(const std::string& name, const std::vector<std::string>& params = {}, Result* out = nullptr);
+    Outcome transaction(const std::string& name, const std::vector<std::string>& params = {}, Result* out = nullptr,
+                        const std::function<Outcome(Session&, const PGresult*)>& before_commit = {});
 
     const std::string& last_error() const { return error_; }
     const std::string& last_sqlstate() const { return sqlstate_; }

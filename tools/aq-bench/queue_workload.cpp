@@ -93,6 +93,9 @@ struct System {
         *count = -1;
         return Outcome::ok;
     }
+    // One row, one column: the total bytes (pg_total_relation_size: heap, indexes, TOAST) of the
+    // queue's table(s), for --report-size.
+    virtual std::string size_sql() const = 0;
 };
 
 void read_payloads(const Result& r, std::vector<std::string>& out) {
@@ -219,6 +222,10 @@ struct AqSystem : System {
         if (o == Outcome::ok) *count = std::atol(PQgetvalue(r.get(), 0, 0));
         return o;
     }
+    std::string size_sql() const override {
+        return "SELECT pg_total_relation_size(relid) + coalesce(pg_total_relation_size(delivery_relid), 0)"
+               " FROM aq.queue_tables WHERE queue_table = 'aqb_qt'";
+    }
     void teardown(Session& s) override {
         // force: the queues go too, started or not.
         s.must("SELECT aq.drop_queue_table(queue_table, force => true) FROM aq.queue_tables WHERE queue_table = 'aqb_qt'");
@@ -254,7 +261,73 @@ struct PlainSystem : System {
         if (o == Outcome::ok && out.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // cannot wait
         return o;
     }
+    std::string size_sql() const override { return "SELECT pg_total_relation_size('aq_bench.plain_q')"; }
     void teardown(Session& s) override { s.must("DROP TABLE IF EXISTS aq_bench.plain_q"); }
+};
+
+// pgmq's SQL shape, re-written here from its documented design (no pgmq code is copied, and pgmq
+// need not be installed): a queue table with msg_id (identity, primary key), read_ct, enqueued_at,
+// vt (the visibility timeout) and a jsonb message, indexed on vt, as pgmq's queue tables are.
+// send = one multi-row INSERT (pgmq's send_batch); read = pgmq's read: the oldest visible rows
+// (vt <= now) claimed with FOR UPDATE SKIP LOCKED, made invisible for 30 s (vt moved on, read_ct
+// counted), returned; then pgmq's delete of those msg_ids.  A message read and not deleted would
+// come back after its visibility timeout; here the read and the delete run in one transaction
+// (BEGIN and the read pipelined, the DELETE, then COMMIT: Session::transaction's before_commit),
+// so that a committed dequeue is one whose messages are gone, as for plain, and the exactly-once
+// checker holds it to the same rules.  Polls every 1 ms when empty, as plain (pgmq's
+// read_with_poll would sleep in the server).
+struct PgmqSystem : System {
+    void setup(Session& s, const QueueConfig&) override {
+        s.must("CREATE SCHEMA IF NOT EXISTS aq_bench");
+        teardown(s);
+        s.must("CREATE TABLE aq_bench.pgmq_q (msg_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+               " read_ct integer NOT NULL DEFAULT 0, enqueued_at timestamptz NOT NULL DEFAULT now(),"
+               " vt timestamptz NOT NULL DEFAULT now(), message jsonb)");
+        s.must("CREATE INDEX ON aq_bench.pgmq_q (vt)");
+    }
+    void prepare(Session& s) override {
+        s.prepare("aqb_produce",
+                  "INSERT INTO aq_bench.pgmq_q (vt, message) SELECT clock_timestamp(), to_jsonb(u)"
+                  " FROM unnest($1::text[]) u RETURNING msg_id");
+        // The payload first (read_payloads takes column 0), the msg_id for the delete.
+        s.prepare("aqb_consume",
+                  "UPDATE aq_bench.pgmq_q SET vt = clock_timestamp() + interval '30 s', read_ct = read_ct + 1"
+                  " WHERE msg_id IN (SELECT msg_id FROM aq_bench.pgmq_q WHERE vt <= clock_timestamp()"
+                  "                  ORDER BY msg_id LIMIT $1::int FOR UPDATE SKIP LOCKED)"
+                  " RETURNING message #>> '{}', msg_id");
+        s.prepare("aqb_pgmq_delete", "DELETE FROM aq_bench.pgmq_q WHERE msg_id = ANY ($1::bigint[]) RETURNING msg_id");
+    }
+    Outcome produce(Session& s, const std::vector<std::string>& payloads, bool* returned) override {
+        Outcome o = s.exec_prepared("aqb_produce", {array_literal(payloads)});
+        *returned = o == Outcome::ok;
+        return o;
+    }
+    Outcome consume(Session& s, int n, std::vector<std::string>& out, bool* returned) override {
+        // The delete of what the read returned, before the COMMIT.
+        auto remove = [](Session& session, const PGresult* read) {
+            const int rows = PQntuples(read);
+            if (rows == 0) return Outcome::ok;
+            std::vector<std::string> ids;
+            for (int i = 0; i < rows; i++) ids.emplace_back(PQgetvalue(read, i, 1));
+            Result deleted;
+            Outcome o = session.exec_prepared("aqb_pgmq_delete", {array_literal(ids)}, &deleted);
+            if (o == Outcome::ok && PQntuples(deleted.get()) != rows) {  // cannot happen: the rows are locked
+                std::fprintf(stderr, "aq-bench: pgmq: the delete removed %d of the %d messages read (rolled back)\n",
+                             PQntuples(deleted.get()), rows);
+                return Outcome::failed;
+            }
+            return o;
+        };
+        Result r;
+        Outcome o = s.transaction("aqb_consume", {std::to_string(n)}, &r, remove);
+        const bool arrived = r && PQresultStatus(r.get()) == PGRES_TUPLES_OK;
+        *returned = arrived;
+        if (o != Outcome::failed) read_payloads(r, out);
+        if (o == Outcome::ok && out.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // cannot wait
+        return o;
+    }
+    std::string size_sql() const override { return "SELECT pg_total_relation_size('aq_bench.pgmq_q')"; }
+    void teardown(Session& s) override { s.must("DROP TABLE IF EXISTS aq_bench.pgmq_q"); }
 };
 
 // PgQ 3.5 (Debian's postgresql-15-pgq3): one registered consumer shared by the C consumer
@@ -289,6 +362,13 @@ struct PgqSystem : System {
         return o;
     }
     void before_drain(Session& s) override { s.must("SELECT aq_bench.pgq_tick('aq_bench_pgq', 'aq_bench', true)"); }
+    // The queue's event tables: the parent pgq.event_<id> and its children _0.._2.
+    std::string size_sql() const override {
+        return "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pgq.queue q"
+               " JOIN pg_class c ON c.oid = q.queue_data_pfx::regclass"
+               "   OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = q.queue_data_pfx::regclass)"
+               " WHERE q.queue_name = 'aq_bench_pgq'";
+    }
     void teardown(Session& s) override { s.must("SELECT pgq.drop_queue('aq_bench_pgq', true)"); }
 };
 
@@ -296,7 +376,8 @@ std::unique_ptr<System> make_system(const QueueConfig& c) {
     if (c.system == "aq") return std::make_unique<AqSystem>();
     if (c.system == "plain") return std::make_unique<PlainSystem>();
     if (c.system == "pgq") return std::make_unique<PgqSystem>(c.pgq_setup_sql);
-    throw std::runtime_error("unknown queue system \"" + c.system + "\" (aq, plain, pgq)");
+    if (c.system == "pgmq") return std::make_unique<PgmqSystem>();
+    throw std::runtime_error("unknown queue system \"" + c.system + "\" (aq, plain, pgq, pgmq)");
 }
 
 struct Shared {
@@ -581,7 +662,11 @@ std::string describe_systems() {
            "         FOR UPDATE SKIP LOCKED (polls every 1 ms when empty)\n"
            "  pgq    PgQ 3.5: a bulk INSERT into the current event table; one registered consumer shared\n"
            "         by the consumer sessions under an advisory lock (tools/aq-bench/pgq.md)\n"
-           "All three alike: every statement of the loops is prepared once per connection (again after\n"
+           "  pgmq   pgmq's SQL shape, re-written here (pgmq itself is not used): a multi-row INSERT; its\n"
+           "         read (UPDATE ... SET vt = clock_timestamp() + 30 s of the oldest visible rows claimed\n"
+           "         with FOR UPDATE SKIP LOCKED, RETURNING), then its delete of those msg_ids, in one\n"
+           "         transaction (three round trips; polls every 1 ms when empty)\n"
+           "All alike: every statement of the loops is prepared once per connection (again after\n"
            "a reconnect).  A producer runs its enqueue as one autocommit statement (aq with --immediate:\n"
            "in a transaction, as above).  A consumer sends\n"
            "BEGIN and its dequeue in one round trip (libpq pipeline mode), then COMMIT once it has\n"
@@ -627,6 +712,13 @@ QueueResult run_queue(const QueueConfig& c, FaultInjector* faults) {
     progress.join();
     if (faults) faults->stop();
     double producing_s = (sh.producers_done_us.load() - start_us) / 1e6;
+    long long table_bytes = -1;
+    if (c.report_size) {  // the load's end state, before the final drain and the teardown
+        Session admin(c.conninfo);
+        admin.connect(std::chrono::seconds(120));
+        Result size = admin.must(system->size_sql());
+        if (PQntuples(size.get()) == 1 && !PQgetisnull(size.get(), 0, 0)) table_bytes = std::atoll(PQgetvalue(size.get(), 0, 0));
+    }
     final_drain(sh);
 
     QueueResult r;
@@ -647,6 +739,7 @@ QueueResult run_queue(const QueueConfig& c, FaultInjector* faults) {
         r.verdict = sh.history.classify();
     }
     r.reconnects = sh.reconnects;
+    r.table_bytes = table_bytes;
     Session admin(c.conninfo);
     admin.connect(std::chrono::seconds(120));
     system->teardown(admin);

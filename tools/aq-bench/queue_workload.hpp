@@ -1,4 +1,5 @@
-// The queue workload: P producers and C consumers on one queue of aq, of plain SQL or of PgQ.
+// The queue workload: P producers and C consumers on one queue of aq, of plain SQL, of PgQ or of
+// pgmq's SQL shape (re-written here: queue_workload.cpp's PgmqSystem).
 //
 // Protocol, per message: the producer builds a payload "<id>:<sent µs>:<padding>" with a
 // unique id (producer << 40 | sequence), records the attempt, sends the batch in one
@@ -35,7 +36,7 @@ class FaultInjector;
 
 struct QueueConfig {
     std::string conninfo;
-    std::string system = "aq";  // aq | plain | pgq
+    std::string system = "aq";  // aq | plain | pgq | pgmq
     std::string pgq_setup_sql;  // pgq: the set-up script (pgq_baseline.sql)
     int producers = 1;
     int consumers = 1;
@@ -51,6 +52,7 @@ struct QueueConfig {
                                 // sub(k % N + 1); each subscriber is checked exactly-once on its own
     bool immediate = false;     // aq: visibility => 'immediate' for the producers' enqueues and the consumers'
                                 // dequeues (not the final drain's), each still in BEGIN; call; COMMIT
+    bool report_size = false;   // measure the queue's table(s) once the load is over, before the final drain
 };
 
 struct QueueResult {
@@ -64,6 +66,10 @@ struct QueueResult {
     std::vector<History::Verdict> subscriber_verdicts;  // with subscribers: each one's
     long messages_left = 0;  // with subscribers: messages still in the queue table once every subscriber drained
     uint64_t reconnects = 0;
+    // With report_size: pg_total_relation_size of the queue's table(s) (aq: the queue table and its
+    // delivery table if any; plain, pgmq: their table; pgq: its event tables) at the end of the load,
+    // before the final drain and the teardown; -1 when not measured.
+    long long table_bytes = -1;
     bool ok() const { return verdict.ok() && messages_left == 0; }
 };
 
