@@ -12,7 +12,15 @@
 //     but something changes with time: a delayed message becomes visible (next_visible_time), an
 //     exception queue's messages expire in its queue table (once a second).  After every sleep,
 //     CHECK_FOR_INTERRUPTS: a cancel, a statement_timeout or a terminate ends the wait.
-// Proved by: isolation wait_wakeup, listen_wakeup, release_wakeup (1), delay_wakeup (4); TAP
+//  5. A sleep holds no snapshot and no xmin where nothing can read with the statement's snapshot
+//     after it (may_sleep_without_snapshot): READ COMMITTED, called by the statement itself (its
+//     snapshot is the active one, not a function's), no cursor open (pg_cursors: a cursor keeps
+//     its snapshot), and the statement reads no table and calls no function but aq's and
+//     PostgreSQL's own.  There the backend's xmin is let go before each sleep
+//     (pg_stat_activity.backend_xmin is empty while it sleeps) and the next pass's fresh snapshot
+//     advertises a new one: a waiting consumer no longer holds the horizon back (issue #30).
+//     Elsewhere the sleep keeps the xmin, as before.
+// Proved by: isolation wait_horizon (5), wait_wakeup, listen_wakeup, release_wakeup (1), delay_wakeup (4); TAP
 // 032_release_wakeup_race (1: the wake-up after the waker's locks are released);
 // regress listen (3: 0A000 at REPEATABLE READ), waiting; TAP 002_cancel_timeout and
 // 017_waiting_client_gone (4).
@@ -36,6 +44,10 @@ namespace aq::queue {
 enum class PassResult { nothing, found, stop };
 enum class WaitEnd { found, stopped, timed_out, cannot_wait };
 
+// Invariant 5 (waiting.cpp).
+bool may_sleep_without_snapshot();
+void let_go_of_xmin();
+
 // Runs pass(first) until it finds something or stops; between passes sleeps as the invariants
 // say: sleep(timeout_ms, -1 for none) sleeps until woken or the timeout, and wake_in(now) says
 // in how many ms something becomes visible without a commit (-1: nothing).
@@ -47,6 +59,7 @@ WaitEnd wait_loop(const Wait& wait, Pass&& pass, WakeIn&& wake_in, Sleep&& sleep
     MemoryContext pass_context = AllocSetContextCreate(CurrentMemoryContext, "aq wait pass", ALLOCSET_SMALL_SIZES);
     MemoryContext outer_context = MemoryContextSwitchTo(pass_context);
     WaitEnd end = WaitEnd::timed_out;
+    int without_snapshot = -1;  // invariant 5, decided before the first sleep
     for (bool first = true;; first = false) {
         MemoryContextReset(pass_context);
         PassResult result = pass(first);
@@ -66,6 +79,8 @@ WaitEnd wait_loop(const Wait& wait, Pass&& pass, WakeIn&& wake_in, Sleep&& sleep
         }
         long wake = wake_in(now);
         if (wake >= 0 && (timeout_ms < 0 || wake < timeout_ms)) timeout_ms = wake;
+        if (without_snapshot < 0) without_snapshot = may_sleep_without_snapshot() ? 1 : 0;
+        if (without_snapshot) let_go_of_xmin();
         sleep(timeout_ms);
         CHECK_FOR_INTERRUPTS();
     }
