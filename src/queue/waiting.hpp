@@ -20,7 +20,10 @@
 //     (pg_stat_activity.backend_xmin is empty while it sleeps) and the next pass's fresh snapshot
 //     advertises a new one: a waiting consumer no longer holds the horizon back (issue #30).
 //     Elsewhere the sleep keeps the xmin, as before.
-// Proved by: isolation wait_horizon (5), wait_wakeup, listen_wakeup, release_wakeup (1), delay_wakeup (4); TAP
+//  6. On a hot standby no commit happens here, so no wake-up comes: a sleep lasts at most
+//     standby_poll_ms, and the next pass sees what replay applied meanwhile (a waiting browse gets
+//     a message the primary enqueued during its wait).
+// Proved by: TAP 034_standby_wait (6), isolation wait_horizon (5), wait_wakeup, listen_wakeup, release_wakeup (1), delay_wakeup (4); TAP
 // 032_release_wakeup_race (1: the wake-up after the waker's locks are released);
 // regress listen (3: 0A000 at REPEATABLE READ), waiting; TAP 002_cancel_timeout and
 // 017_waiting_client_gone (4).
@@ -31,6 +34,7 @@
 extern "C" {
 #include "postgres.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -42,6 +46,7 @@ extern "C" {
 namespace aq::queue {
 
 enum class PassResult { nothing, found, stop };
+inline constexpr long standby_poll_ms = 100;  // invariant 6
 enum class WaitEnd { found, stopped, timed_out, cannot_wait };
 
 // Invariant 5 (waiting.cpp).
@@ -79,6 +84,7 @@ WaitEnd wait_loop(const Wait& wait, Pass&& pass, WakeIn&& wake_in, Sleep&& sleep
         }
         long wake = wake_in(now);
         if (wake >= 0 && (timeout_ms < 0 || wake < timeout_ms)) timeout_ms = wake;
+        if (RecoveryInProgress() && (timeout_ms < 0 || timeout_ms > standby_poll_ms)) timeout_ms = standby_poll_ms;
         if (without_snapshot < 0) without_snapshot = may_sleep_without_snapshot() ? 1 : 0;
         if (without_snapshot) let_go_of_xmin();
         sleep(timeout_ms);
