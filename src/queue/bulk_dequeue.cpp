@@ -71,7 +71,7 @@ int bulk_dequeue(const BulkDequeue& r) {
     TupleDesc properties_desc = open_properties(false);
 
     // The floor is read before the snapshot is taken (scan_floor.hpp).
-    bool floor_applies = !r.priority_order && !r.after;
+    bool floor_applies = !r.after;
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id);
 
@@ -92,7 +92,9 @@ int bulk_dequeue(const BulkDequeue& r) {
     RowView row_view{slot, col_delay, col_expiration, retries::counting(), r.relid};
     bool registered = false;
     // If the scan runs out without meeting a message: the floor may rise to the scan's start.
-    FloorWatch watch{floor_applies, 2, 3, scan_floor::Position{now, PG_INT64_MIN}};
+    FloorWatch watch = r.priority_order
+                           ? FloorWatch{floor_applies, 3, 4, scan_floor::Position{now, PG_INT64_MIN, PG_INT32_MAX}, 2}
+                           : FloorWatch{floor_applies, 2, 3, scan_floor::Position{now, PG_INT64_MIN}};
     int removed = 0;
     while (removed < r.max_messages) {
         if (!next_visible(scan, slot, watch)) break;

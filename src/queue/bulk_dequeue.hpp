@@ -13,8 +13,8 @@
 // nothing is done and -1 is returned: the caller runs the equivalent statement.
 // Otherwise, with a fresh snapshot (after CommandCounterIncrement, as a new statement):
 //   - the order index is scanned forward for the queue, from its scan floor
-//     (scan_floor.hpp; enq_time order, NEXT_MESSAGE) or from the head (FIRST_MESSAGE,
-//     priority order), or from the transaction's navigation position;
+//     (scan_floor.hpp; NEXT_MESSAGE, in either order) or from the head (FIRST_MESSAGE), or
+//     from the transaction's navigation position;
 //   - each visible message that is ready (no delay ahead, not expired) is deleted with
 //     table_tuple_delete(wait = false): a message another transaction is deleting or
 //     holds locked is skipped, as FOR UPDATE SKIP LOCKED would; one this transaction

@@ -183,6 +183,49 @@ bool plain_queue_table(Relation rel, Oid payload_type) {
     return has_queue_table_shape(rel, payload_type) && multi_insert::refusal(rel) == nullptr;
 }
 
+int32 lowest_priority(ArrayType* properties) {
+    constexpr int32 default_priority = 1;  // as fill_row and the enqueue statement
+    if (!properties) return default_priority;
+    Datum* elements;
+    bool* nulls;
+    int n;
+    deconstruct_array(properties, ARR_ELEMTYPE(properties), -1, false, TYPALIGN_DOUBLE, &elements, &nulls, &n);
+    int32 lowest = PG_INT32_MAX;
+    for (int i = 0; i < n; i++) {
+        bool null = nulls[i];
+        Datum priority = null ? 0 : field(DatumGetHeapTupleHeader(elements[i]), 1, &null);
+        int32 p = null ? default_priority : DatumGetInt32(priority);
+        if (p < lowest) lowest = p;
+    }
+    pfree(elements);
+    pfree(nulls);
+    return n > 0 ? lowest : default_priority;
+}
+
+int32* distinct_priorities(ArrayType* properties, int* count) {
+    constexpr int32 default_priority = 1;
+    int n = properties ? ArrayGetNItems(ARR_NDIM(properties), ARR_DIMS(properties)) : 0;
+    int32* priorities = static_cast<int32*>(palloc(sizeof(int32) * (n > 0 ? n : 1)));
+    if (n == 0) {
+        priorities[0] = default_priority;
+        *count = 1;
+        return priorities;
+    }
+    Datum* elements;
+    bool* nulls;
+    deconstruct_array(properties, ARR_ELEMTYPE(properties), -1, false, TYPALIGN_DOUBLE, &elements, &nulls, &n);
+    for (int i = 0; i < n; i++) {
+        bool null = nulls[i];
+        Datum priority = null ? 0 : field(DatumGetHeapTupleHeader(elements[i]), 1, &null);
+        priorities[i] = null ? default_priority : DatumGetInt32(priority);
+    }
+    std::sort(priorities, priorities + n);
+    *count = static_cast<int>(std::unique(priorities, priorities + n) - priorities);
+    pfree(elements);
+    pfree(nulls);
+    return priorities;
+}
+
 bool bulk_enqueue(const BulkEnqueue& r) {
     Relation rel = table_open(r.relid, RowExclusiveLock);
     // Whatever the multi-insert path refuses (a read-only transaction among them: the statement

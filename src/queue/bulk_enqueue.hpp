@@ -80,6 +80,13 @@ bool plain_queue_table(Relation rel, Oid payload_type);
 // May raise PostgreSQL errors: call it inside base::call.
 bool bulk_enqueue(const BulkEnqueue& request);
 
+// The lowest priority (the first in a priority order) among the messages of an enqueue's
+// aq.message_properties[] (NULL, a NULL element or priority: the default, 1), for the scan floor
+// of a priority-ordered queue (scan_floor::lower).
+int32 lowest_priority(ArrayType* properties);
+// Each priority among them once, ascending (palloc'd; *count of them).
+int32* distinct_priorities(ArrayType* properties, int* count);
+
 // The queue table has, after aq's columns, the transaction_group column of message_grouping
 // transactional (groups.hpp).
 bool has_group_column(Relation rel);

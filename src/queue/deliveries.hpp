@@ -38,8 +38,9 @@
 //     deliveries seen unless they are gone, and a claim not yet committed still shows the row.
 //     It runs on the indexes (bulk_sweep): the consumers are the keys of the index entries after
 //     each name (live or dead), each one's first delivery is looked up from its scan floor, and
-//     the messages from the queue's floor, which the sweep raises (in priority order: per
-//     priority, from the head); a row another transaction deleted is passed in every isolation
+//     the messages from the queue's floor, which the sweep raises (in priority order: each
+//     priority's messages from a floor of their own, scan_floor::PriorityKey, which the fan-out
+//     lowers for each priority it enqueues); a row another transaction deleted is passed in every isolation
 //     level.  A table the bulk path refuses (triggers, privileges) is swept by a statement.  In
 //     priority order a sweep covers the priorities the dequeue took, and every priority at a
 //     session's first sweep of the queue and then at most once a second.

@@ -120,7 +120,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
     TupleDesc properties_desc = open_properties(true);
 
     // The consumer's floor is read before the snapshot is taken (scan_floor.hpp).
-    bool floor_applies = !r.priority_order && !r.after;
+    bool floor_applies = !r.after;
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id, r.consumer);
 
@@ -144,7 +144,9 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
 
     RowView row_view{slot, dcol_delay, dcol_expiration, retries::counting(), r.delivery_relid};
     bool registered = false;
-    FloorWatch watch{floor_applies, 3, 4, scan_floor::Position{now, PG_INT64_MIN}};
+    FloorWatch watch = r.priority_order
+                           ? FloorWatch{floor_applies, 4, 5, scan_floor::Position{now, PG_INT64_MIN, PG_INT32_MAX}, 3}
+                           : FloorWatch{floor_applies, 3, 4, scan_floor::Position{now, PG_INT64_MIN}};
     int removed = 0;
     while (removed < r.max_messages) {
         if (!next_visible(scan, slot, watch)) break;

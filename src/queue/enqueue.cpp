@@ -106,7 +106,8 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
                              : nullptr;
         if (enqueue_in_bulk(r, q, enq_time, count, caller_context, &result, messages)) {
             if (q.multiple_consumers) deliver_messages(r, q, result, messages, enq_time);
-            scan_floor::lower(q.queue_id, enq_time);  // after the index entries, before the commit
+            // After the index entries, before the commit.
+            scan_floor::lower(q.queue_id, enq_time, nullptr, q.priority_order ? lowest_priority(r.properties) : 0);
             if (q.grouped) scan_floor::lower(q.queue_id, groups::transaction_group(q.relid), groups::floor_key);
             wakeup::note_enqueue(q.queue_id);
             SPI_finish();
@@ -131,7 +132,8 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         result = msgid_array(ids, count, caller_context);
         if (q.multiple_consumers) deliver_messages(r, q, result, nullptr, enq_time);
 
-        scan_floor::lower(q.queue_id, enq_time);  // after the index entries, before the commit
+        // After the index entries, before the commit.
+        scan_floor::lower(q.queue_id, enq_time, nullptr, q.priority_order ? lowest_priority(r.properties) : 0);
         if (q.grouped) scan_floor::lower(q.queue_id, groups::transaction_group(q.relid), groups::floor_key);
         wakeup::note_enqueue(q.queue_id);
         SPI_finish();

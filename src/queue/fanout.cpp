@@ -32,6 +32,7 @@ extern "C" {
 #include "compat/executor.hpp"
 #include "compat/proc.hpp"
 #include "queue/condition.hpp"
+#include "queue/bulk_enqueue.hpp"
 #include "queue/deliveries.hpp"
 #include "queue/deliveries_statements.hpp"
 #include "queue/recipients.hpp"
@@ -386,9 +387,16 @@ void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties
         run(t, plan_of(t, deliver_listed), args, SPI_OK_INSERT);
     }
     // After the rows, before the commit: the scan floor of every consumer that may have got one.
+    int32 lowest = t.priority_order ? lowest_priority(properties) : 0;
     auto lower = [&](const Datum* names, int n) {
-        for (int i = 0; i < n; i++) scan_floor::lower(t.queue_id, enq_time, TextDatumGetCString(names[i]));
+        for (int i = 0; i < n; i++) scan_floor::lower(t.queue_id, enq_time, TextDatumGetCString(names[i]), lowest);
     };
+    if (t.priority_order) {  // the sweep's floor of each priority enqueued (scan_floor.hpp)
+        int count;
+        int32* priorities = distinct_priorities(properties, &count);
+        for (int i = 0; i < count; i++) scan_floor::lower(t.queue_id, enq_time, scan_floor::PriorityKey(priorities[i]).text);
+        pfree(priorities);
+    }
     lower(plain_names, plain_count);
     lower(rule_subscribers, rule_count);
     lower(listed_names, nlisted);

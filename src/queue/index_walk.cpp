@@ -310,17 +310,18 @@ void WalkSnapshot::end() {
 
 int start_key(ScanKeyData* key, ScanKeyData* members, AttrNumber first, bool priority_order,
               const BulkDequeuePosition* after, const scan_floor::Position* floor) {
-    if (after && priority_order) {
+    if (priority_order && (after || floor)) {
         const AttrNumber columns[] = {first, AttrNumber(first + 1), AttrNumber(first + 2)};
         static const RegProcedure comparisons[] = {F_BTINT4CMP, F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
-        Datum values[] = {Int32GetDatum(after->priority), TimestampTzGetDatum(after->enq_time), Int64GetDatum(after->msgid)};
-        row_comparison(key, members, BTGreaterStrategyNumber, 3, columns, comparisons, values);
+        scan_floor::Position from =
+            after ? scan_floor::Position{after->enq_time, after->msgid, after->priority} : *floor;
+        Datum values[] = {Int32GetDatum(from.priority), TimestampTzGetDatum(from.enq_time), Int64GetDatum(from.msgid)};
+        row_comparison(key, members, after ? BTGreaterStrategyNumber : BTGreaterEqualStrategyNumber, 3, columns,
+                       comparisons, values);
         return 1;
     }
-    // In priority order the floor never applies (scan_floor.hpp): only after a position.
-    AttrNumber time_column = priority_order ? AttrNumber(first + 1) : first;
     if (after || floor) {
-        const AttrNumber columns[] = {time_column, AttrNumber(time_column + 1)};
+        const AttrNumber columns[] = {first, AttrNumber(first + 1)};
         static const RegProcedure comparisons[] = {F_TIMESTAMPTZ_CMP, F_BTINT8CMP};
         scan_floor::Position from = after ? scan_floor::Position{after->enq_time, after->msgid} : *floor;
         Datum values[] = {TimestampTzGetDatum(from.enq_time), Int64GetDatum(from.msgid)};

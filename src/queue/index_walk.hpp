@@ -171,6 +171,7 @@ struct FloorWatch {
     bool applies;
     AttrNumber time_column, id_column;  // of the index: enq_time, msgid
     scan_floor::Position candidate;
+    AttrNumber priority_column = 0;  // of the index, in priority order (0: enq_time order)
     bool met = false;
     scan_floor::Position entry{0, 0};
 
@@ -180,6 +181,8 @@ struct FloorWatch {
         bool isnull;
         entry.enq_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, time_column, scan->xs_itupdesc, &isnull));
         entry.msgid = DatumGetInt64(index_getattr(scan->xs_itup, id_column, scan->xs_itupdesc, &isnull));
+        if (priority_column)
+            entry.priority = DatumGetInt32(index_getattr(scan->xs_itup, priority_column, scan->xs_itupdesc, &isnull));
     }
     void after_fetch(IndexScanDesc scan, bool visible) {
         if (!applies || met) return;

@@ -26,7 +26,7 @@ struct Slot {
     Position epoch_low;  // the lowest position enqueued during this epoch
 };
 
-constexpr Position nowhere{DT_NOEND, PG_INT64_MAX};  // above every position
+constexpr Position nowhere{DT_NOEND, PG_INT64_MAX, PG_INT32_MAX};  // above every position
 
 void new_epoch(Slot& s) {
     s.epoch++;
@@ -106,12 +106,12 @@ void raise(int32 queue_id, const Reading& seen, Position candidate, const char* 
     SpinLockRelease(&s.mutex);
 }
 
-void lower(int32 queue_id, TimestampTz enq_time, const char* consumer) {
+void lower(int32 queue_id, TimestampTz enq_time, const char* consumer, int32 priority) {
     if (!slots) return;
     Slot& s = slot_of(queue_id, consumer);
     SpinLockAcquire(&s.mutex);
     if (owns(s, queue_id, consumer)) {
-        Position inserted{enq_time, PG_INT64_MIN};  // every msgid of that enq_time
+        Position inserted{enq_time, PG_INT64_MIN, priority};  // every msgid of that enq_time
         if (inserted < s.floor) s.floor = inserted;
         if (inserted < s.epoch_low) s.epoch_low = inserted;
     }

@@ -9,17 +9,19 @@
 // Protocol.  Shared memory holds `slot_count` slots; a queue uses slot
 // (database, queue_id) % slot_count and owns it while its (database, queue_id) is written
 // there.  A slot holds, under a spinlock, a floor (an index position: enq_time, msgid), an
-// epoch counter, and the lowest position enqueued during the epoch.  Invariant: every message of the queue that is not surely dead (its
-// index entry leads to no row version that any transaction may still see or bring back)
-// has (enq_time, msgid) >= floor.
+// epoch counter, and the lowest position enqueued during the epoch.  Invariant: every message of
+// the queue that is not gone for good (index_walk.hpp, 6: its index entry leads to no row
+// version that a transaction may see from now on or bring back) has position >= floor, the
+// position being (enq_time, msgid), or (priority, enq_time, msgid) in a priority-ordered queue.
 //   - Enqueue: after inserting its messages and index entries, and before its transaction
-//     commits, an enqueue calls lower(q, enq_time): with p = (enq_time, any msgid),
-//     floor = min(floor, p) and epoch_low = min(epoch_low, p).
+//     commits, an enqueue calls lower(q, enq_time, priority): with p = (enq_time, any msgid)
+//     (in priority order, at the lowest priority it enqueued), floor = min(floor, p) and
+//     epoch_low = min(epoch_low, p).
 //   - Dequeue (bulk_dequeue.hpp): read() the floor and epoch BEFORE taking the scan's
 //     snapshot; scan from (enq_time, msgid) >= floor; the candidate is the position of the
-//     first index entry whose row is visible or not surely dead (heap_hot_search's
-//     all_dead: a row deleted by a transaction still running, inserted by one, locked, or
-//     delayed, all stop it), or the scan's start time if the scan ran out without meeting
+//     first index entry whose row is visible or not gone for good (a row deleted by a
+//     transaction still running, inserted by one, locked, or delayed, all stop it), or the
+//     scan's start time (at the highest priority value) if the scan ran out without meeting
 //     one.  Then raise(q, reading, candidate): only if the epoch is still the one read,
 //     floor = max(floor, min(candidate, epoch_low)); when the floor moves, a new epoch
 //     begins (epoch++, epoch_low = +infinity).
@@ -61,15 +63,18 @@ inline constexpr int slot_count = 512;
 std::size_t shmem_size();
 void shmem_startup();
 
-// A position in the (enq_time, msgid) order of a queue's index.
+// A position in the (enq_time, msgid) order of a queue's index, or in the (priority, enq_time,
+// msgid) order of a priority-ordered queue's (priority 0 in enq_time order).
 struct Position {
     TimestampTz enq_time;
     int64 msgid;
+    int32 priority = 0;
     bool operator<(const Position& o) const {
+        if (priority != o.priority) return priority < o.priority;
         return enq_time != o.enq_time ? enq_time < o.enq_time : msgid < o.msgid;
     }
 };
-inline constexpr Position head{DT_NOBEGIN, PG_INT64_MIN};
+inline constexpr Position head{DT_NOBEGIN, PG_INT64_MIN, PG_INT32_MIN};
 
 struct Reading {
     Position floor = head;  // head: scan from the head
@@ -80,7 +85,15 @@ struct Reading {
 // consumer: a multi-consumer queue's delivery rows of that consumer (deliveries.hpp), a floor
 // of their own (nullptr: the queue's messages).
 Reading read(int32 queue_id, const char* consumer = nullptr);
+
+// The key of the floor of one priority's messages in a priority-ordered multi-consumer queue (the
+// removal sweep's, deliveries.hpp): its enqueues lower the floor of each priority they enqueue.
+struct PriorityKey {
+    char text[16];
+    explicit PriorityKey(int32 priority) { snprintf(text, sizeof text, "\x02%d", priority); }
+};
 void raise(int32 queue_id, const Reading& seen, Position candidate, const char* consumer = nullptr);
-void lower(int32 queue_id, TimestampTz enq_time, const char* consumer = nullptr);
+// priority: in a priority-ordered queue, the lowest priority (the first in order) enqueued; 0 else.
+void lower(int32 queue_id, TimestampTz enq_time, const char* consumer = nullptr, int32 priority = 0);
 
 }  // namespace aq::queue::scan_floor

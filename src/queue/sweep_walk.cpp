@@ -84,7 +84,10 @@ int bulk_sweep(BulkSweep& r) {
 
     // Before the snapshot (scan_floor.hpp); the floors are of the enq_time order only.
     scan_floor::Reading floor;
-    if (!r.priority_order) floor = scan_floor::read(r.queue_id);
+    // In priority order, the floor of the priority's messages (scan_floor::PriorityKey).
+    scan_floor::PriorityKey priority_key(r.priority);
+    const char* floor_key = r.priority_order ? priority_key.text : nullptr;
+    floor = scan_floor::read(r.queue_id, floor_key);
     CommandCounterIncrement();
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
     PushActiveSnapshot(snapshot);
@@ -125,13 +128,18 @@ int bulk_sweep(BulkSweep& r) {
         char* consumer = text_to_cstring(last_name);
 
         // Its first delivery this snapshot sees, from its floor (or where this transaction's
-        // last sweep stopped, if later; in priority order, of the priority, from the head).
+        // last sweep stopped, if later).  In priority order the floor spans the priorities
+        // (scan_floor.hpp): past this priority, none of the consumer's deliveries of it is left;
+        // below it, from the head of the priority.
         TimestampTz from_time = DT_NOBEGIN;
         int64 from_id = PG_INT64_MIN;
-        if (!r.priority_order) {
-            scan_floor::Reading consumer_floor = scan_floor::read(r.queue_id, consumer);
+        scan_floor::Reading consumer_floor = scan_floor::read(r.queue_id, consumer);
+        if (consumer_floor.floor.enq_time != DT_NOBEGIN &&
+            (!r.priority_order || consumer_floor.floor.priority == r.priority)) {
             from_time = consumer_floor.floor.enq_time;
             from_id = consumer_floor.floor.msgid;
+        } else if (consumer_floor.floor.enq_time != DT_NOBEGIN && consumer_floor.floor.priority > r.priority) {
+            continue;
         }
         if (r.resumed && later(r.from_enq_time, r.from_msgid, from_time, from_id))
             from_time = r.from_enq_time, from_id = r.from_msgid;
@@ -177,7 +185,7 @@ int bulk_sweep(BulkSweep& r) {
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
     int nkeys = 1;
     if (r.priority_order) ScanKeyInit(&keys[nkeys++], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.priority));
-    bool floor_applies = !r.resumed && !r.priority_order;
+    bool floor_applies = !r.resumed;
     if (r.resumed || floor.floor.enq_time != DT_NOBEGIN) {
         Datum values[] = {TimestampTzGetDatum(r.resumed ? r.from_enq_time : floor.floor.enq_time),
                           Int64GetDatum(r.resumed ? r.from_msgid : floor.floor.msgid)};
@@ -212,7 +220,7 @@ int bulk_sweep(BulkSweep& r) {
         r.last_msgid = at_id;
         removed++;
     }
-    if (floor_applies) scan_floor::raise(r.queue_id, floor, candidate);
+    if (floor_applies) scan_floor::raise(r.queue_id, floor, candidate, floor_key);
     index_endscan(scan);
     ExecDropSingleTupleTableSlot(message_slot);
 
