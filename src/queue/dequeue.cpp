@@ -143,6 +143,22 @@ bool head_scan_due(int32 queue_id) {
     return head_scans.due(queue_id, GetCurrentTimestamp());
 }
 
+// A NEXT_MESSAGE walk from the scan floor, and when it finds nothing, one from the head if due: the
+// rows written without aq.enqueue below the floor are found once the messages after them are
+// taken.  A head scan reads every entry a held horizon keeps below the floor, so its cost bounds
+// how often it runs (once_a_second.hpp, 3): at most once a second, and about a twentieth of the
+// time.  walk(from_head) returns what the walk returns.
+template <class Walk>
+int from_floor_then_head(bool first_message, bool after_position, int32 key, Walk&& walk) {
+    if (first_message) return walk(true);
+    int rows = walk(false);
+    if (rows != 0 || after_position || !head_scan_due(key)) return rows;
+    TimestampTz started = GetCurrentTimestamp();
+    rows = walk(true);
+    head_scans.ran(key, started, GetCurrentTimestamp());
+    return rows;
+}
+
 // Remove mode without msgid or correlation on a normal queue: bulk_dequeue.hpp, when the
 // queue table allows it (-1 otherwise).
 int claim_in_bulk(const ClaimArgs& a) {
@@ -156,18 +172,20 @@ int claim_in_bulk(const ClaimArgs& a) {
         // collision only moves one of them).
         int32 head_key = a.queue->queue_id ^
                          static_cast<int32>(hash_bytes(reinterpret_cast<const unsigned char*>(o.consumer), strlen(o.consumer)));
-        BulkDeliveryDequeue request{a.queue->delivery_relid,
-                                    a.queue->relid,
-                                    a.queue->payload_type,
-                                    a.queue->queue_id,
-                                    o.consumer,
-                                    a.queue->priority_order,
-                                    a.request->array_size,
-                                    o.navigation == Navigation::first_message || (!a.after && head_scan_due(head_key)),
-                                    a.after ? &after : nullptr,
-                                    bulk_sink,
-                                    &state};
-        int rows = bulk_dequeue_deliveries(request);
+        int rows = from_floor_then_head(o.navigation == Navigation::first_message, a.after, head_key, [&](bool from_head) {
+            BulkDeliveryDequeue request{a.queue->delivery_relid,
+                                        a.queue->relid,
+                                        a.queue->payload_type,
+                                        a.queue->queue_id,
+                                        o.consumer,
+                                        a.queue->priority_order,
+                                        a.request->array_size,
+                                        from_head,
+                                        a.after ? &after : nullptr,
+                                        bulk_sink,
+                                        &state};
+            return bulk_dequeue_deliveries(request);
+        });
         if (rows > 0) {
             remember_position(a.queue->queue_id, o.consumer, false, state.last_priority, state.last_enq_time,
                               state.last_msgid);
@@ -181,16 +199,21 @@ int claim_in_bulk(const ClaimArgs& a) {
         return rows;
     }
     BulkSinkState state{a.request, a.queue->relid, 0, 0, 0, {}};
-    BulkDequeue request{a.queue->relid,
-                        a.queue->payload_type,
-                        a.queue->queue_id,
-                        a.queue->priority_order,
-                        a.request->array_size,
-                        o.navigation == Navigation::first_message || (!a.after && head_scan_due(a.queue->queue_id)),
-                        a.after ? &after : nullptr,
-                        bulk_sink,
-                        &state};
-    int rows = a.group ? bulk_dequeue_group(request, *a.group) : bulk_dequeue(request);
+    auto walk = [&](bool from_head) {
+        BulkDequeue request{a.queue->relid,
+                            a.queue->payload_type,
+                            a.queue->queue_id,
+                            a.queue->priority_order,
+                            a.request->array_size,
+                            from_head,
+                            a.after ? &after : nullptr,
+                            bulk_sink,
+                            &state};
+        return a.group ? bulk_dequeue_group(request, *a.group) : bulk_dequeue(request);
+    };
+    // (A group's walk uses no floor: once.)
+    int rows = a.group ? walk(false)
+                       : from_floor_then_head(o.navigation == Navigation::first_message, a.after, a.queue->queue_id, walk);
     if (rows > 0) {
         remember_position(a.queue->queue_id, "", false, state.last_priority, state.last_enq_time, state.last_msgid,
                           a.group);
@@ -315,8 +338,11 @@ int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted) 
     for (;;) {
         CHECK_FOR_INTERRUPTS();
         int64 group = 0;
-        bool from_head = o.navigation == Navigation::first_message || head_scan_due(q.queue_id ^ 0x67727073);
-        int found = queue::next_group(q.relid, q.payload_type, q.queue_id, after, from_head, &group);  // on the index
+        int found = from_floor_then_head(o.navigation == Navigation::first_message, after != PG_INT64_MIN,
+                                         q.queue_id ^ 0x67727073, [&](bool from_head) {
+                                             return queue::next_group(q.relid, q.payload_type, q.queue_id, after,
+                                                                      from_head, &group);  // on the index
+                                         });
         if (found < 0) {
             SPIPlanPtr plan = statement_plan(q, find_next_group, InvalidOid);
             Datum args[3] = {Int32GetDatum(q.queue_id), Int64GetDatum(after), TimestampTzGetDatum(GetCurrentTimestamp())};

@@ -37,3 +37,16 @@ BOOST_AUTO_TEST_CASE(negative_keys) {
     BOOST_TEST(t.due(-5, 0));
     BOOST_TEST(!t.due(-5, 10));
 }
+
+BOOST_AUTO_TEST_CASE(costly_work_runs_less_often) {
+    OnceASecond<4> t;
+    // Short work: still once a second after it started.
+    BOOST_TEST(t.due(3, 0));
+    t.ran(3, 0, 1000);  // 1 ms
+    BOOST_TEST(!t.due(3, 999999));
+    BOOST_TEST(t.due(3, 1000000));
+    // Work of 200 ms: next due 19 x 200 ms after it ended (a twentieth of the time).
+    t.ran(3, 1000000, 1200000);
+    BOOST_TEST(!t.due(3, 1200000 + 19 * 200000 - 1));
+    BOOST_TEST(t.due(3, 1200000 + 19 * 200000));
+}
