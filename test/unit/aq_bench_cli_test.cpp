@@ -132,3 +132,18 @@ BOOST_AUTO_TEST_CASE(ingest_runs_and_errors) {
         BOOST_CHECK_EQUAL(std::string(e.what()), "--system: unknown \"turbo\" (fast, standard)");
     }
 }
+
+BOOST_AUTO_TEST_CASE(rate_is_an_offered_load) {
+    BOOST_CHECK_EQUAL(parse_queue_command({"dbname=x"}).runs[0].rate, 0);  // flat out
+    auto c = parse_queue_command({"-n", "0", "--seconds", "5", "--rate", "20000", "-s", "aq,plain"});
+    BOOST_REQUIRE_EQUAL(c.runs.size(), 2u);
+    for (auto& r : c.runs) BOOST_CHECK_EQUAL(r.rate, 20000);
+    BOOST_CHECK_EQUAL(parse_queue_command({"-n", "1000", "--rate", "500"}).runs[0].rate, 500);  // with -n too
+    BOOST_CHECK_EQUAL(parse_queue_command({"--rate", "0"}).runs[0].rate, 0);
+    const std::string what = "\" is not a non-negative integer (messages per second, 0 = flat out)";
+    BOOST_CHECK_EQUAL(error_of({"--rate", "1.5"}), "--rate: \"1.5" + what);
+    BOOST_CHECK_EQUAL(error_of({"--rate=-5"}), "--rate: \"-5" + what);
+    BOOST_CHECK_EQUAL(error_of({"--rate", "x"}), "--rate: \"x" + what);
+    BOOST_CHECK_EQUAL(error_of({"--rate", ""}), "--rate: \"" + what);
+    BOOST_CHECK(parse_queue_command({"--help"}).help_text.find("--rate") != std::string::npos);
+}

@@ -29,6 +29,18 @@ std::vector<int> parse_int_list(const std::string& text, const char* option) {
     return values;
 }
 
+namespace {
+
+// --rate: a non-negative integer, messages per second (0: flat out).
+long parse_rate(const std::string& text) {
+    bool digits = !text.empty() && text.size() <= 12;
+    for (char ch : text) digits = digits && ch >= '0' && ch <= '9';
+    if (!digits) throw po::error("--rate: \"" + text + "\" is not a non-negative integer (messages per second, 0 = flat out)");
+    return std::stol(text);
+}
+
+}  // namespace
+
 // Parses args against options (the first positional argument is the connection string);
 // with --help, returns its text in *help instead and true.
 bool parse_or_help(const std::vector<std::string>& args, const po::options_description& options, std::string* help) {
@@ -58,7 +70,7 @@ std::string default_pgq_sql() {
 QueueCommand parse_queue_command(const std::vector<std::string>& args) {
     QueueCommand command;
     QueueConfig base;
-    std::string conninfo, systems, producers, consumers, batches;
+    std::string conninfo, systems, producers, consumers, batches, rate;
     FaultOptions& f = command.fault_options;
     po::options_description options("aq-bench queue \"<conninfo>\" [options]");
     options.add_options()("help,h", "this help")
@@ -70,6 +82,9 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
         ("batch,b", po::value(&batches)->default_value("100"), "messages per enqueue and per dequeue (comma list)")
         ("messages,n", po::value(&base.messages)->default_value(10000), "messages per run (0: use --seconds)")
         ("seconds", po::value(&base.seconds)->default_value(0), "run for this long instead of --messages (with -n 0): producers and consumers stop then; the backlog is drained afterwards, checked but not counted in the rates")
+        ("rate", po::value(&rate)->default_value("0"),
+         "offered load: messages per second from all producers together, each pacing itself to rate / producers "
+         "in batches (behind schedule: at most one batch at once, the rest counted as shortfall); 0 = flat out")
         ("payload", po::value(&base.payload_bytes)->default_value(64), "payload bytes per message (32 .. 1000000)")
         ("priorities", po::value(&base.priorities)->default_value(1), "aq: priorities 1..N (priority-sorted queue)")
         ("delay", po::value(&base.delay_seconds)->default_value(0), "aq: delay every message by this many seconds")
@@ -98,6 +113,7 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
     if ((command.help = parse_or_help(args, options, &command.help_text))) return command;
     if (base.messages < 0 || base.seconds < 0 || (base.messages == 0 && base.seconds <= 0))
         throw po::error("give --messages > 0, or --messages 0 and --seconds > 0");
+    base.rate = parse_rate(rate);
     if (base.payload_bytes < 32 || base.payload_bytes > 1000000) throw po::error("--payload must be 32 .. 1000000");
     if (base.priorities < 1) throw po::error("--priorities must be 1 or more");
     if (base.delay_seconds < 0) throw po::error("--delay must not be negative");

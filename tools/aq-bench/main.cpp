@@ -100,6 +100,18 @@ void print_summary(const std::vector<QueueResult>& results, const FaultCounts* f
         for (size_t i = 0; i < r.subscriber_verdicts.size(); i++)
             std::printf("  sub%zu: %s\n", i + 1, to_string(r.subscriber_verdicts[i]).c_str());
     }
+    // The offered load and what came of it, one line a run: "load: <system> P=.. C=.. batch=..: offered <R> msg/s
+    // (or flat out), enqueued <r> msg/s[, shortfall <n> messages], backlog <n> at the end of the load".
+    for (auto& r : results) {
+        std::string offered = r.config.rate > 0 ? "offered " + std::to_string(r.config.rate) + " msg/s" : "offered flat out";
+        std::string achieved = r.config.rate > 0 ? " (" + fixed(r.enqueue_rate / r.config.rate, 2) + "x offered), shortfall " +
+                                                       std::to_string(r.shortfall) + " messages"
+                                                 : "";
+        std::printf("load: %s P=%d C=%d batch=%d: %s, enqueued %.0f msg/s%s, dequeued %.0f msg/s, "
+                    "backlog %lld at the end of the load\n",
+                    r.config.system.c_str(), r.config.producers, r.config.consumers, r.config.dequeue_batch,
+                    offered.c_str(), r.enqueue_rate, achieved.c_str(), r.dequeue_rate, r.backlog);
+    }
     // --report-size: one line a run, "queue table size: <system> P=.. C=.. batch=..: <bytes> bytes".
     for (auto& r : results)
         if (r.table_bytes >= 0)

@@ -388,7 +388,7 @@ struct Shared {
     FaultInjector* faults;
     std::atomic<long> next_message{0};
     std::atomic<int> producers_running{0};
-    std::atomic<uint64_t> acknowledged{0}, dequeued{0}, reconnects{0};
+    std::atomic<uint64_t> acknowledged{0}, dequeued{0}, reconnects{0}, shortfall{0};
     std::atomic<int64_t> last_dequeue_us{0}, producers_done_us{0};
     Clock::time_point start, deadline;
     std::mutex latency_mutex;
@@ -418,7 +418,32 @@ void producer(Shared& sh, int number) {
     sh.system.prepare(s);  // registered before connecting: prepared by every (re)connect
     s.connect();
     uint64_t sequence = 0;
+    // --rate: this producer's share, rate / producers messages a second, one batch every `interval`;
+    // `due` is when the next batch is, on the steady clock from when this producer connected.
+    const bool paced = sh.c.rate > 0;
+    const Clock::duration interval =
+        paced ? std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                    static_cast<double>(sh.c.enqueue_batch) * sh.c.producers / static_cast<double>(sh.c.rate)))
+              : Clock::duration::zero();
+    Clock::time_point due = Clock::now();  // connected: the schedule starts (connecting is not counted as behind)
+    const bool timed = sh.c.messages <= 0;
     for (;;) {
+        if (paced) {
+            // Behind by more than one batch: the batch due now goes at once, those due before it are
+            // skipped (no burst to catch up) and counted as the shortfall.
+            const Clock::time_point now = Clock::now();
+            if (now - due > interval) {
+                const auto missed = (now - due) / interval;  // whole batches, >= 1
+                due += missed * interval;
+                sh.shortfall += static_cast<uint64_t>(missed) * static_cast<uint64_t>(sh.c.enqueue_batch);
+            }
+            if (timed && due >= sh.deadline) {  // no batch left before the deadline
+                std::this_thread::sleep_until(sh.deadline);
+                break;
+            }
+            std::this_thread::sleep_until(due);
+            due += interval;
+        }
         long n = sh.c.enqueue_batch;
         if (sh.c.messages > 0) {
             long first = sh.next_message.fetch_add(sh.c.enqueue_batch);
@@ -708,10 +733,18 @@ QueueResult run_queue(const QueueConfig& c, FaultInjector* faults) {
         }
     });
     for (auto& t : threads) t.join();
+    // The load is over: what the consumers left behind (deliveries, with subscribers), before the final drain.
+    const long long backlog = static_cast<long long>(sh.acknowledged.load()) * std::max(1, c.subscribers) -
+                              static_cast<long long>(sh.dequeued.load());
     running = false;
     progress.join();
     if (faults) faults->stop();
     double producing_s = (sh.producers_done_us.load() - start_us) / 1e6;
+    std::fprintf(stderr, "aq-bench: end of the load after %.1f s: offered %s, enqueued %.0f msg/s%s, backlog %lld (enqueued - dequeued)\n",
+                 std::chrono::duration<double>(Clock::now() - sh.start).count(),
+                 c.rate > 0 ? (std::to_string(c.rate) + " msg/s").c_str() : "flat out",
+                 sh.acknowledged.load() / std::max(1e-6, producing_s),
+                 c.rate > 0 ? (", shortfall " + std::to_string(sh.shortfall.load()) + " messages").c_str() : "", backlog);
     long long table_bytes = -1;
     if (c.report_size) {  // the load's end state, before the final drain and the teardown
         Session admin(c.conninfo);
@@ -728,6 +761,8 @@ QueueResult run_queue(const QueueConfig& c, FaultInjector* faults) {
     r.seconds = std::max(1e-6, (sh.last_dequeue_us.load() - start_us) / 1e6);
     r.dequeue_rate = r.dequeued / r.seconds;
     r.enqueue_rate = r.enqueued / std::max(1e-6, producing_s);
+    r.shortfall = sh.shortfall;
+    r.backlog = backlog;
     r.p50_ms = percentile(sh.latencies_ms, 0.50);
     r.p99_ms = percentile(sh.latencies_ms, 0.99);
     r.max_ms = sh.latencies_ms.empty() ? 0 : *std::max_element(sh.latencies_ms.begin(), sh.latencies_ms.end());

@@ -18,6 +18,11 @@
 // call in flight, which may have taken up to a batch with it (checker.hpp).  The transaction around the call is
 // kept on purpose, so that the run shows the caller's COMMIT to be irrelevant (its failures are counted as
 // "unconfirmed"); the final drain dequeues on commit, as without --immediate.
+// With --rate R (an offered load), each producer paces itself to R / P messages a second: a batch is
+// due every batch x P / R seconds on a steady clock from the start; a producer sleeps until its next
+// batch is due; one that has fallen behind sends the batch due at once but never more than one batch
+// ahead of the clock: batches due longer ago are skipped and counted as the shortfall.  Pacing
+// changes when messages are sent, not what is recorded: the checker sees the same protocol.
 // With subscribers (aq's multi-consumer queues), every subscriber is to receive every message
 // once: each has a history of its own, in which the producers record every attempt and its
 // consumers and its own final drain what they got; a run is ok when each one is, and when no
@@ -44,6 +49,8 @@ struct QueueConfig {
     int dequeue_batch = 1;
     long messages = 10000;      // total; 0: run for `seconds` (consumers stop then too; the final drain takes the backlog)
     double seconds = 0;
+    long rate = 0;              // offered load: messages per second by all producers together (each paces itself
+                                // to rate / producers in batches on a steady clock), 0 = flat out
     int payload_bytes = 64;
     int priorities = 1;         // aq: priorities 1..n (queue table sorted by priority,enq_time when > 1)
     double delay_seconds = 0;   // aq: every message delayed by this much
@@ -61,6 +68,12 @@ struct QueueResult {
     uint64_t enqueued = 0;       // acknowledged
     uint64_t dequeued = 0;       // committed dequeues (before the final drain)
     double enqueue_rate = 0, dequeue_rate = 0;
+    // With rate > 0: the messages the producers' schedule had due but that they never sent, having fallen more
+    // than one batch behind it (they do not burst to catch up); 0 when flat out.
+    uint64_t shortfall = 0;
+    // At the end of the load (every producer and consumer stopped, before the final drain): enqueued minus
+    // dequeued, deliveries with subscribers (each acknowledged message is owed to every one).
+    long long backlog = 0;
     double p50_ms = 0, p99_ms = 0, max_ms = 0;
     History::Verdict verdict;                       // with subscribers: all of theirs added up
     std::vector<History::Verdict> subscriber_verdicts;  // with subscribers: each one's
