@@ -205,7 +205,7 @@ finish($holder);
 		'8: the worker waits for the synchronous standby');
 	$node->append_conf('postgresql.conf', "synchronous_standby_names = ''\n");
 	$node->reload;
-	my $err = finish_pending($caller);
+	$err = finish_pending($caller);
 	is($err, '', '8: the enqueue returns once the standby is no longer required');
 	is(rows_of('synchronous'), '1', '8: committed once');
 	finish($caller);
