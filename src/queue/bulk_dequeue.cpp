@@ -92,9 +92,7 @@ int bulk_dequeue(const BulkDequeue& r) {
     RowView row_view{slot, col_delay, col_expiration, retries::counting(), r.relid};
     bool registered = false;
     // If the scan runs out without meeting a message: the floor may rise to the scan's start.
-    FloorWatch watch = r.priority_order
-                           ? FloorWatch{floor_applies, 3, 4, scan_floor::Position{now, PG_INT64_MIN, PG_INT32_MAX}, 2}
-                           : FloorWatch{floor_applies, 2, 3, scan_floor::Position{now, PG_INT64_MIN}};
+    FloorWatch watch = FloorWatch::of_order(floor_applies, 2, r.priority_order, now);
     int removed = 0;
     while (removed < r.max_messages) {
         if (!next_visible(scan, slot, watch)) break;

@@ -86,6 +86,8 @@ size_t payload_bytes(Datum payload, int16 typlen) {
     return typlen > 0 ? static_cast<size_t>(typlen) : 64;
 }
 
+constexpr int32 default_priority = 1;  // a message's without one, as the enqueue statement's
+
 Datum field(HeapTupleHeader row, int attno, bool* isnull) {
     return GetAttributeByNum(row, static_cast<AttrNumber>(attno), isnull);
 }
@@ -97,7 +99,7 @@ void fill_row(const BulkEnqueue& r, int i, Datum msgid, Datum enq_uid, Datum* v,
     v[col_msgid] = msgid;
     v[col_q_id] = Int32GetDatum(r.queue_id);
     v[col_enq_time] = TimestampTzGetDatum(r.enq_time);
-    v[col_priority] = Int32GetDatum(1);
+    v[col_priority] = Int32GetDatum(default_priority);
     v[col_retry_count] = Int32GetDatum(0);
     v[col_enq_uid] = enq_uid;
     v[col_user_data] = r.payloads[i];
@@ -183,34 +185,14 @@ bool plain_queue_table(Relation rel, Oid payload_type) {
     return has_queue_table_shape(rel, payload_type) && multi_insert::refusal(rel) == nullptr;
 }
 
-int32 lowest_priority(ArrayType* properties) {
-    constexpr int32 default_priority = 1;  // as fill_row and the enqueue statement
-    if (!properties) return default_priority;
-    Datum* elements;
-    bool* nulls;
-    int n;
-    deconstruct_array(properties, ARR_ELEMTYPE(properties), -1, false, TYPALIGN_DOUBLE, &elements, &nulls, &n);
-    int32 lowest = PG_INT32_MAX;
-    for (int i = 0; i < n; i++) {
-        bool null = nulls[i];
-        Datum priority = null ? 0 : field(DatumGetHeapTupleHeader(elements[i]), 1, &null);
-        int32 p = null ? default_priority : DatumGetInt32(priority);
-        if (p < lowest) lowest = p;
-    }
-    pfree(elements);
-    pfree(nulls);
-    return n > 0 ? lowest : default_priority;
-}
-
-int32* distinct_priorities(ArrayType* properties, int* count) {
-    constexpr int32 default_priority = 1;
+// Each message's priority from an enqueue's aq.message_properties[] (palloc'd, *count of them;
+// one default priority for no array).
+int32* priorities_of(ArrayType* properties, int* count) {
     int n = properties ? ArrayGetNItems(ARR_NDIM(properties), ARR_DIMS(properties)) : 0;
     int32* priorities = static_cast<int32*>(palloc(sizeof(int32) * (n > 0 ? n : 1)));
-    if (n == 0) {
-        priorities[0] = default_priority;
-        *count = 1;
-        return priorities;
-    }
+    priorities[0] = default_priority;
+    *count = 1;
+    if (n == 0) return priorities;
     Datum* elements;
     bool* nulls;
     deconstruct_array(properties, ARR_ELEMTYPE(properties), -1, false, TYPALIGN_DOUBLE, &elements, &nulls, &n);
@@ -219,10 +201,24 @@ int32* distinct_priorities(ArrayType* properties, int* count) {
         Datum priority = null ? 0 : field(DatumGetHeapTupleHeader(elements[i]), 1, &null);
         priorities[i] = null ? default_priority : DatumGetInt32(priority);
     }
-    std::sort(priorities, priorities + n);
-    *count = static_cast<int>(std::unique(priorities, priorities + n) - priorities);
     pfree(elements);
     pfree(nulls);
+    *count = n;
+    return priorities;
+}
+
+int32 lowest_priority(ArrayType* properties) {
+    int n;
+    int32* priorities = priorities_of(properties, &n);
+    int32 lowest = *std::min_element(priorities, priorities + n);
+    pfree(priorities);
+    return lowest;
+}
+
+int32* distinct_priorities(ArrayType* properties, int* count) {
+    int32* priorities = priorities_of(properties, count);
+    std::sort(priorities, priorities + *count);
+    *count = static_cast<int>(std::unique(priorities, priorities + *count) - priorities);
     return priorities;
 }
 

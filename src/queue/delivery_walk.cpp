@@ -144,9 +144,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
 
     RowView row_view{slot, dcol_delay, dcol_expiration, retries::counting(), r.delivery_relid};
     bool registered = false;
-    FloorWatch watch = r.priority_order
-                           ? FloorWatch{floor_applies, 4, 5, scan_floor::Position{now, PG_INT64_MIN, PG_INT32_MAX}, 3}
-                           : FloorWatch{floor_applies, 3, 4, scan_floor::Position{now, PG_INT64_MIN}};
+    FloorWatch watch = FloorWatch::of_order(floor_applies, 3, r.priority_order, now);
     int removed = 0;
     while (removed < r.max_messages) {
         if (!next_visible(scan, slot, watch)) break;

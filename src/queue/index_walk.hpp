@@ -175,6 +175,16 @@ struct FloorWatch {
     bool met = false;
     scan_floor::Position entry{0, 0};
 
+    // The watch of a walk of an order index whose key columns from `first` are (enq_time, msgid)
+    // or (priority, enq_time, msgid), as start_key's; if it meets nothing, the floor may rise to
+    // the scan's start `now` (at the highest priority value in priority order).
+    static FloorWatch of_order(bool applies, AttrNumber first, bool priority_order, TimestampTz now) {
+        if (priority_order)
+            return FloorWatch{applies, AttrNumber(first + 1), AttrNumber(first + 2),
+                              scan_floor::Position{now, PG_INT64_MIN, PG_INT32_MAX}, first};
+        return FloorWatch{applies, first, AttrNumber(first + 1), scan_floor::Position{now, PG_INT64_MIN}};
+    }
+
     // Reads the entry's position (the scan has xs_want_itup when the floor applies).
     void before_fetch(IndexScanDesc scan) {
         if (!applies || met) return;

@@ -18,7 +18,7 @@
 //     its snapshot), and the statement reads no table and calls no function but aq's and
 //     PostgreSQL's own.  There the backend's xmin is let go before each sleep
 //     (pg_stat_activity.backend_xmin is empty while it sleeps) and the next pass's fresh snapshot
-//     advertises a new one: a waiting consumer no longer holds the horizon back (issue #30).
+//     advertises a new one: a waiting consumer no longer holds the horizon back.
 //     Elsewhere the sleep keeps the xmin, as before.
 //  6. On a hot standby no commit happens here, so no wake-up comes: a sleep lasts at most
 //     standby_poll_ms, and the next pass sees what replay applied meanwhile (a waiting browse gets

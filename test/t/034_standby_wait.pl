@@ -1,4 +1,4 @@
-# Waits on a hot standby (waiting.hpp, invariants 5 and 6; issue #30, scope 4).
+# Waits on a hot standby (waiting.hpp, invariants 5 and 6).
 #  1. A browse that waits on the standby gets the message the primary enqueues during its wait,
 #     soon after replay applies it.  Before, no wake-up ever came on a standby (nothing commits
 #     there): the browse sat out its whole wait and ended with QA228.
