@@ -52,6 +52,7 @@ OBJS = \
 	src/queue/settler.o \
 	src/queue/settler_shared.o \
 	src/queue/statements.o \
+	src/queue/time_manager.o \
 	src/queue/sweep.o \
 	src/queue/sweep_walk.o \
 	src/queue/waiting.o \

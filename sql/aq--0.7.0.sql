@@ -1483,6 +1483,35 @@ GRANT SELECT ON aq.queue_health TO PUBLIC;
 COMMENT ON VIEW aq.queue_health IS
     'Health at a glance: per queue and consumer, its ready, waiting and expired messages and the oldest ready one; its queue table''s sizes, live and dead rows and last vacuum; the age of the oldest xmin holding this database back';
 
+-- The time manager (Oracle's QMON), per database it has served since the server started: its
+-- worker's pid (NULL: none runs now), the next time a delay or an expiration passes, its last
+-- round and how late that round started after its due time (the largest lag too), how many
+-- rounds ran, messages it moved to exception queues, queues it woke because a delay passed,
+-- and its failures with the last error.  Needs aq in shared_preload_libraries (55000 without).
+CREATE FUNCTION aq._queue_monitor(
+    OUT database oid,
+    OUT pid integer,
+    OUT next_due timestamptz,
+    OUT last_round timestamptz,
+    OUT last_lag interval,
+    OUT max_lag interval,
+    OUT rounds bigint,
+    OUT expired bigint,
+    OUT woken bigint,
+    OUT failures bigint,
+    OUT last_error text)
+RETURNS SETOF record LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_queue_monitor';
+
+CREATE VIEW aq.queue_monitor WITH (security_invoker = true) AS
+SELECT d.datname AS database, m.pid, m.next_due, m.last_round, m.last_lag, m.max_lag, m.rounds,
+       m.expired, m.woken, m.failures, m.last_error
+  FROM aq._queue_monitor() m
+  LEFT JOIN pg_catalog.pg_database d ON d.oid = m.database
+ ORDER BY d.datname;
+GRANT SELECT ON aq.queue_monitor TO PUBLIC;
+COMMENT ON VIEW aq.queue_monitor IS
+    'The time manager: per database, its worker, next due time, last round and lag, rounds, messages expired, queues woken for delays, failures';
+
 -- ---------------------------------------------------------------- commit modes
 
 -- Oracle's COMMIT_WAIT, COMMIT_LOGGING and COMMIT WRITE.  The parameters aq.commit_wait,

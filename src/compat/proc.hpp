@@ -34,6 +34,8 @@ inline uint32 my_proc_number() { return proc_number(MyProc); }
 
 inline Latch* proc_latch(uint32 proc_number) { return &ProcGlobal->allProcs[proc_number].procLatch; }
 
+inline int proc_pid(uint32 proc_number) { return ProcGlobal->allProcs[proc_number].pid; }
+
 // This backend's current local transaction id (InvalidLocalTransactionId between transactions).
 inline LocalTransactionId my_local_xid() {
 #if PG_VERSION_NUM >= 170000

@@ -33,6 +33,7 @@ PGDLLEXPORT void _PG_init(void);
 #include "queue/retries.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/settler.hpp"
+#include "queue/time_manager.hpp"
 #include "queue/wakeup.hpp"
 #include "queue/deliveries.hpp"
 #include "queue/immediate.hpp"
@@ -171,6 +172,17 @@ void register_transaction_ends() {
     wakeups.sub_abort_unlocked = wakeup::after_subtransaction_abort_unlocked;
     aq::base::xact_end::add(wakeups);
 
+    // After the wake-ups: a commit that wrote a delayed or expiring message lowers its database's
+    // due time for the time manager, once the commit is visible (time_manager.hpp, 2).
+    Handlers times{};
+    times.name = "time manager";
+    times.commit = [] {};
+    times.abort = aq::queue::time_manager::at_abort;
+    times.prepare = aq::queue::time_manager::at_abort;
+    times.parallel_abort = aq::queue::time_manager::at_abort;
+    times.commit_unlocked = aq::queue::time_manager::after_commit_unlocked;
+    aq::base::xact_end::add(times);
+
     // A committed dequeue whose sweep was contended asks the settler for one (deliveries.hpp).
     Handlers sweeps{};
     sweeps.name = "removal sweeps";
@@ -191,7 +203,8 @@ void register_transaction_ends() {
     aq::base::xact_end::install();
 }
 
-// COMMIT PREPARED / ROLLBACK PREPARED: mark the transaction so its end wakes every channel.
+// COMMIT PREPARED / ROLLBACK PREPARED: mark the transaction so its end wakes every channel and
+// has the time manager look at the database.
 // Any other utility statement after a dequeue flushes its claims first (retries.hpp, 1).
 void process_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_tree,
                      ProcessUtilityContext context, ParamListInfo params, QueryEnvironment* query_env,
@@ -199,8 +212,10 @@ void process_utility(PlannedStmt* pstmt, const char* query_string, bool read_onl
     Node* statement = pstmt->utilityStmt;
     if (IsA(statement, TransactionStmt)) {
         auto kind = castNode(TransactionStmt, statement)->kind;
-        if (kind == TRANS_STMT_COMMIT_PREPARED || kind == TRANS_STMT_ROLLBACK_PREPARED)
+        if (kind == TRANS_STMT_COMMIT_PREPARED || kind == TRANS_STMT_ROLLBACK_PREPARED) {
             aq::queue::wakeup::note_prepared_transaction_end();
+            aq::queue::time_manager::note_prepared_transaction_end();
+        }
     } else {
         aq::queue::retries::flush_pending_claims();  // as for a statement (executor_start)
     }
@@ -240,6 +255,7 @@ void _PG_init(void) {
     aq::base::entry_void([] { aq::commit::settings::define(process_shared_preload_libraries_in_progress); });
     aq::ingest::settings::define(process_shared_preload_libraries_in_progress);
     aq::queue::wakeup::define_settings();
+    aq::queue::time_manager::define_settings();
     aq::queue::immediate::define_settings();
     aq::ingest::writer::install_hooks();
     MarkGUCPrefixReserved("aq");

@@ -8,6 +8,9 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "catalog/pg_authid.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -25,6 +28,7 @@ extern "C" {
 #include "queue/deliveries.hpp"
 #include "queue/immediate.hpp"
 #include "queue/queue_store.hpp"
+#include "queue/time_manager.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq {
@@ -306,9 +310,58 @@ Datum check_rule_impl(FunctionCallInfo fcinfo) {
     base::call([&] { queue::deliveries::check_rule(relid, rule); });
     PG_RETURN_VOID();
 }
+
+// aq._queue_monitor(): the time manager's state per database (the aq.queue_monitor view).
+Datum queue_monitor_impl(FunctionCallInfo fcinfo) {
+    queue::time_manager::MonitorRow rows[queue::time_manager::monitor_max_rows];
+    int count = 0;
+    if (!queue::time_manager::monitor(rows, queue::time_manager::monitor_max_rows, &count))
+        throw Error(sqlstate::object_not_in_prerequisite_state, "the time manager needs aq in shared_preload_libraries",
+                    {}, "Add 'aq' to shared_preload_libraries and restart the server.");
+    base::call([&] {
+        InitMaterializedSRF(fcinfo, 0);
+        auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+        bool read_all_stats = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+        auto timestamp = [](TimestampTz t, bool* null) {
+            *null = t == 0;
+            return TimestampTzGetDatum(t);
+        };
+        auto interval_ms = [](int64 ms) {
+            auto* span = static_cast<Interval*>(palloc0(sizeof(Interval)));
+            span->time = ms * 1000;
+            return IntervalPGetDatum(span);
+        };
+        for (int i = 0; i < count; i++) {
+            const auto& r = rows[i];
+            Datum values[11];
+            bool nulls[11] = {};
+            values[0] = ObjectIdGetDatum(r.database);
+            values[1] = Int32GetDatum(r.pid);
+            nulls[1] = r.pid == 0;
+            values[2] = timestamp(r.next_due, &nulls[2]);
+            values[3] = timestamp(r.last_round, &nulls[3]);
+            values[4] = interval_ms(r.last_lag_ms);
+            nulls[4] = r.last_round == 0;
+            values[5] = interval_ms(r.max_lag_ms);
+            nulls[5] = r.last_round == 0;
+            values[6] = Int64GetDatum(int64(r.rounds));
+            values[7] = Int64GetDatum(int64(r.expired));
+            values[8] = Int64GetDatum(int64(r.woken));
+            values[9] = Int64GetDatum(int64(r.failures));
+            // An error may quote a queue table's data: like another session's query, only to
+            // members of pg_read_all_stats.
+            nulls[10] = r.last_error[0] == 0 || !read_all_stats;
+            values[10] = nulls[10] ? (Datum)0 : CStringGetTextDatum(r.last_error);
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        }
+    });
+    return (Datum)0;
+}
+
 }  // namespace
 }  // namespace aq
 
+AQ_SQL_FUNCTION(aq_queue_monitor, aq::queue_monitor_impl)
 AQ_SQL_FUNCTION(aq_wake_waiters, aq::wake_waiters_impl)
 AQ_SQL_FUNCTION(aq_queues_changed, aq::queues_changed_impl)
 AQ_SQL_FUNCTION(aq_enqueue, aq::enqueue_impl)

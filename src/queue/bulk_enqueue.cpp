@@ -27,6 +27,7 @@ extern "C" {
 
 #include <algorithm>
 #include <initializer_list>
+#include <utility>
 
 #include "base/multi_insert.hpp"
 #include "compat/acl.hpp"
@@ -92,6 +93,32 @@ Datum field(HeapTupleHeader row, int attno, bool* isnull) {
     return GetAttributeByNum(row, static_cast<AttrNumber>(attno), isnull);
 }
 
+// A message's delay and expiration as times (the expiration counts from when it is ready), from
+// its aq.message_properties (attribute 2 delay, 3 expiration).
+struct MessageTimes {
+    bool delayed;
+    TimestampTz delay;
+    bool expires;
+    TimestampTz expiration;
+};
+MessageTimes times_of(HeapTupleHeader props, TimestampTz enq_time) {
+    MessageTimes t{false, 0, false, 0};
+    bool null;
+    Datum ready_at = TimestampTzGetDatum(enq_time);
+    Datum delay = field(props, 2, &null);
+    if (!null) {
+        ready_at = DirectFunctionCall2(timestamptz_pl_interval, ready_at, delay);
+        t.delayed = true;
+        t.delay = DatumGetTimestampTz(ready_at);
+    }
+    Datum expiration = field(props, 3, &null);
+    if (!null) {
+        t.expires = true;
+        t.expiration = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, ready_at, expiration));
+    }
+    return t;
+}
+
 // Fills one row's values; the message properties as aq.message_properties defines them
 // (attribute 1 priority, 2 delay, 3 expiration, 4 correlation, 6 exception_queue).
 void fill_row(const BulkEnqueue& r, int i, Datum msgid, Datum enq_uid, Datum* v, bool* isnull) {
@@ -111,18 +138,11 @@ void fill_row(const BulkEnqueue& r, int i, Datum msgid, Datum enq_uid, Datum* v,
     bool null;
     Datum priority = field(props, 1, &null);
     if (!null) v[col_priority] = priority;
-    Datum ready_at = TimestampTzGetDatum(r.enq_time);
-    Datum delay = field(props, 2, &null);
-    if (!null) {
-        ready_at = DirectFunctionCall2(timestamptz_pl_interval, ready_at, delay);
-        v[col_delay] = ready_at;
-        isnull[col_delay] = false;
-    }
-    Datum expiration = field(props, 3, &null);
-    if (!null) {
-        v[col_expiration] = DirectFunctionCall2(timestamptz_pl_interval, ready_at, expiration);
-        isnull[col_expiration] = false;
-    }
+    MessageTimes t = times_of(props, r.enq_time);
+    v[col_delay] = TimestampTzGetDatum(t.delay);
+    isnull[col_delay] = !t.delayed;
+    v[col_expiration] = TimestampTzGetDatum(t.expiration);
+    isnull[col_expiration] = !t.expires;
     v[col_corrid] = field(props, 4, &isnull[col_corrid]);
     v[col_exception_queue] = field(props, 6, &isnull[col_exception_queue]);
 }
@@ -205,6 +225,24 @@ int32* priorities_of(ArrayType* properties, int* count) {
     pfree(nulls);
     *count = n;
     return priorities;
+}
+
+TimestampTz earliest_due(ArrayType* properties, TimestampTz enq_time) {
+    int n = properties ? ArrayGetNItems(ARR_NDIM(properties), ARR_DIMS(properties)) : 0;
+    if (n == 0) return 0;
+    Datum* elements;
+    bool* nulls;
+    deconstruct_array(properties, ARR_ELEMTYPE(properties), -1, false, TYPALIGN_DOUBLE, &elements, &nulls, &n);
+    TimestampTz earliest = 0;
+    for (int i = 0; i < n; i++) {
+        if (nulls[i]) continue;
+        MessageTimes t = times_of(DatumGetHeapTupleHeader(elements[i]), enq_time);
+        for (auto [set, when] : {std::pair{t.delayed, t.delay}, std::pair{t.expires, t.expiration}})
+            if (set && (earliest == 0 || when < earliest)) earliest = when;
+    }
+    pfree(elements);
+    pfree(nulls);
+    return earliest;
 }
 
 int32 lowest_priority(ArrayType* properties) {

@@ -86,6 +86,9 @@ bool bulk_enqueue(const BulkEnqueue& request);
 int32 lowest_priority(ArrayType* properties);
 // Each priority among them once, ascending (palloc'd; *count of them).
 int32* distinct_priorities(ArrayType* properties, int* count);
+// The earliest time at which one of them becomes ready or expires (0: none has a delay or an
+// expiration), for the time manager (time_manager::note_due).
+TimestampTz earliest_due(ArrayType* properties, TimestampTz enq_time);
 
 // The queue table has, after aq's columns, the transaction_group column of message_grouping
 // transactional (groups.hpp).

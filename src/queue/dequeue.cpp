@@ -48,6 +48,7 @@ extern "C" {
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
 #include "queue/statements.hpp"
+#include "queue/time_manager.hpp"
 #include "queue/sweep_rules.hpp"
 #include "queue/waiting.hpp"
 #include "queue/wakeup.hpp"
@@ -403,9 +404,12 @@ int dequeue(const DequeueRequest& r) {
                     if (problem.kind != QueueProblem::none) return PassResult::stop;
                 }
                 // Browse is read-only, and so is everything a READ ONLY transaction or a hot standby
-                // calls: the expiry move is left to the next consuming dequeue (or sweep).  And a
-                // SERIALIZABLE one leaves a normal queue's move to others (maintenance.hpp, 3).
-                if (!browse && !XactReadOnly && (q.exception_queue || (first_pass && !IsolationIsSerializable() && expiry_sweep_due(q))))
+                // calls: the expiry move is left to the time manager or the next consuming dequeue.
+                // A normal queue's dequeue leaves it to the time manager when one serves, and a
+                // SERIALIZABLE one to others in any case (maintenance.hpp, 3).
+                if (!browse && !XactReadOnly &&
+                    (q.exception_queue || (first_pass && !IsolationIsSerializable() && !time_manager::serves() &&
+                                           expiry_sweep_due(q))))
                     expire_messages_of(q);
                 if (grouped) {
                     delivered = claim_grouped(q, r, &exhausted);

@@ -31,6 +31,7 @@ extern "C" {
 #include "queue/queue_store.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/statements.hpp"
+#include "queue/time_manager.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq::queue {
@@ -83,6 +84,15 @@ void deliver_messages(const EnqueueRequest& r, const QueueInfo& q, ArrayType* id
     deliveries::deliver(tables_of(q, r.queue_name), items, n, r.properties, messages, enq_time);
 }
 
+// After the rows and their index entries, before the commit: the scan floors (scan_floor.hpp),
+// the wake-up at commit (wakeup.hpp) and the time manager's due time (time_manager.hpp).
+void note_enqueued(const EnqueueRequest& r, const QueueInfo& q, TimestampTz enq_time) {
+    scan_floor::lower(q.queue_id, enq_time, nullptr, q.priority_order ? lowest_priority(r.properties) : 0);
+    if (q.grouped) scan_floor::lower(q.queue_id, groups::transaction_group(q.relid), groups::floor_key);
+    wakeup::note_enqueue(q.queue_id);
+    if (TimestampTz due = earliest_due(r.properties, enq_time)) time_manager::note_due(due);
+}
+
 }  // namespace
 
 ArrayType* enqueue_array(const EnqueueRequest& r) {
@@ -106,10 +116,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
                              : nullptr;
         if (enqueue_in_bulk(r, q, enq_time, count, caller_context, &result, messages)) {
             if (q.multiple_consumers) deliver_messages(r, q, result, messages, enq_time);
-            // After the index entries, before the commit.
-            scan_floor::lower(q.queue_id, enq_time, nullptr, q.priority_order ? lowest_priority(r.properties) : 0);
-            if (q.grouped) scan_floor::lower(q.queue_id, groups::transaction_group(q.relid), groups::floor_key);
-            wakeup::note_enqueue(q.queue_id);
+            note_enqueued(r, q, enq_time);
             SPI_finish();
             return;
         }
@@ -131,11 +138,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         for (int i = 0; i < count; i++) ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
         result = msgid_array(ids, count, caller_context);
         if (q.multiple_consumers) deliver_messages(r, q, result, nullptr, enq_time);
-
-        // After the index entries, before the commit.
-        scan_floor::lower(q.queue_id, enq_time, nullptr, q.priority_order ? lowest_priority(r.properties) : 0);
-        if (q.grouped) scan_floor::lower(q.queue_id, groups::transaction_group(q.relid), groups::floor_key);
-        wakeup::note_enqueue(q.queue_id);
+        note_enqueued(r, q, enq_time);
         SPI_finish();
     });
     if (problem.kind != QueueProblem::none) throw_problem(problem, r.queue_name, "payload");

@@ -18,15 +18,17 @@ extern "C" {
 
 namespace aq::queue {
 
-void expire_messages_of(const QueueInfo& q) {
-    if (q.default_exception_id == 0 || !OidIsValid(q.owner)) return;
-    if (pg_class_aclcheck(claim_relid(q), GetUserId(), ACL_DELETE) != ACLCHECK_OK) return;
+int64 expire_messages_of(const QueueInfo& q) {
+    if (q.default_exception_id == 0 || !OidIsValid(q.owner)) return -1;
+    if (pg_class_aclcheck(claim_relid(q), GetUserId(), ACL_DELETE) != ACLCHECK_OK) return -1;
     SPIPlanPtr plan = statement_plan(q, expire_messages, InvalidOid);
     Datum args[3] = {Int32GetDatum(q.queue_table_id), Int32GetDatum(q.default_exception_id),
                      TimestampTzGetDatum(GetCurrentTimestamp())};
     int rc = base::execute_plan_as(q.owner, plan, args, nullptr, false, 0);
     if (rc != SPI_OK_UPDATE) elog(ERROR, "aq: moving expired messages failed: %s", SPI_result_code_string(rc));
-    if (SPI_processed > 0) wakeup::note_enqueue(q.queue_id);
+    uint64 moved = SPI_processed;
+    if (moved > 0) wakeup::note_enqueue(q.queue_id);
+    return int64(moved);
 }
 
 namespace {

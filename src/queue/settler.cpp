@@ -49,6 +49,7 @@ extern "C" {
 #include "queue/queue_store.hpp"
 #include "queue/settler.hpp"
 #include "queue/settler_shared.hpp"
+#include "queue/time_manager.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq::queue::settler {
@@ -149,6 +150,43 @@ void run_sweep_unit(int32 queue_id) {
     PG_END_TRY();
     MemoryContextSwitchTo(outer);
     pgstat_report_activity(STATE_IDLE, nullptr);
+}
+
+// A round of the time manager for this worker's database (time_manager.hpp, 3 and 4); `since`
+// is the previous round's start (0: none), advanced when the round did everything.
+void run_time_round(DatabaseSlot* slot, TimestampTz* since) {
+    TimestampTz start = GetCurrentTimestamp();
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    uint64 seen = slot->times.lowered;
+    TimestampTz due_at = slot->times.next_due;
+    slot->times.next_due = 0;  // unknown while the round runs: every lowering counts
+    LWLockRelease(shared->lock);
+    time_manager::RoundResult r = time_manager::round(*since, start);
+    if (!r.failed) *since = start;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    TimeState& t = slot->times;
+    if (t.lowered == seen)
+        t.next_due = r.next_due;
+    else if (r.next_due != 0 && (t.next_due == 0 || r.next_due < t.next_due))
+        t.next_due = r.next_due;
+    int64 lag = due_at != 0 && due_at < start ? (start - due_at) / 1000 : 0;
+    t.last_round = start;
+    t.last_lag_ms = lag;
+    t.max_lag_ms = Max(t.max_lag_ms, lag);
+    t.rounds++;
+    t.expired += r.expired;
+    t.woken += r.woken;
+    if (r.failed) {
+        t.failures++;
+        strlcpy(t.last_error, r.error, sizeof t.last_error);
+    }
+    LWLockRelease(shared->lock);
+}
+
+// The database's time manager work is due, or will be within a minute (time_manager.hpp, 5).
+bool time_due(const DatabaseSlot& slot, TimestampTz now, long within_ms) {
+    return time_manager::processes() > 0 && slot.times.next_due != 0 &&
+           slot.times.next_due <= TimestampTzPlusMilliseconds(now, within_ms);
 }
 
 void worker_exit(int, Datum) {
@@ -276,7 +314,8 @@ void aq_settler_launcher_main(Datum) {
                 TimestampDifferenceExceeds(slot.last_start, now, 60000))
                 slot.state = slot_stopped;  // a launcher that restarted lost its handles
             bool start = false;
-            if (slot.database != InvalidOid && slot.state == slot_stopped && slot.submitted > slot.settled) {
+            bool due = slot.database != InvalidOid && time_due(slot, now, 0);
+            if (slot.database != InvalidOid && slot.state == slot_stopped && (slot.submitted > slot.settled || due)) {
                 if (slot.failed_starts >= max_failed_starts) {
                     ereport(LOG, (errmsg("aq: the settler of database %u could not start; its requests are dropped",
                                          slot.database)));
@@ -285,19 +324,30 @@ void aq_settler_launcher_main(Datum) {
                         if (shared->requests[r].database != slot.database) shared->requests[kept++] = shared->requests[r];
                     shared->request_count = kept;
                     if (slot.starved) pg_atomic_fetch_sub_u32(&shared->starved_slots, 1);
-                    slot = DatabaseSlot{InvalidOid, slot_stopped, no_proc, 0, 0, 0, false, false, false, 0};
+                    slot = DatabaseSlot{InvalidOid, slot_stopped, no_proc, 0, 0, 0, false, false, false, 0, {}};
                 } else {
                     long interval = long(start_interval_ms) << Min(slot.failed_starts, 6u);
                     start = slot.failed_starts == 0 || TimestampDifferenceExceeds(slot.last_start, now, int(interval));
                 }
             }
-            if (start && (pass == 0 ? slot.urgent && active < max_urgent_workers : active < max_workers)) {
+            // The time manager's starts count against aq.tm_processes (time_manager.hpp, 5).
+            bool room = pass == 0 ? slot.urgent && active < max_urgent_workers
+                                  : (slot.submitted > slot.settled && active < max_workers) ||
+                                        (due && active < aq::queue::time_manager::processes());
+            if (start && room) {
                 start_worker(i);
                 active++;
             }
             LWLockRelease(shared->lock);
         }
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, start_interval_ms,
+        // Until the next start interval, or the earliest due time of a database without a worker.
+        long wait_ms = start_interval_ms;
+        LWLockAcquire(shared->lock, LW_SHARED);
+        for (const auto& slot : shared->slots)
+            if (slot.database != InvalidOid && slot.state == slot_stopped && time_due(slot, now, start_interval_ms))
+                wait_ms = Min(wait_ms, Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), slot.times.next_due)));
+        LWLockRelease(shared->lock);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
             AQ_WAIT_EVENT("AqSettlerLauncherMain"));
     }
     // Terminated (pg_terminate_backend, or a shutdown): exit code 1, so that the postmaster starts
@@ -342,6 +392,7 @@ void aq_settler_main(Datum database_arg) {
     TimestampTz idle_since = GetCurrentTimestamp();
     TimestampTz rescan_at = 0;
     int rounds_left = 0;
+    TimestampTz time_since = 0;  // the time manager's previous round (time_manager.hpp, 3)
     for (;;) {
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
@@ -384,9 +435,13 @@ void aq_settler_main(Datum database_arg) {
         TimestampTz next_sweep = 0;
         bool owed = sweeps_owed(&next_sweep);
         bool quiet = n == 0 && !scan && !slot->scan_wanted && slot->settled == upto;
-        bool idle = quiet && !owed;
         TimestampTz now = GetCurrentTimestamp();
-        if (idle && !rescan_at && TimestampDifferenceExceeds(idle_since, now, idle_exit_ms)) {
+        bool time_on = aq::queue::time_manager::processes() > 0;
+        bool time_now = time_due(*slot, now, 0);
+        TimestampTz time_next = time_on ? slot->times.next_due : 0;
+        bool idle = quiet && !owed && !time_now;
+        // A worker stays while its database's next due time is within a minute.
+        if (idle && !rescan_at && !time_due(*slot, now, 60000) && TimestampDifferenceExceeds(idle_since, now, idle_exit_ms)) {
             slot->state = slot_stopped;
             slot->worker_procno = no_proc;
             my_slot = nullptr;
@@ -409,12 +464,20 @@ void aq_settler_main(Datum database_arg) {
             owed = sweeps_owed(&next_sweep);
             idle_since = GetCurrentTimestamp();
         }
-        if (quiet && !scan) {
+        if (quiet && !scan && !time_now) {
             MemoryContextSwitchTo(outer);
             long wait_ms = rescan_at ? Max(1L, TimestampDifferenceMilliseconds(now, rescan_at)) : 1000L;
             if (owed) wait_ms = Min(wait_ms, Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_sweep)));
+            if (time_next != 0)
+                wait_ms = Min(wait_ms, Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), time_next)));
             (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
                 AQ_WAIT_EVENT("AqSettlerMain"));
+            continue;
+        }
+        if (quiet && !scan) {  // only the time manager's round is due
+            run_time_round(slot, &time_since);
+            idle_since = GetCurrentTimestamp();
+            MemoryContextSwitchTo(outer);
             continue;
         }
 
@@ -471,6 +534,11 @@ void aq_settler_main(Datum database_arg) {
         // A database without aq (the scan after a start visits every database): leave at
         // once, so that it is not kept busy (CREATE DATABASE from it as a template).
         if (extension_missing && !left) idle_since = 0;
+        // Settled attempts may carry a retry delay, and a scan follows a start: the times are
+        // looked at again (time_manager.hpp, 5).
+        if (time_on && !extension_missing) {
+            run_time_round(slot, &time_since);
+        }
         MemoryContextSwitchTo(outer);
     }
     proc_exit(0);

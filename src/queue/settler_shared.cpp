@@ -63,7 +63,7 @@ DatabaseSlot* slot_for(Oid database, bool create) {
         if (!free_slot && slot.database == InvalidOid) free_slot = &slot;
     }
     if (!create || !free_slot) return nullptr;
-    *free_slot = DatabaseSlot{database, slot_stopped, no_proc, 0, 0, 0, false, false, false, 0};
+    *free_slot = DatabaseSlot{database, slot_stopped, no_proc, 0, 0, 0, false, false, false, 0, {}};
     return free_slot;
 }
 

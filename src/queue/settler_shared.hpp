@@ -45,6 +45,20 @@ struct Dequeuer {
     TransactionId xid;
 };
 
+// The time manager's state of a database (time_manager.hpp): plain data under the lock.
+struct TimeState {
+    TimestampTz next_due;    // 0: none known
+    uint64 lowered;          // lowerings counted (time_manager.hpp, 2 and 3)
+    TimestampTz last_round;
+    int64 last_lag_ms;
+    int64 max_lag_ms;
+    uint64 rounds;
+    uint64 expired;
+    uint64 woken;
+    uint64 failures;
+    char last_error[160];
+};
+
 struct DatabaseSlot {
     Oid database;  // InvalidOid: free
     uint32 state;
@@ -56,6 +70,7 @@ struct DatabaseSlot {
     bool urgent;     // requests (a rollback's claims, a dequeue's hint) wait: started first
     bool starved;    // no background worker slot was free for its settler (a start failed)
     TimestampTz last_start;
+    TimeState times;  // value-initialised with the slot
 };
 
 // One partition of the registry of dequeuing transactions (xid % registry_partitions), under its

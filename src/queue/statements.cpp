@@ -117,6 +117,11 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "         AND NOT %3$s)"
             " ORDER BY h.q_id, h.transaction_group LIMIT 1",
             t, rule_sql<rules::OffersGroup>("h.", "$3"), rule_sql<rules::Passed>("e.", "$3"));
+    if (statement == next_expiry)
+        return psprintf(
+            "SELECT pg_catalog.min(expiration) FROM ONLY %s"
+            " WHERE q_id OPERATOR(pg_catalog.=) $1 AND expiration IS NOT NULL",
+            c);
     if (statement == next_delay)
         return psprintf(
             "SELECT pg_catalog.min(delay) FROM ONLY %s"
@@ -279,6 +284,9 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         argtypes[0] = INT4OID;
         argtypes[1] = TIMESTAMPTZOID;
         nargs = 2;
+    } else if (statement == next_expiry) {
+        argtypes[0] = INT4OID;
+        nargs = 1;
     } else if (statement == find_next_group) {
         argtypes[0] = INT4OID;
         argtypes[1] = INT8OID;

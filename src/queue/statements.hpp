@@ -42,6 +42,7 @@ enum Statement : int32 {
     expire_messages = 3,  // moves expired messages to their exception queues
     ready_candidates = 4,  // LISTEN: the messages a dequeue could take now, in the queue's order
     find_next_group = 5,        // a grouped queue table: the first group after $2 with a message ready at $3
+    next_expiry = 6,            // the queue's earliest expiration (the time manager)
     dequeue_base = 1024,  // + DequeueShape bits
 };
 

@@ -23,6 +23,7 @@ INSERT INTO documented VALUES
     ('aq.enqueue_options(text,text)', 'API'),
     ('aq.dequeue_options(text,text,text,text,aq.wait_time,bigint,text,text)', 'API'),
     ('aq._queue_health()', 'the aq.queue_health view (counts only the queue tables the caller may read)'),
+    ('aq._queue_monitor()', 'the aq.queue_monitor view (the time manager''s state; its last error only to pg_read_all_stats)'),
     ('aq._wait_time(smallint)', 'the casts to aq.wait_time'),
     ('aq._wait_time(integer)', 'the casts to aq.wait_time'),
     ('aq._wait_time(bigint)', 'the casts to aq.wait_time'),
@@ -86,9 +87,9 @@ SELECT is_empty($$SELECT sig FROM public_executes p JOIN pg_proc f ON f.oid = p.
                 'none of them is SECURITY DEFINER');
 SELECT is_empty($$SELECT sig FROM public_executes p JOIN pg_proc f ON f.oid = p.sig::regprocedure
                    JOIN pg_language l ON l.oid = f.prolang
-                   WHERE l.lanname = 'c' AND p.sig LIKE 'aq.\_%' AND p.sig NOT IN ('aq._memoptimize_write_area()', 'aq._claimable(oid,tid)', 'aq._check_rule(regclass,text)')
+                   WHERE l.lanname = 'c' AND p.sig LIKE 'aq.\_%' AND p.sig NOT IN ('aq._memoptimize_write_area()', 'aq._queue_monitor()', 'aq._claimable(oid,tid)', 'aq._check_rule(regclass,text)')
                      AND p.sig NOT LIKE 'aq.\_wait\_%'$$,
-                'no internal C function but the view''s, the dequeue statement''s, the rule check and aq.wait_time''s conversions is executable by PUBLIC');
+                'no internal C function but the views'', the dequeue statement''s, the rule check and aq.wait_time''s conversions is executable by PUBLIC');
 SELECT hasnt_function('aq', '_wake_waiters', ARRAY['integer'],
                       'aq._wake_waiters is gone: any role could wake (and spin) any queue''s waiters');
 SELECT ok(NOT has_function_privilege('public', 'aq._queues_changed()', 'EXECUTE'),

@@ -1,0 +1,296 @@
+// See time_manager.hpp for the protocol.  The worker loop that calls round() is the settler's
+// (settler.cpp); its shared state is the settler's database slot (settler_shared.hpp).
+extern "C" {
+#include "postgres.h"
+#include "access/xact.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/lwlock.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+}
+
+#include "base/guard.hpp"
+#include "base/spi.hpp"
+#include "compat/proc.hpp"
+#include "queue/catalog.hpp"
+#include "queue/maintenance.hpp"
+#include "queue/settler.hpp"
+#include "queue/settler_shared.hpp"
+#include "queue/statements.hpp"
+#include "queue/time_manager.hpp"
+#include "queue/wakeup.hpp"
+
+namespace aq::queue::time_manager {
+
+namespace {
+
+int tm_processes = 3;
+
+// This transaction's earliest due time (2); 0: none.  Plain data, forgotten at every end.
+TimestampTz pending_due = 0;
+
+constexpr long unit_budget_ms = 1000;  // one queue table's share of a round, doubled per failure in a row
+constexpr long retry_ms = 1000;        // 4: the first retry, doubled per round in a row that needs one
+int failures_in_row = 0;
+
+// Lowers the database's due time to `when` (2).  Never raises.
+void lower(TimestampTz when) {
+    using namespace settler;
+    // Kept with aq.tm_processes = 0 too: turned on again, the time manager starts from it.
+    if (!settler::available() || !OidIsValid(MyDatabaseId)) return;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    DatabaseSlot* slot = slot_for(MyDatabaseId, false);
+    bool known = slot && slot->times.next_due != 0 && slot->times.next_due <= when;
+    LWLockRelease(shared->lock);
+    if (known) return;
+    uint32 to_wake = no_proc;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    slot = slot_for(MyDatabaseId, true);
+    if (slot && (slot->times.next_due == 0 || when < slot->times.next_due)) {
+        slot->times.next_due = when;
+        slot->times.lowered++;
+        to_wake = slot->worker_procno != no_proc ? slot->worker_procno : shared->launcher_procno;
+    }
+    LWLockRelease(shared->lock);
+    wake(to_wake);
+}
+
+// The earliest delay of the queue after `after` (0: none).  Requires SPI.
+TimestampTz delay_after(const QueueInfo& q, TimestampTz after) {
+    SPIPlanPtr plan = statement_plan(q, next_delay, InvalidOid);
+    Datum args[2] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(after)};
+    base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, "next delay lookup");
+    bool isnull;
+    Datum v = base::spi::first_value(&isnull);
+    return isnull ? 0 : DatumGetTimestampTz(v);
+}
+
+// The earliest expiration of the queue's messages (0: none).  Requires SPI.
+TimestampTz earliest_expiration(const QueueInfo& q) {
+    SPIPlanPtr plan = statement_plan(q, next_expiry, InvalidOid);
+    Datum args[1] = {Int32GetDatum(q.queue_id)};
+    base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, "next expiration lookup");
+    bool isnull;
+    Datum v = base::spi::first_value(&isnull);
+    return isnull ? 0 : DatumGetTimestampTz(v);
+}
+
+void keep_earliest(TimestampTz* due, TimestampTz candidate) {
+    if (candidate != 0 && (*due == 0 || candidate < *due)) *due = candidate;
+}
+
+struct Table {
+    int32 queue_table_id;
+    int first;  // its queues: queue_ids[first .. first + count)
+    int count;
+};
+
+// The normal queues of the database, by queue table (in the current memory context).
+void list_queues(Table** tables, int* ntables, int32** queue_ids) {
+    int rc = SPI_execute(
+        "SELECT queue_table_id, queue_id FROM aq.queues"
+        " WHERE queue_type OPERATOR(pg_catalog.=) 'normal_queue' ORDER BY 1, 2",
+        true, 0);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: time manager queue list failed: %s", SPI_result_code_string(rc));
+    uint64 n = SPI_processed;
+    *tables = static_cast<Table*>(palloc(sizeof(Table) * Max(n, 1)));
+    *queue_ids = static_cast<int32*>(palloc(sizeof(int32) * Max(n, 1)));
+    *ntables = 0;
+    for (uint64 i = 0; i < n; i++) {
+        bool isnull;
+        int32 table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+        (*queue_ids)[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+        if (*ntables == 0 || (*tables)[*ntables - 1].queue_table_id != table)
+            (*tables)[(*ntables)++] = Table{table, int(i), 0};
+        (*tables)[*ntables - 1].count++;
+    }
+    SPI_freetuptable(SPI_tuptable);
+}
+
+// One queue table's part of a round (3), inside a transaction with SPI.
+void table_unit(const Table& t, const int32* queue_ids, TimestampTz since, TimestampTz now, RoundResult* result) {
+    bool must_expire = false;
+    QueueInfo expiring{};
+    TimestampTz due = 0;
+    for (int i = 0; i < t.count; i++) {
+        QueueInfo q;
+        if (!lookup_by_id(queue_ids[t.first + i], q) || !OidIsValid(q.relid) || !OidIsValid(claim_relid(q))) continue;
+        TimestampTz passed = delay_after(q, since);
+        if (passed != 0 && passed <= now) {
+            wakeup::note_enqueue(q.queue_id);  // woken at this unit's commit
+            result->woken++;
+        }
+        keep_earliest(&due, delay_after(q, now));
+        TimestampTz expires = q.default_exception_id != 0 ? earliest_expiration(q) : 0;
+        if (expires != 0 && expires <= now) {
+            must_expire = true;
+            expiring = q;
+        } else {
+            keep_earliest(&due, expires);
+        }
+    }
+    if (must_expire) {
+        // One move for every normal queue of the table; what it could not move (held by a
+        // dequeue, or more than one batch) is looked at again (4).
+        int64 moved = expire_messages_of(expiring);
+        if (moved > 0) result->expired += uint64(moved);
+        for (int i = 0; i < t.count; i++) {
+            QueueInfo q;
+            if (!lookup_by_id(queue_ids[t.first + i], q) || !OidIsValid(q.relid) || q.default_exception_id == 0) continue;
+            TimestampTz expires = earliest_expiration(q);
+            if (expires != 0 && expires <= now) expires = TimestampTzPlusMilliseconds(now, retry_ms);
+            keep_earliest(&due, expires);
+        }
+    }
+    keep_earliest(&result->next_due, due);
+}
+
+// Runs f in a transaction of its own with SPI and a fresh snapshot, on `budget_ms` (0: none).
+// Returns false after logging the error (kept in result->error).
+template <class F>
+bool in_transaction(const char* activity, long budget_ms, RoundResult* result, F&& f) {
+    MemoryContext outer = CurrentMemoryContext;
+    volatile bool ok = true;
+    PG_TRY();
+    {
+        SetCurrentStatementStartTimestamp();
+        StartTransactionCommand();
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
+        PushActiveSnapshot(GetTransactionSnapshot());
+        pgstat_report_activity(STATE_RUNNING, activity);
+        if (budget_ms > 0) enable_timeout_after(STATEMENT_TIMEOUT, int(budget_ms));
+        base::entry_void([&] { base::call([&] { f(); }); });
+        if (budget_ms > 0) disable_timeout(STATEMENT_TIMEOUT, false);
+        SPI_finish();
+        PopActiveSnapshot();
+        CommitTransactionCommand();
+    }
+    PG_CATCH();
+    {
+        HOLD_INTERRUPTS();
+        disable_timeout(STATEMENT_TIMEOUT, false);
+        MemoryContextSwitchTo(outer);
+        ErrorData* error = CopyErrorData();
+        strlcpy(result->error, error->message ? error->message : "unknown error", sizeof result->error);
+        FreeErrorData(error);
+        EmitErrorReport();
+        AbortCurrentTransaction();
+        FlushErrorState();
+        RESUME_INTERRUPTS();
+        ok = false;
+    }
+    PG_END_TRY();
+    MemoryContextSwitchTo(outer);
+    pgstat_report_activity(STATE_IDLE, nullptr);
+    return ok;
+}
+
+}  // namespace
+
+void define_settings() {
+    DefineCustomIntVariable("aq.tm_processes",
+                            "How many databases the time manager serves at once (0: no time manager).",
+                            "The time manager makes delayed messages ready (it wakes their waiters and "
+                            "listeners) and moves expired messages to their exception queues without a "
+                            "reader.  It runs in aq's settler workers, as Oracle's AQ_TM_PROCESSES.",
+                            &tm_processes, 3, 0, settler::max_urgent_workers, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+}
+
+int processes() {
+    return tm_processes;
+}
+
+bool serves() {
+    return tm_processes > 0 && settler::available() && !settler::starved();
+}
+
+void note_due(TimestampTz when) {
+    if (pending_due == 0 || when < pending_due) pending_due = when;
+}
+
+void after_commit_unlocked() {
+    TimestampTz due = pending_due;
+    pending_due = 0;
+    if (due != 0) lower(due);
+}
+
+void at_abort() {
+    pending_due = 0;
+}
+
+void note_prepared_transaction_end() {
+    // Whatever the prepared transaction wrote: a round finds it (lowered at this end's commit).
+    pending_due = GetCurrentTimestamp();
+}
+
+RoundResult round(TimestampTz since, TimestampTz now) {
+    RoundResult result{};
+    Table* tables = nullptr;
+    int ntables = 0;
+    int32* queue_ids = nullptr;
+    MemoryContext outer = CurrentMemoryContext;
+    bool listed = in_transaction("aq: time manager", unit_budget_ms, &result, [&] {
+        result.extension_missing = !OidIsValid(get_extension_oid("aq", true));
+        if (result.extension_missing) return;
+        list_queues(&tables, &ntables, &queue_ids);
+        // The lists outlive the transaction: copy them out of SPI's memory.
+        Table* t = static_cast<Table*>(MemoryContextAlloc(outer, sizeof(Table) * Max(ntables, 1)));
+        memcpy(t, tables, sizeof(Table) * ntables);
+        int nqueues = ntables ? tables[ntables - 1].first + tables[ntables - 1].count : 0;
+        int32* ids = static_cast<int32*>(MemoryContextAlloc(outer, sizeof(int32) * Max(nqueues, 1)));
+        memcpy(ids, queue_ids, sizeof(int32) * nqueues);
+        tables = t;
+        queue_ids = ids;
+    });
+    if (!listed) {
+        result.failed = true;
+        ntables = 0;
+    }
+    for (int i = 0; i < ntables; i++) {
+        CHECK_FOR_INTERRUPTS();
+        long budget = unit_budget_ms << Min(failures_in_row, 6);
+        if (!in_transaction("aq: time manager", budget, &result,
+                            [&] { table_unit(tables[i], queue_ids, since, now, &result); }))
+            result.failed = true;
+    }
+    if (result.failed) {
+        keep_earliest(&result.next_due, TimestampTzPlusMilliseconds(now, retry_ms << Min(failures_in_row, 6)));
+        failures_in_row++;
+    } else {
+        failures_in_row = 0;
+    }
+    return result;
+}
+
+bool monitor(MonitorRow* rows, int max_rows, int* count) {
+    using namespace settler;
+    *count = 0;
+    if (!settler::available()) return false;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    for (const auto& slot : shared->slots) {
+        if (slot.database == InvalidOid || *count >= max_rows) continue;
+        MonitorRow& r = rows[(*count)++];
+        const TimeState& t = slot.times;
+        r.database = slot.database;
+        r.pid = slot.worker_procno != no_proc ? compat::proc_pid(slot.worker_procno) : 0;
+        r.next_due = t.next_due;
+        r.last_round = t.last_round;
+        r.last_lag_ms = t.last_lag_ms;
+        r.max_lag_ms = t.max_lag_ms;
+        r.rounds = t.rounds;
+        r.expired = t.expired;
+        r.woken = t.woken;
+        r.failures = t.failures;
+        strlcpy(r.last_error, t.last_error, sizeof r.last_error);
+    }
+    LWLockRelease(shared->lock);
+    return true;
+}
+
+}  // namespace aq::queue::time_manager

@@ -1,0 +1,140 @@
+# Copyright: aq project.  PostgreSQL 15 TAP test (PostgreSQL::Test::Cluster).
+#
+# The time manager (src/queue/time_manager.hpp): expired messages reach their exception queues
+# without any reader, on time, and nothing of it is lost by a restart or a kill -9.
+#
+#   1. A single-consumer queue nobody reads: a message expiring in 2 s is moved to the queue
+#      table's exception queue by the time manager alone (no dequeue, browse or LISTEN runs); one
+#      that does not expire stays.  aq.queue_monitor shows the round, the move and the lag.
+#   2. A multi-consumer queue nobody reads: each subscriber's delivery expires the same way.
+#   3. A delay that passes ends a LISTEN started after the enqueue (its rescan set to an hour).
+#   4. A clean restart, then a kill -9 of the time manager's worker (a crash restart): messages
+#      enqueued before, expiring after, are still moved without a reader (the times are read
+#      back from the tables, not from the lost shared memory).
+#   5. aq.tm_processes = 0: the worker leaves, and a dequeue from the normal queue moves the
+#      expired message as before (maintenance.hpp, 3); turned back on, the time manager moves what
+#      expired meanwhile (a time noted while it was off is kept).
+#
+# No fixed sleeps: poll_query_until.  Lags are printed, not asserted.
+use strict;
+use warnings;
+
+use FindBin;
+use Time::HiRes qw(time);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use lib $FindBin::Bin;
+use AqCrash qw(kill9_backend);
+
+my $node = PostgreSQL::Test::Cluster->new('time_manager');
+$node->init;
+$node->append_conf('postgresql.conf', qq(
+shared_preload_libraries = 'aq'
+restart_after_crash = on
+log_min_messages = warning
+max_worker_processes = 16
+));
+$node->start;
+$node->safe_psql('postgres', q{
+CREATE EXTENSION aq;
+SELECT aq.create_queue_table('tm_qt', 'text');
+SELECT aq.create_queue('tm_q', 'tm_qt');
+SELECT aq.start_queue('tm_q');
+SELECT aq.create_queue('tm_dq', 'tm_qt');
+SELECT aq.start_queue('tm_dq');
+SELECT aq.create_queue_table('tm_mqt', 'text', multiple_consumers => true);
+SELECT aq.create_queue('tm_mq', 'tm_mqt');
+SELECT aq.start_queue('tm_mq');
+SELECT aq.add_subscriber('tm_mq', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
+CREATE FUNCTION where_is(payload text) RETURNS text LANGUAGE sql AS $$
+  SELECT string_agg(q.queue_name, ',' ORDER BY q.queue_name) FROM tm_qt m JOIN aq.queues q ON q.queue_id = m.q_id
+   WHERE m.user_data = payload $$;
+});
+
+# Waits until $sql returns 't' (poll_query_until); returns how long it took.
+sub wait_for
+{
+	my ($sql, $what) = @_;
+	my $t0 = time;
+	ok($node->poll_query_until('postgres', $sql), $what);
+	return time - $t0;
+}
+
+sub expired_count
+{
+	return $node->safe_psql('postgres', q{SELECT expired FROM aq.queue_monitor WHERE database = 'postgres'});
+}
+
+# ============================================================ 1. a single-consumer queue, no reader
+$node->safe_psql('postgres', q{
+SELECT aq.enqueue('tm_q', 'expires'::text, aq.message_properties(expiration => '2 s'));
+SELECT aq.enqueue('tm_q', 'stays'::text, aq.message_properties(expiration => '1 hour'));
+});
+my $took = wait_for(q{SELECT where_is('expires') = 'aq$_tm_qt_e'},
+	'1: the expired message is moved to the exception queue without a reader');
+note sprintf('1: moved %.2f s after the enqueue (expiration 2 s)', $took);
+ok($took >= 1.9, '1: not before it expired');
+is($node->safe_psql('postgres', q{SELECT where_is('stays')}), 'tm_q', '1: the message that does not expire stays');
+is($node->safe_psql('postgres', q{SELECT rounds > 0 AND expired >= 1 AND next_due IS NOT NULL AND failures = 0
+	FROM aq.queue_monitor WHERE database = 'postgres'}), 't',
+	'1: aq.queue_monitor shows the rounds, the move and the next due time (the other message)');
+note '1: lag ', $node->safe_psql('postgres', q{SELECT last_lag || ' (max ' || max_lag || ')' FROM aq.queue_monitor WHERE database = 'postgres'});
+
+# ============================================================ 2. a multi-consumer queue, no reader
+$node->safe_psql('postgres', q{SELECT aq.enqueue('tm_mq', 'fans out'::text, aq.message_properties(expiration => '1 s'))});
+wait_for(q{SELECT count(*) = 2 FROM aq.queue_health WHERE queue = 'aq$_tm_mqt_e' AND ready > 0},
+	'2: both subscribers\' deliveries reach the exception queue without a reader');
+is($node->safe_psql('postgres', q{SELECT coalesce(sum(ready + waiting + expired), 0) FROM aq.queue_health WHERE queue = 'tm_mq'}),
+	'0', '2: nothing is left in the normal queue');
+
+# ============================================================ 3. a delay wakes LISTEN
+{
+	my ($out, $err) = ('', '');
+	my $t0 = time;
+	$node->safe_psql('postgres', q{SELECT aq.enqueue('tm_dq', 'later'::text, aq.message_properties(delay => '2 s'))});
+	# The listener started after the enqueue: only the delay's passing can end its wait early.
+	my $rc = $node->psql('postgres', q{SET aq.wait_rescan_interval = '1h';
+		SELECT (aq.listen(ARRAY[aq.agent(address => 'tm_dq')], wait => 120)).address},
+		stdout => \$out, stderr => \$err);
+	my $took3 = time - $t0;
+	is($out, 'tm_dq', '3: LISTEN returns the queue once the delay passed');
+	ok($took3 >= 1.9 && $took3 < 60, '3: ... well before its own wait or rescan would have ended');
+	note sprintf('3: LISTEN returned %.2f s after a 2 s delay', $took3);
+	is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('tm_dq', NULL::text)}), 'later', '3: and the message is there');
+}
+
+# ============================================================ 4. restart, and kill -9 of the worker
+$node->safe_psql('postgres', q{SELECT aq.enqueue('tm_q', 'after restart'::text, aq.message_properties(expiration => '3 s'))});
+$node->restart;
+wait_for(q{SELECT where_is('after restart') = 'aq$_tm_qt_e'}, '4: after a restart, the expiry is still served');
+
+$node->safe_psql('postgres', q{SELECT aq.enqueue('tm_q', 'after crash'::text, aq.message_properties(expiration => '4 s'))});
+my $pid;
+wait_for(q{SELECT pid IS NOT NULL FROM aq.queue_monitor WHERE database = 'postgres'}, '4: the time manager runs');
+$pid = $node->safe_psql('postgres', q{SELECT pid FROM aq.queue_monitor WHERE database = 'postgres'});
+kill9_backend($node, $pid);
+is($node->safe_psql('postgres', q{SELECT where_is('after crash')}), 'tm_q', '4: not moved before it expires');
+wait_for(q{SELECT where_is('after crash') = 'aq$_tm_qt_e'}, '4: after kill -9 of the time manager, the expiry is still served');
+
+# ============================================================ 5. aq.tm_processes = 0
+my $before = expired_count();
+$node->append_conf('postgresql.conf', "aq.tm_processes = 0\n");
+$node->reload;
+$node->poll_query_until('postgres', q{SELECT current_setting('aq.tm_processes') = '0'});
+wait_for(q{SELECT pid IS NULL FROM aq.queue_monitor WHERE database = 'postgres'},
+	'5: with aq.tm_processes = 0 the time manager\'s worker leaves');
+$node->safe_psql('postgres', q{SELECT aq.enqueue('tm_q', 'no manager'::text, aq.message_properties(expiration => '0 s'))});
+is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('tm_q', NULL::text, aq.dequeue_options(wait => 0))}), 'stays',
+	'5: a dequeue takes the next unexpired message ...');
+is($node->safe_psql('postgres', q{SELECT where_is('no manager')}), 'aq$_tm_qt_e', '5: ... having moved the expired one first');
+is(expired_count(), $before, '5: the dequeue moved it, not the time manager');
+$node->safe_psql('postgres', q{SELECT aq.enqueue('tm_q', 'manager back'::text, aq.message_properties(expiration => '1 s'))});
+$node->append_conf('postgresql.conf', "aq.tm_processes = 2\n");
+$node->reload;
+wait_for(q{SELECT where_is('manager back') = 'aq$_tm_qt_e'},
+	'5: turned back on, the time manager moves what expired while it was off');
+ok(expired_count() > $before, '5: ... itself');
+
+$node->stop;
+done_testing();
