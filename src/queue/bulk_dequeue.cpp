@@ -49,6 +49,7 @@ extern "C" {
 #include "queue/settler.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/index_walk.hpp"
+#include "queue/time_manager.hpp"
 
 namespace aq::queue {
 
@@ -92,6 +93,9 @@ int bulk_dequeue(const BulkDequeue& r) {
     RowView row_view{slot, col_delay, col_expiration, retries::counting(), r.relid};
     bool registered = false;
     // If the scan runs out without meeting a message: the floor may rise to the scan's start.
+    // Messages waiting for a delay are passed by the floor while the time manager lowers it back
+    // to each when it becomes ready (time_manager.hpp, 8).
+    bool passes_delays = floor_applies && time_manager::passes_delays();
     FloorWatch watch = FloorWatch::of_order(floor_applies, 2, r.priority_order, now);
     int removed = 0;
     while (removed < r.max_messages) {
@@ -99,7 +103,10 @@ int bulk_dequeue(const BulkDequeue& r) {
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
         if (r.after && !after_position(*r.after, r.priority_order, v)) continue;
-        if (!rules::holds<rules::Takeable>(row_view, now)) continue;
+        if (!rules::holds<rules::Takeable>(row_view, now)) {
+            if (passes_delays && !rules::holds<rules::Ready>(row_view, now)) watch.waiting_passed();
+            continue;
+        }
 
         if (!registered) retries::before_claim();  // before the first claim (retries.hpp)
         registered = true;

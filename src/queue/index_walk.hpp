@@ -62,6 +62,10 @@
 //     transaction and pass it (claim_by_delete), so starting past it changes no outcome; at
 //     SERIALIZABLE the walk then notes no read of it, as SKIP LOCKED notes none of a row it
 //     skips (a queue's dequeue is not a serializable read of the queue).
+//     One more kind of entry is passed: a committed message waiting for its delay, when the time
+//     manager lowers the floor back to it once the delay passes (waiting_passed;
+//     time_manager.hpp, 8).  So a walk reads the messages waiting for a delay once, not at
+//     every dequeue until they are ready.
 //
 // Called inside base::call: plain data only; may raise PostgreSQL errors.
 #pragma once
@@ -174,6 +178,7 @@ struct FloorWatch {
     AttrNumber priority_column = 0;  // of the index, in priority order (0: enq_time order)
     bool met = false;
     scan_floor::Position entry{0, 0};
+    bool met_here = false;  // the entry just read is the one that met the watch
 
     // The watch of a walk of an order index whose key columns from `first` are (enq_time, msgid)
     // or (priority, enq_time, msgid), as start_key's; if it meets nothing, the floor may rise to
@@ -187,6 +192,7 @@ struct FloorWatch {
 
     // Reads the entry's position (the scan has xs_want_itup when the floor applies).
     void before_fetch(IndexScanDesc scan) {
+        met_here = false;
         if (!applies || met) return;
         bool isnull;
         entry.enq_time = DatumGetTimestampTz(index_getattr(scan->xs_itup, time_column, scan->xs_itupdesc, &isnull));
@@ -198,7 +204,16 @@ struct FloorWatch {
         if (!applies || met) return;
         if (!visible && entry_gone(scan)) return;
         met = true;
+        met_here = true;
         candidate = entry;
+    }
+    // The row just read is a committed message waiting for its delay, and the time manager will
+    // lower the floor to it when the delay passes (time_manager::passes_delays): the floor may
+    // pass it.  Only when it is the entry that met the watch: an earlier one still holds it.
+    void waiting_passed() {
+        if (!met_here) return;
+        met = false;
+        met_here = false;
     }
 };
 

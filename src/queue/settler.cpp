@@ -152,19 +152,20 @@ void run_sweep_unit(int32 queue_id) {
     pgstat_report_activity(STATE_IDLE, nullptr);
 }
 
-// A round of the time manager for this worker's database (time_manager.hpp, 3 and 4); `since`
-// is the previous round's start (0: none), advanced when the round did everything.
-void run_time_round(DatabaseSlot* slot, TimestampTz* since) {
+// A round of the time manager for this worker's database (time_manager.hpp, 3, 4 and 8): from
+// the start of the last round that did all its work (0: none since the server started).
+void run_time_round(DatabaseSlot* slot) {
     TimestampTz start = GetCurrentTimestamp();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     uint64 seen = slot->times.lowered;
     TimestampTz due_at = slot->times.next_due;
+    TimestampTz since = slot->times.served_upto;
     slot->times.next_due = 0;  // unknown while the round runs: every lowering counts
     LWLockRelease(shared->lock);
-    time_manager::RoundResult r = time_manager::round(*since, start);
-    if (!r.failed) *since = start;
+    time_manager::RoundResult r = time_manager::round(since, start);
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     TimeState& t = slot->times;
+    if (!r.failed) t.served_upto = start;
     if (t.lowered == seen)
         t.next_due = r.next_due;
     else if (r.next_due != 0 && (t.next_due == 0 || r.next_due < t.next_due))
@@ -392,7 +393,6 @@ void aq_settler_main(Datum database_arg) {
     TimestampTz idle_since = GetCurrentTimestamp();
     TimestampTz rescan_at = 0;
     int rounds_left = 0;
-    TimestampTz time_since = 0;  // the time manager's previous round (time_manager.hpp, 3)
     for (;;) {
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
@@ -475,7 +475,7 @@ void aq_settler_main(Datum database_arg) {
             continue;
         }
         if (quiet && !scan) {  // only the time manager's round is due
-            run_time_round(slot, &time_since);
+            run_time_round(slot);
             idle_since = GetCurrentTimestamp();
             MemoryContextSwitchTo(outer);
             continue;
@@ -537,7 +537,7 @@ void aq_settler_main(Datum database_arg) {
         // Settled attempts may carry a retry delay, and a scan follows a start: the times are
         // looked at again (time_manager.hpp, 5).
         if (time_on && !extension_missing) {
-            run_time_round(slot, &time_since);
+            run_time_round(slot);
         }
         MemoryContextSwitchTo(outer);
     }

@@ -49,6 +49,7 @@ struct Dequeuer {
 struct TimeState {
     TimestampTz next_due;    // 0: none known
     uint64 lowered;          // lowerings counted (time_manager.hpp, 2 and 3)
+    TimestampTz served_upto; // the start of the last round that did all its work (0: none yet)
     TimestampTz last_round;
     int64 last_lag_ms;
     int64 max_lag_ms;

@@ -117,6 +117,14 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "         AND NOT %3$s)"
             " ORDER BY h.q_id, h.transaction_group LIMIT 1",
             t, rule_sql<rules::OffersGroup>("h.", "$3"), rule_sql<rules::Passed>("e.", "$3"));
+    if (statement == delays_passed)
+        // By the (q_id, delay) index: the messages (deliveries) that became ready in ($2, $3].
+        return psprintf(
+            "SELECT %s, priority, pg_catalog.min(enq_time) FROM ONLY %s"
+            " WHERE q_id OPERATOR(pg_catalog.=) $1 AND delay OPERATOR(pg_catalog.>) $2"
+            "   AND delay OPERATOR(pg_catalog.<=) $3"
+            " GROUP BY 1, 2",
+            q.multiple_consumers ? "consumer_name" : "NULL::pg_catalog.text", c);
     if (statement == next_expiry)
         return psprintf(
             "SELECT pg_catalog.min(expiration) FROM ONLY %s"
@@ -284,6 +292,11 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         argtypes[0] = INT4OID;
         argtypes[1] = TIMESTAMPTZOID;
         nargs = 2;
+    } else if (statement == delays_passed) {
+        argtypes[0] = INT4OID;
+        argtypes[1] = TIMESTAMPTZOID;
+        argtypes[2] = TIMESTAMPTZOID;
+        nargs = 3;
     } else if (statement == next_expiry) {
         argtypes[0] = INT4OID;
         nargs = 1;

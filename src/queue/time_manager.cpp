@@ -20,6 +20,7 @@ extern "C" {
 #include "compat/proc.hpp"
 #include "queue/catalog.hpp"
 #include "queue/maintenance.hpp"
+#include "queue/scan_floor.hpp"
 #include "queue/settler.hpp"
 #include "queue/settler_shared.hpp"
 #include "queue/statements.hpp"
@@ -81,6 +82,24 @@ TimestampTz earliest_expiration(const QueueInfo& q) {
     return isnull ? 0 : DatumGetTimestampTz(v);
 }
 
+// Lowers the scan floors to the messages of the queue whose delay passed in (since, now] (8): per
+// consumer (a multi-consumer queue's deliveries) and priority, its first position.  Requires SPI.
+void lower_floors_of_passed(const QueueInfo& q, TimestampTz since, TimestampTz now) {
+    SPIPlanPtr plan = statement_plan(q, delays_passed, InvalidOid);
+    Datum args[3] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(since), TimestampTzGetDatum(now)};
+    uint64 n = base::spi::execute(plan, args, nullptr, 0, SPI_OK_SELECT, "passed delays lookup");
+    for (uint64 i = 0; i < n; i++) {
+        HeapTuple row = SPI_tuptable->vals[i];
+        bool null_consumer, isnull;
+        char* consumer = SPI_getvalue(row, SPI_tuptable->tupdesc, 1);
+        null_consumer = consumer == nullptr;
+        int32 priority = DatumGetInt32(SPI_getbinval(row, SPI_tuptable->tupdesc, 2, &isnull));
+        TimestampTz first = DatumGetTimestampTz(SPI_getbinval(row, SPI_tuptable->tupdesc, 3, &isnull));
+        scan_floor::lower(q.queue_id, first, null_consumer ? nullptr : consumer, q.priority_order ? priority : 0);
+    }
+    base::spi::free_result();
+}
+
 void keep_earliest(TimestampTz* due, TimestampTz candidate) {
     if (candidate != 0 && (*due == 0 || candidate < *due)) *due = candidate;
 }
@@ -123,6 +142,9 @@ void table_unit(const Table& t, const int32* queue_ids, TimestampTz since, Times
         if (!lookup_by_id(queue_ids[t.first + i], q) || !OidIsValid(q.relid) || !OidIsValid(claim_relid(q))) continue;
         TimestampTz passed = delay_after(q, since);
         if (passed != 0 && passed <= now) {
+            // The first round since the server started lowers nothing: no walk passed a message
+            // before it (passes_delays).
+            if (since != 0) lower_floors_of_passed(q, since, now);
             wakeup::note_enqueue(q.queue_id);  // woken at this unit's commit
             result->woken++;
         }
@@ -208,6 +230,19 @@ int processes() {
 
 bool serves() {
     return tm_processes > 0 && settler::available() && !settler::starved();
+}
+
+bool passes_delays() {
+    // Once a round did all its work since shared memory began, every later round covers what a
+    // walk passes (8); a crash restart, which ends this backend, starts over.
+    static bool served = false;
+    if (!serves()) return false;
+    if (served || !OidIsValid(MyDatabaseId)) return served;
+    LWLockAcquire(settler::shared->lock, LW_SHARED);
+    settler::DatabaseSlot* slot = settler::slot_for(MyDatabaseId, false);
+    served = slot && slot->times.served_upto != 0;
+    LWLockRelease(settler::shared->lock);
+    return served;
 }
 
 void note_due(TimestampTz when) {

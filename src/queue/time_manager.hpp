@@ -39,9 +39,26 @@
 //     the time manager serves, a dequeue from a normal queue no longer moves expired messages
 //     (maintenance.hpp, 3); a dequeue from or LISTEN on an exception queue still moves them first.
 //  7. Lag: how late each round started after its due time, in aq.queue_monitor (aq._queue_monitor).
-// Proved by: TAP 035_time_manager (a queue nobody reads expires on time; a delay wakes LISTEN and a
-// waiting dequeue; kill -9 of the worker and a restart lose no time; aq.tm_processes = 0 and no
-// worker slot free: dequeues move as before).
+//  8. Delayed messages out of the walks' way.  Once a round has done all its work since the server
+//     started (`served_upto`, the start of the last such round, is set) and while the time manager
+//     serves, the scan floors of the database's queues pass committed messages waiting for their
+//     delay (index_walk.hpp, 6; passes_delays), and every round lowers the floor of each queue (of
+//     each consumer, in a multi-consumer queue) to the first position, per priority, of the
+//     messages whose delay passed in (since, now], since = served_upto.  No message is skipped: a
+//     walk passes a message with delay T only at a walk time now_W < T, and the round covering T
+//     starts after T.  If that round's lowering comes before the walk reads the floor, the walk's
+//     now is past T and the message is ready, not passed; if after, it is in the walk's floor
+//     epoch and caps its raise (scan_floor.hpp).  A round that fails leaves served_upto, so the
+//     next covers its interval again; the first round after a start lowers nothing, as no walk
+//     passed anything before it.  A waiting dequeue still sleeps until the next delay itself
+//     (waiting.hpp); the round's wake-up brings it to the lowered floor.  So the walk reads the
+//     messages waiting for a delay once, not at every dequeue until they are ready.  If the time
+//     manager stops serving (aq.tm_processes = 0, no worker slot), walks stop passing them; those
+//     already passed are lowered to when it serves again, or found before that by the look from
+//     the head of a dequeue that finds nothing (scan_floor.hpp).
+// Proved by: TAP 035_time_manager (a queue nobody reads expires on time; a delay ends a LISTEN;
+// kill -9 of the worker and a restart lose no time; aq.tm_processes = 0: dequeues move as before;
+// 8: messages passed while delayed are all delivered, once, and walks read them once).
 //
 // PostgreSQL-side: plain data; note_due inside base::call (it may palloc); the handlers never raise.
 #pragma once
@@ -60,6 +77,11 @@ int processes();
 
 // The time manager serves this database (6): expired messages are moved without a reader.
 bool serves();
+
+// Walks of this database may pass messages waiting for their delay (8).  Cheap after the first true.
+bool passes_delays();
+// How much later than a delay a waiting dequeue wakes by its own timer where passes_delays (8).
+constexpr long wake_grace_ms = 50;
 
 // A message written by this transaction becomes ready or expires at `when` (2).
 void note_due(TimestampTz when);

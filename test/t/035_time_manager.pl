@@ -14,12 +14,16 @@
 #   5. aq.tm_processes = 0: the worker leaves, and a dequeue from the normal queue moves the
 #      expired message as before (maintenance.hpp, 3); turned back on, the time manager moves what
 #      expired meanwhile (a time noted while it was off is kept).
+#   6. Walks pass messages waiting for a delay once (time_manager.hpp, 8): empty dequeues do not
+#      read 2,000 delayed messages again; once ready, all are delivered, each once.
+#   7. 3,000 messages with delays of 0 to 0.3 s racing two consumers: each taken exactly once.
 #
 # No fixed sleeps: poll_query_until.  Lags are printed, not asserted.
 use strict;
 use warnings;
 
 use FindBin;
+use IPC::Run;
 use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -135,6 +139,91 @@ $node->reload;
 wait_for(q{SELECT where_is('manager back') = 'aq$_tm_qt_e'},
 	'5: turned back on, the time manager moves what expired while it was off');
 ok(expired_count() > $before, '5: ... itself');
+
+# ============================================================ 6. walks pass delayed messages once
+# 2,000 messages delayed by 4 s, then one ready: the first dequeue reads past the delayed ones and
+# its floor passes them (time_manager.hpp, 8); the next dequeues, which find nothing, read a few
+# index entries each instead of all 2,000 again.  When the delay passes, the time manager lowers
+# the floor back: a waiting dequeue gets all 2,000, each once.
+$node->safe_psql('postgres', q{
+SELECT aq.create_queue_table('tm_fqt', 'text');
+SELECT aq.create_queue('tm_fq', 'tm_fqt');
+SELECT aq.start_queue('tm_fq');
+SELECT aq.enqueue_array('tm_fq', array_agg('d' || i), array_agg(aq.message_properties(delay => '4 s')))
+  FROM generate_series(1, 2000) i;
+SELECT aq.enqueue('tm_fq', 'ready'::text);
+});
+my $reads_sql = q{SELECT pg_stat_force_next_flush(); SELECT idx_tup_read FROM pg_stat_user_indexes
+	WHERE indexrelid = (SELECT indexrelid FROM pg_index WHERE indrelid = 'tm_fqt'::regclass AND indnatts = 3
+	                      AND indkey[0] = 2 ORDER BY indexrelid LIMIT 1)};
+sub index_reads { my @r = split /\n/, $node->safe_psql('postgres', $reads_sql); return $r[-1]; }
+is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('tm_fq', NULL::text, aq.dequeue_options(wait => 0))}),
+	'ready', '6: the ready message is taken past the 2,000 delayed ones');
+# 20 empty dequeues of one session (which also looks from the head once: scan_floor.hpp).
+my $r0 = index_reads();
+is($node->safe_psql('postgres', q{
+	DO $$ BEGIN
+	  FOR i IN 1 .. 20 LOOP
+	    BEGIN
+	      PERFORM aq.dequeue('tm_fq', NULL::text, aq.dequeue_options(wait => 0));
+	      RAISE 'dequeue % took a message', i;
+	    EXCEPTION WHEN SQLSTATE 'QA228' THEN NULL;
+	    END;
+	  END LOOP;
+	END $$; SELECT 'none ready'}), 'none ready', '6: 20 dequeues find nothing ready');
+my $per_call = (index_reads() - $r0) / 20;
+note "6: index entries read per empty dequeue: $per_call (2,000 delayed messages pending)";
+ok($per_call < 200, '6: empty dequeues do not read the delayed messages again each time');
+my $got = $node->safe_psql('postgres', q{
+	SELECT count(*) || ' ' || count(DISTINCT payload) FROM aq.dequeue_array('tm_fq', NULL::text, 5000, aq.dequeue_options(wait => 30))});
+is($got, '2000 2000', '6: once ready, all 2,000 are delivered, each once, by one waiting dequeue');
+
+# ============================================================ 7. delays racing the walks
+# A producer enqueues 3,000 messages with delays of 0 to 0.3 s in transactions of 10, while two
+# consumers take them in batches with waits: every message is taken exactly once (a unique key
+# on what they took), none is left.
+$node->safe_psql('postgres', q{
+SELECT aq.create_queue_table('tm_rqt', 'integer');
+SELECT aq.create_queue('tm_rq', 'tm_rqt');
+SELECT aq.start_queue('tm_rq');
+CREATE TABLE tm_got (id integer PRIMARY KEY);
+CREATE PROCEDURE tm_produce(n int) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. n LOOP
+    PERFORM aq.enqueue('tm_rq', i, aq.message_properties(delay => make_interval(secs => (i * 7919 % 300) / 1000.0)));
+    IF i % 10 = 0 THEN COMMIT; END IF;
+  END LOOP;
+  COMMIT;
+END $$;
+CREATE PROCEDURE tm_consume(total int) LANGUAGE plpgsql AS $$
+BEGIN
+  WHILE (SELECT count(*) FROM tm_got) < total LOOP
+    BEGIN
+      INSERT INTO tm_got SELECT payload FROM aq.dequeue_array('tm_rq', NULL::integer, 20, aq.dequeue_options(wait => 1));
+    EXCEPTION WHEN SQLSTATE 'QA228' THEN NULL;
+    END;
+    COMMIT;
+  END LOOP;
+END $$;
+});
+{
+	my @procs;
+	for my $sql ('CALL tm_consume(3000)', 'CALL tm_consume(3000)', 'CALL tm_produce(3000)')
+	{
+		my ($in, $out, $err) = ('', '', '');
+		my $h = IPC::Run::start([ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-c', $sql ],
+			\$in, \$out, \$err, IPC::Run::timeout(300));
+		push @procs, [ $h, \$err ];
+	}
+	for my $p (@procs)
+	{
+		$p->[0]->finish;
+		is(${ $p->[1] }, '', '7: a session ended without error (a duplicate would violate the key)');
+	}
+	is($node->safe_psql('postgres', q{SELECT count(*) || ' ' || min(id) || ' ' || max(id) FROM tm_got}), '3000 1 3000',
+		'7: every message was taken exactly once');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM tm_rqt}), '0', '7: none is left');
+}
 
 $node->stop;
 done_testing();
