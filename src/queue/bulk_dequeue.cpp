@@ -76,6 +76,10 @@ int bulk_dequeue(const BulkDequeue& r) {
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id);
 
+    // Messages waiting for a delay are passed by the floor while the time manager lowers it back
+    // to each when it becomes ready; known before the walk's time (time_manager.hpp, 8).
+    bool passes_delays = floor_applies && time_manager::passes_delays();
+
     WalkSnapshot walk = WalkSnapshot::begin();
     const auto [snapshot, now, command] = walk;
 
@@ -93,9 +97,6 @@ int bulk_dequeue(const BulkDequeue& r) {
     RowView row_view{slot, col_delay, col_expiration, retries::counting(), r.relid};
     bool registered = false;
     // If the scan runs out without meeting a message: the floor may rise to the scan's start.
-    // Messages waiting for a delay are passed by the floor while the time manager lowers it back
-    // to each when it becomes ready (time_manager.hpp, 8).
-    bool passes_delays = floor_applies && time_manager::passes_delays();
     FloorWatch watch = FloorWatch::of_order(floor_applies, 2, r.priority_order, now);
     int removed = 0;
     while (removed < r.max_messages) {

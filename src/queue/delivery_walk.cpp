@@ -50,7 +50,6 @@ extern "C" {
 #include "queue/settler.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/index_walk.hpp"
-#include "queue/time_manager.hpp"
 
 namespace aq::queue {
 
@@ -145,19 +144,13 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
 
     RowView row_view{slot, dcol_delay, dcol_expiration, retries::counting(), r.delivery_relid};
     bool registered = false;
-    // Messages waiting for a delay are passed by the floor while the time manager lowers it back
-    // to each when it becomes ready (time_manager.hpp, 8).
-    bool passes_delays = floor_applies && time_manager::passes_delays();
     FloorWatch watch = FloorWatch::of_order(floor_applies, 3, r.priority_order, now);
     int removed = 0;
     while (removed < r.max_messages) {
         if (!next_visible(scan, slot, watch)) break;
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
-        if (!rules::holds<rules::Takeable>(row_view, now)) {
-            if (passes_delays && !rules::holds<rules::Ready>(row_view, now)) watch.waiting_passed();
-            continue;
-        }
+        if (!rules::holds<rules::Takeable>(row_view, now)) continue;
         // Its message, before the delivery is claimed (one that is not there is left alone).
         // A delivery that carries its message (deliveries.hpp) needs none.
         bool carried = !isnull[dcol_user_data];

@@ -62,10 +62,10 @@
 //     transaction and pass it (claim_by_delete), so starting past it changes no outcome; at
 //     SERIALIZABLE the walk then notes no read of it, as SKIP LOCKED notes none of a row it
 //     skips (a queue's dequeue is not a serializable read of the queue).
-//     One more kind of entry is passed: a committed message waiting for its delay, when the time
-//     manager lowers the floor back to it once the delay passes (waiting_passed;
-//     time_manager.hpp, 8).  So a walk reads the messages waiting for a delay once, not at
-//     every dequeue until they are ready.
+//     One more kind of entry is passed in a single-consumer queue's walk: a committed message
+//     waiting for its delay, when the time manager lowers the floor back to it once the delay
+//     passes (waiting_passed; time_manager.hpp, 8).  So a walk reads the messages waiting for a
+//     delay once, not at every dequeue until they are ready.
 //
 // Called inside base::call: plain data only; may raise PostgreSQL errors.
 #pragma once

@@ -21,8 +21,8 @@
 //     snapshot; scan from (enq_time, msgid) >= floor; the candidate is the position of the
 //     first index entry whose row is visible or not gone for good (a row deleted by a
 //     transaction still running, inserted by one, locked, or delayed, all stop it; a delayed one
-//     does not while the time manager lowers the floor back to it when it becomes ready:
-//     time_manager.hpp, 8), or the
+//     of a single-consumer queue does not while the time manager lowers the floor back to it when
+//     it becomes ready: time_manager.hpp, 8), or the
 //     scan's start time (at the highest priority value) if the scan ran out without meeting
 //     one.  Then raise(q, reading, candidate): only if the epoch is still the one read,
 //     floor = max(floor, min(candidate, epoch_low)); when the floor moves, a new epoch

@@ -157,19 +157,19 @@ void run_sweep_unit(int32 queue_id) {
 void run_time_round(DatabaseSlot* slot) {
     TimestampTz start = GetCurrentTimestamp();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    uint64 seen = slot->times.lowered;
-    TimestampTz due_at = slot->times.next_due;
-    TimestampTz since = slot->times.served_upto;
-    slot->times.next_due = 0;  // unknown while the round runs: every lowering counts
+    TimeState& t = slot->times;
+    TimestampTz due_at = t.next_due;
+    TimestampTz since = t.served_upto;
+    t.round_running = true;  // every lowering from now on is kept (3)
+    t.lowered_in_round = 0;
     LWLockRelease(shared->lock);
     time_manager::RoundResult r = time_manager::round(since, start);
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    TimeState& t = slot->times;
     if (!r.failed) t.served_upto = start;
-    if (t.lowered == seen)
-        t.next_due = r.next_due;
-    else if (r.next_due != 0 && (t.next_due == 0 || r.next_due < t.next_due))
-        t.next_due = r.next_due;
+    t.next_due = r.next_due;
+    if (t.lowered_in_round != 0 && (t.next_due == 0 || t.lowered_in_round < t.next_due)) t.next_due = t.lowered_in_round;
+    t.round_running = false;
+    t.lowered_in_round = 0;
     int64 lag = due_at != 0 && due_at < start ? (start - due_at) / 1000 : 0;
     t.last_round = start;
     t.last_lag_ms = lag;
@@ -184,10 +184,28 @@ void run_time_round(DatabaseSlot* slot) {
     LWLockRelease(shared->lock);
 }
 
+// A settle may have written retry delays: a round within 100 ms (not after every settle, which
+// would hold the next settle back under a stream of rollbacks).  Under the lock.
+void want_round_soon(DatabaseSlot* slot, TimestampTz now) {
+    TimeState& t = slot->times;
+    TimestampTz at = Max(now, TimestampTzPlusMilliseconds(t.last_round, 100));
+    if (t.next_due == 0 || at < t.next_due) t.next_due = at;
+}
+
 // The database's time manager work is due, or will be within a minute (time_manager.hpp, 5).
 bool time_due(const DatabaseSlot& slot, TimestampTz now, long within_ms) {
     return time_manager::processes() > 0 && slot.times.next_due != 0 &&
            slot.times.next_due <= TimestampTzPlusMilliseconds(now, within_ms);
+}
+
+// No other database due for the time manager and without a worker was served longer ago (under
+// the lock).
+bool served_first(const DatabaseSlot& slot, TimestampTz now) {
+    for (const auto& other : shared->slots)
+        if (&other != &slot && other.database != InvalidOid && other.state == slot_stopped &&
+            time_due(other, now, 0) && other.times.last_round < slot.times.last_round)
+            return false;
+    return true;
 }
 
 void worker_exit(int, Datum) {
@@ -198,6 +216,14 @@ void worker_exit(int, Datum) {
     my_slot->state = slot_stopped;
     my_slot->worker_procno = no_proc;
     if (my_slot->submitted > my_slot->settled) to_wake = shared->launcher_procno;
+    // Ended in a round (terminated, an error): what it would have found is unknown, so the next
+    // worker starts with one (time_manager.hpp, 3).
+    if (my_slot->times.round_running) {
+        my_slot->times.round_running = false;
+        my_slot->times.next_due = GetCurrentTimestamp();
+        to_wake = shared->launcher_procno;
+    }
+    if (shared->time_waiting > 0) to_wake = shared->launcher_procno;
     LWLockRelease(shared->lock);
     wake(to_wake);
 }
@@ -295,7 +321,9 @@ void aq_settler_launcher_main(Datum) {
         for (const auto& slot : shared->slots) active += slot.database != InvalidOid && slot.state != slot_stopped;
         LWLockRelease(shared->lock);
         // Two passes: databases with requests first (a rollback waits, a dequeue skipped a row),
-        // then those with only a scan to do (the scans after a crash restart visit every one).
+        // then those with only a scan to do (the scans after a crash restart visit every one) or
+        // a time manager's round (the one served longest ago first).
+        int time_waiting = 0;
         for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < max_databases; i++) {
             // A worker that never ran (fork failed, the database is gone) leaves its slot
@@ -331,22 +359,30 @@ void aq_settler_launcher_main(Datum) {
                     start = slot.failed_starts == 0 || TimestampDifferenceExceeds(slot.last_start, now, int(interval));
                 }
             }
-            // The time manager's starts count against aq.tm_processes (time_manager.hpp, 5).
+            // The time manager's starts count against aq.tm_processes, the database served longest
+            // ago first (time_manager.hpp, 5).
+            bool settle = slot.submitted > slot.settled;
+            bool time_room = due && active < aq::queue::time_manager::processes() && served_first(slot, now);
             bool room = pass == 0 ? slot.urgent && active < max_urgent_workers
-                                  : (slot.submitted > slot.settled && active < max_workers) ||
-                                        (due && active < aq::queue::time_manager::processes());
+                                  : (settle && active < max_workers) || time_room;
             if (start && room) {
                 start_worker(i);
                 active++;
+            } else if (pass == 1 && due && slot.state == slot_stopped) {
+                time_waiting++;
             }
             LWLockRelease(shared->lock);
         }
-        // Until the next start interval, or the earliest due time of a database without a worker.
+        // Until the next start interval, or the earliest due time still to come of a database
+        // without a worker (one already due waits for room: a worker's exit wakes the launcher).
         long wait_ms = start_interval_ms;
-        LWLockAcquire(shared->lock, LW_SHARED);
+        TimestampTz after = GetCurrentTimestamp();
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        shared->time_waiting = time_waiting;
         for (const auto& slot : shared->slots)
-            if (slot.database != InvalidOid && slot.state == slot_stopped && time_due(slot, now, start_interval_ms))
-                wait_ms = Min(wait_ms, Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), slot.times.next_due)));
+            if (slot.database != InvalidOid && slot.state == slot_stopped && slot.times.next_due > after &&
+                time_due(slot, after, start_interval_ms))
+                wait_ms = Min(wait_ms, Max(1L, TimestampDifferenceMilliseconds(after, slot.times.next_due)));
         LWLockRelease(shared->lock);
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
             AQ_WAIT_EVENT("AqSettlerLauncherMain"));
@@ -393,6 +429,7 @@ void aq_settler_main(Datum database_arg) {
     TimestampTz idle_since = GetCurrentTimestamp();
     TimestampTz rescan_at = 0;
     int rounds_left = 0;
+    bool rounds_done = false;  // this worker ran a time manager's round
     for (;;) {
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
@@ -440,12 +477,17 @@ void aq_settler_main(Datum database_arg) {
         bool time_now = time_due(*slot, now, 0);
         TimestampTz time_next = time_on ? slot->times.next_due : 0;
         bool idle = quiet && !owed && !time_now;
-        // A worker stays while its database's next due time is within a minute.
-        if (idle && !rescan_at && !time_due(*slot, now, 60000) && TimestampDifferenceExceeds(idle_since, now, idle_exit_ms)) {
+        // A worker stays while its database's next due time is within a minute, unless other
+        // databases wait for a time manager: then it leaves after its round (5).
+        bool yield = quiet && !owed && rounds_done && shared->time_waiting > 0;
+        if ((yield || (idle && !time_due(*slot, now, 60000) && TimestampDifferenceExceeds(idle_since, now, idle_exit_ms))) &&
+            !rescan_at) {
             slot->state = slot_stopped;
             slot->worker_procno = no_proc;
             my_slot = nullptr;
+            uint32 launcher = yield ? shared->launcher_procno : no_proc;
             LWLockRelease(shared->lock);
+            wake(launcher);  // its room goes to a database waiting for a round
             proc_exit(0);
         }
         LWLockRelease(shared->lock);
@@ -476,6 +518,7 @@ void aq_settler_main(Datum database_arg) {
         }
         if (quiet && !scan) {  // only the time manager's round is due
             run_time_round(slot);
+            rounds_done = true;
             idle_since = GetCurrentTimestamp();
             MemoryContextSwitchTo(outer);
             continue;
@@ -534,10 +577,17 @@ void aq_settler_main(Datum database_arg) {
         // A database without aq (the scan after a start visits every database): leave at
         // once, so that it is not kept busy (CREATE DATABASE from it as a template).
         if (extension_missing && !left) idle_since = 0;
-        // Settled attempts may carry a retry delay, and a scan follows a start: the times are
-        // looked at again (time_manager.hpp, 5).
+        // A scan follows a start: a round now; settled attempts may carry a retry delay: a round
+        // soon (time_manager.hpp, 5).
         if (time_on && !extension_missing) {
-            run_time_round(slot);
+            if (scan) {
+                run_time_round(slot);
+                rounds_done = true;
+            } else {
+                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+                want_round_soon(slot, GetCurrentTimestamp());
+                LWLockRelease(shared->lock);
+            }
         }
         MemoryContextSwitchTo(outer);
     }

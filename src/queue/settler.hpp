@@ -39,8 +39,9 @@
 //    the database that did not commit.  An idle worker exits after a few seconds (DROP
 //    DATABASE is not blocked), checking under the lock that nothing was submitted meanwhile.
 //  * The same worker is the database's time manager (time_manager.hpp): a slot whose due time
-//    passed has work too (started at most aq.tm_processes at once), a worker stays while one is
-//    due within a minute, and a round follows every settle and scan.
+//    passed has work too (started at most aq.tm_processes at once, the database served longest
+//    ago first), a worker stays while one is due within a minute unless another database waits
+//    for room, a round follows every scan and, within 100 ms, every settle.
 //  * Sweep requests (request_sweeps) go to the settler's own list of owed sweeps: each runs in a
 //    transaction of its own (queue_store.hpp, settler_sweep), at most once a second per queue.
 //  * A slot whose worker fails to start three times in a row (the database was dropped)

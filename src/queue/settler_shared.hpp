@@ -48,7 +48,8 @@ struct Dequeuer {
 // The time manager's state of a database (time_manager.hpp): plain data under the lock.
 struct TimeState {
     TimestampTz next_due;    // 0: none known
-    uint64 lowered;          // lowerings counted (time_manager.hpp, 2 and 3)
+    bool round_running;      // a round is under way (time_manager.hpp, 3)
+    TimestampTz lowered_in_round;  // the earliest time lowered while it runs (0: none)
     TimestampTz served_upto; // the start of the last round that did all its work (0: none yet)
     TimestampTz last_round;
     int64 last_lag_ms;
@@ -90,6 +91,7 @@ struct Shared {
     pg_atomic_uint32 horizon;  // a TransactionId; invalid until the launcher ran: every claim counts
     int request_count;
     pg_atomic_uint32 starved_slots;  // slots with starved set: 0 is the common, lock-free case
+    int time_waiting;  // databases due for the time manager that the launcher found no room for
     DatabaseSlot slots[max_databases];
     Request requests[max_requests];
     Registry registry[registry_partitions];

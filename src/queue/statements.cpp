@@ -120,11 +120,11 @@ char* build_sql(const QueueInfo& q, int32 statement) {
     if (statement == delays_passed)
         // By the (q_id, delay) index: the messages (deliveries) that became ready in ($2, $3].
         return psprintf(
-            "SELECT %s, priority, pg_catalog.min(enq_time) FROM ONLY %s"
+            "SELECT priority, pg_catalog.min(enq_time) FROM ONLY %s"
             " WHERE q_id OPERATOR(pg_catalog.=) $1 AND delay OPERATOR(pg_catalog.>) $2"
             "   AND delay OPERATOR(pg_catalog.<=) $3"
-            " GROUP BY 1, 2",
-            q.multiple_consumers ? "consumer_name" : "NULL::pg_catalog.text", c);
+            " GROUP BY 1",
+            c);
     if (statement == next_expiry)
         return psprintf(
             "SELECT pg_catalog.min(expiration) FROM ONLY %s"

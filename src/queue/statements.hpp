@@ -43,7 +43,7 @@ enum Statement : int32 {
     ready_candidates = 4,  // LISTEN: the messages a dequeue could take now, in the queue's order
     find_next_group = 5,        // a grouped queue table: the first group after $2 with a message ready at $3
     next_expiry = 6,            // the queue's earliest expiration (the time manager)
-    delays_passed = 7,          // per consumer and priority, the first position whose delay passed in ($2, $3]
+    delays_passed = 7,          // per priority, the first position whose delay passed in ($2, $3]
     dequeue_base = 1024,  // + DequeueShape bits
 };
 

@@ -38,6 +38,7 @@ TimestampTz pending_due = 0;
 
 constexpr long unit_budget_ms = 1000;  // one queue table's share of a round, doubled per failure in a row
 constexpr long retry_ms = 1000;        // 4: the first retry, doubled per round in a row that needs one
+constexpr int64 expiry_batch = 10000;  // what one expiry move takes at most (maintenance.hpp)
 int failures_in_row = 0;
 
 // Lowers the database's due time to `when` (2).  Never raises.
@@ -47,19 +48,54 @@ void lower(TimestampTz when) {
     if (!settler::available() || !OidIsValid(MyDatabaseId)) return;
     LWLockAcquire(shared->lock, LW_SHARED);
     DatabaseSlot* slot = slot_for(MyDatabaseId, false);
-    bool known = slot && slot->times.next_due != 0 && slot->times.next_due <= when;
+    bool known = slot && !slot->times.round_running && slot->times.next_due != 0 && slot->times.next_due <= when;
     LWLockRelease(shared->lock);
     if (known) return;
     uint32 to_wake = no_proc;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     slot = slot_for(MyDatabaseId, true);
-    if (slot && (slot->times.next_due == 0 || when < slot->times.next_due)) {
-        slot->times.next_due = when;
-        slot->times.lowered++;
-        to_wake = slot->worker_procno != no_proc ? slot->worker_procno : shared->launcher_procno;
+    if (slot) {
+        TimeState& t = slot->times;
+        bool changed = false;
+        if (t.round_running && (t.lowered_in_round == 0 || when < t.lowered_in_round)) {
+            t.lowered_in_round = when;  // the round's snapshots may not have seen it (3)
+            changed = true;
+        }
+        if (t.next_due == 0 || when < t.next_due) {
+            t.next_due = when;
+            changed = true;
+        }
+        if (changed) to_wake = slot->worker_procno != no_proc ? slot->worker_procno : shared->launcher_procno;
     }
     LWLockRelease(shared->lock);
     wake(to_wake);
+}
+
+// What this backend knows of its database's time manager, read at most every 100 ms (6, 8).
+struct Served {
+    TimestampTz read_at = 0;
+    bool slot = false;              // the database has a slot (at most 64 have one)
+    TimestampTz served_upto = 0;    // of its last complete round
+    TimestampTz next_due = 0;
+};
+Served served_state;
+
+const Served& served() {
+    TimestampTz now = GetCurrentTimestamp();
+    if (served_state.read_at != 0 && now - served_state.read_at < 100 * 1000 && now >= served_state.read_at)
+        return served_state;
+    Served s;
+    s.read_at = now;
+    LWLockAcquire(settler::shared->lock, LW_SHARED);
+    const settler::DatabaseSlot* slot = settler::slot_for(MyDatabaseId, false);
+    if (slot) {
+        s.slot = true;
+        s.served_upto = slot->times.served_upto;
+        s.next_due = slot->times.next_due;
+    }
+    LWLockRelease(settler::shared->lock);
+    served_state = s;
+    return served_state;
 }
 
 // The earliest delay of the queue after `after` (0: none).  Requires SPI.
@@ -82,22 +118,23 @@ TimestampTz earliest_expiration(const QueueInfo& q) {
     return isnull ? 0 : DatumGetTimestampTz(v);
 }
 
-// Lowers the scan floors to the messages of the queue whose delay passed in (since, now] (8): per
-// consumer (a multi-consumer queue's deliveries) and priority, its first position.  Requires SPI.
-void lower_floors_of_passed(const QueueInfo& q, TimestampTz since, TimestampTz now) {
+// Lowers the queue's scan floor to its messages whose delay passed in (since, now] (8): per
+// priority, their first position.  Single-consumer queues only (the walks of a multi-consumer
+// queue's deliveries pass no delayed row).  Returns whether there were any.  Requires SPI.
+bool lower_floors_of_passed(const QueueInfo& q, TimestampTz since, TimestampTz now) {
+    if (q.multiple_consumers || q.exception_queue) return false;
     SPIPlanPtr plan = statement_plan(q, delays_passed, InvalidOid);
     Datum args[3] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(since), TimestampTzGetDatum(now)};
     uint64 n = base::spi::execute(plan, args, nullptr, 0, SPI_OK_SELECT, "passed delays lookup");
     for (uint64 i = 0; i < n; i++) {
         HeapTuple row = SPI_tuptable->vals[i];
-        bool null_consumer, isnull;
-        char* consumer = SPI_getvalue(row, SPI_tuptable->tupdesc, 1);
-        null_consumer = consumer == nullptr;
-        int32 priority = DatumGetInt32(SPI_getbinval(row, SPI_tuptable->tupdesc, 2, &isnull));
-        TimestampTz first = DatumGetTimestampTz(SPI_getbinval(row, SPI_tuptable->tupdesc, 3, &isnull));
-        scan_floor::lower(q.queue_id, first, null_consumer ? nullptr : consumer, q.priority_order ? priority : 0);
+        bool isnull;
+        int32 priority = DatumGetInt32(SPI_getbinval(row, SPI_tuptable->tupdesc, 1, &isnull));
+        TimestampTz first = DatumGetTimestampTz(SPI_getbinval(row, SPI_tuptable->tupdesc, 2, &isnull));
+        scan_floor::lower(q.queue_id, first, nullptr, q.priority_order ? priority : 0);
     }
     base::spi::free_result();
+    return n > 0;
 }
 
 void keep_earliest(TimestampTz* due, TimestampTz candidate) {
@@ -158,16 +195,21 @@ void table_unit(const Table& t, const int32* queue_ids, TimestampTz since, Times
         }
     }
     if (must_expire) {
-        // One move for every normal queue of the table; what it could not move (held by a
-        // dequeue, or more than one batch) is looked at again (4).
+        // One move for every normal queue of the table.  A full batch: the rest at once.  Rows it
+        // could not move (held by a dequeue) are looked at again a second after this unit (4).  A
+        // table it may not move (no exception queue left) is not looked at for expirations.
         int64 moved = expire_messages_of(expiring);
         if (moved > 0) result->expired += uint64(moved);
-        for (int i = 0; i < t.count; i++) {
-            QueueInfo q;
-            if (!lookup_by_id(queue_ids[t.first + i], q) || !OidIsValid(q.relid) || q.default_exception_id == 0) continue;
-            TimestampTz expires = earliest_expiration(q);
-            if (expires != 0 && expires <= now) expires = TimestampTzPlusMilliseconds(now, retry_ms);
-            keep_earliest(&due, expires);
+        if (moved >= expiry_batch) {
+            keep_earliest(&due, now);
+        } else if (moved >= 0) {
+            TimestampTz retry = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), retry_ms);
+            for (int i = 0; i < t.count; i++) {
+                QueueInfo q;
+                if (!lookup_by_id(queue_ids[t.first + i], q) || !OidIsValid(q.relid) || q.default_exception_id == 0) continue;
+                TimestampTz expires = earliest_expiration(q);
+                keep_earliest(&due, expires != 0 && expires <= now ? retry : expires);
+            }
         }
     }
     keep_earliest(&result->next_due, due);
@@ -181,6 +223,9 @@ bool in_transaction(const char* activity, long budget_ms, RoundResult* result, F
     volatile bool ok = true;
     PG_TRY();
     {
+        // Inside the try: a cancel left by a budget that ran out just after the last unit is that
+        // unit's error, not the worker's end.
+        CHECK_FOR_INTERRUPTS();
         SetCurrentStatementStartTimestamp();
         StartTransactionCommand();
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "aq: SPI_connect failed");
@@ -229,20 +274,25 @@ int processes() {
 }
 
 bool serves() {
-    return tm_processes > 0 && settler::available() && !settler::starved();
+    if (tm_processes == 0 || !settler::available() || settler::starved() || !OidIsValid(MyDatabaseId)) return false;
+    const Served& s = served();
+    return s.slot && s.served_upto != 0;
 }
 
 bool passes_delays() {
-    // Once a round did all its work since shared memory began, every later round covers what a
-    // walk passes (8); a crash restart, which ends this backend, starts over.
-    static bool served = false;
     if (!serves()) return false;
-    if (served || !OidIsValid(MyDatabaseId)) return served;
-    LWLockAcquire(settler::shared->lock, LW_SHARED);
-    settler::DatabaseSlot* slot = settler::slot_for(MyDatabaseId, false);
-    served = slot && slot->times.served_upto != 0;
-    LWLockRelease(settler::shared->lock);
-    return served;
+    // Not while a due time passed a second ago without a round (the time manager stopped, or
+    // lags): what a walk passes now would wait for it (8).
+    const Served& s = served();
+    return s.next_due == 0 || s.next_due >= s.read_at - USECS_PER_SEC;
+}
+
+bool catch_up(const QueueInfo& q) {
+    // Also when the time manager no longer serves: what walks passed while it did is found here.
+    if (q.multiple_consumers || q.exception_queue || !settler::available() || !OidIsValid(MyDatabaseId)) return false;
+    const Served& s = served();
+    if (!s.slot || s.served_upto == 0) return false;
+    return lower_floors_of_passed(q, s.served_upto, GetCurrentTimestamp());
 }
 
 void note_due(TimestampTz when) {
@@ -288,14 +338,14 @@ RoundResult round(TimestampTz since, TimestampTz now) {
         ntables = 0;
     }
     for (int i = 0; i < ntables; i++) {
-        CHECK_FOR_INTERRUPTS();
         long budget = unit_budget_ms << Min(failures_in_row, 6);
         if (!in_transaction("aq: time manager", budget, &result,
                             [&] { table_unit(tables[i], queue_ids, since, now, &result); }))
             result.failed = true;
     }
-    if (result.failed) {
-        keep_earliest(&result.next_due, TimestampTzPlusMilliseconds(now, retry_ms << Min(failures_in_row, 6)));
+    if (result.failed) {  // from the round's end: a slow round does not follow itself at once
+        keep_earliest(&result.next_due,
+                      TimestampTzPlusMilliseconds(GetCurrentTimestamp(), retry_ms << Min(failures_in_row, 6)));
         failures_in_row++;
     } else {
         failures_in_row = 0;

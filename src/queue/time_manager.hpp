@@ -6,59 +6,70 @@
 // Protocol
 //  1. Due time.  Each database's settler slot (settler_shared.hpp) holds `next_due`: the earliest
 //     time at which a delay or an expiration of a message in the database passes, as far as aq
-//     knows (0: none known), and `lowered`, a count of lowerings.  All under the settler's lock.
+//     knows (0: none known); `round_running` and `lowered_in_round` while a round runs; and
+//     `served_upto`, the start of the last round that did all its work.  All under the settler's
+//     lock.  At most 64 databases have a slot; one without is not served (6).
 //  2. Lowering.  A transaction that wrote a message with a delay or an expiration remembers the
 //     earliest of those times (note_due).  After its commit is visible and its locks are gone
-//     (xact_end's commit_unlocked) it lowers next_due to that time unless next_due is already
-//     known and not later, counts the lowering, and wakes the database's worker, or the launcher
-//     when none runs.  An abort or a PREPARE forgets the time; a COMMIT PREPARED or ROLLBACK
-//     PREPARED, whose messages this session cannot know, lowers to now (a round finds them).
-//  3. A round.  Under the lock the worker reads g = lowered and sets next_due to 0 (unknown: so
-//     every lowering meanwhile counts, 2).  Then, per queue table, in a transaction of its own
-//     with a fresh snapshot and a time budget, for every normal queue it: wakes the queue
-//     (wakeup.hpp) when a delay passed in (since, now], `since` being the previous round's now;
-//     moves the expired messages when the earliest expiration is <= now (maintenance.hpp: as the
-//     table's owner, run_as's limits); and takes the earliest delay after now and the earliest
-//     expiration left.  At the end, under the lock: next_due = the earliest of them if lowered is
-//     still g, else the earlier of that and next_due.
-//     No time is lost: a message's time is lowered (2) only after its commit is visible.  If the
-//     lowering came before the round read g, the round's snapshots (taken after) see the message
-//     and count its time; if after, lowered differs from g and the lowered time is kept.
+//     (xact_end's commit_unlocked) it lowers next_due to that time, and, while a round runs, keeps
+//     it in lowered_in_round too; it skips both only when no round runs and next_due is known and
+//     not later.  It wakes the database's worker, or the launcher when none runs.  An abort or a
+//     PREPARE forgets the time; a COMMIT PREPARED or ROLLBACK PREPARED, whose messages this
+//     session cannot know, lowers to now (a round finds them).
+//  3. A round.  Under the lock the worker sets round_running.  Then, per queue table, in a
+//     transaction of its own with a fresh snapshot and a time budget, for every normal queue it:
+//     wakes the queue (wakeup.hpp) when a delay passed in (since, start], since = served_upto
+//     (8 for the floors); moves the expired messages when the earliest expiration has passed
+//     (maintenance.hpp: as the table's owner, run_as's limits); and takes the earliest delay after
+//     start and the earliest expiration left.  At the end, under the lock: next_due = the earliest
+//     of them and lowered_in_round; round_running cleared; served_upto = start if no unit failed.
+//     No time is lost: a message's time is lowered (2) only after its commit is visible.  A
+//     lowering before round_running was set precedes the round's snapshots, which see the message
+//     and count its time; one after is kept in lowered_in_round.  A worker that ends during a
+//     round (terminated, an error) sets next_due to now on its way out: the next worker runs a
+//     round at once.  A crash restart rebuilds everything (5).
 //  4. What a round could not do is retried: a message whose expiration passed but which a dequeue
-//     holds (the move skips locked rows) keeps it <= now, and a table whose unit failed (an
-//     error, the budget) leaves its due time unknown: the round sets next_due a second later,
-//     doubling while it keeps happening (to a minute).  The error is logged and kept for
-//     aq.queue_monitor.
+//     holds (the move skips locked rows) is looked at a second after its unit, and a table whose
+//     unit failed (an error, the budget) a second after the round ends, doubling while it keeps
+//     failing (to a minute).  The error is logged and kept for aq.queue_monitor.  A full batch of
+//     expired messages (10,000) has the next round start at once.  A table whose messages may
+//     not be moved (no exception queue left) is not scheduled for its expirations.
 //  5. Starting.  The launcher starts the worker of a database whose next_due has passed, at most
-//     aq.tm_processes workers at once counting settlers (0: no time manager).  A worker stays
-//     while its next due time is within a minute, and leaves, as an idle settler does, otherwise.
-//     After a server start or a crash restart every database is scanned (settler.hpp) and a scan
-//     is followed by a round (since = 0): times are recomputed from the tables, so kill -9 loses
-//     none.  A settle that gave messages back (retry_delay writes a delay) is followed by a round.
-//  6. Serving: aq preloaded, aq.tm_processes > 0 and the database's settler not starved.  While
-//     the time manager serves, a dequeue from a normal queue no longer moves expired messages
-//     (maintenance.hpp, 3); a dequeue from or LISTEN on an exception queue still moves them first.
+//     aq.tm_processes workers at once counting settlers (0: no time manager), the database served
+//     longest ago first.  A worker stays while its next due time is within a minute, and leaves
+//     as an idle settler does otherwise, or right after a round while other databases wait for
+//     room.  After a server start or a crash restart every database is scanned (settler.hpp) and
+//     a scan is followed by a round: times are recomputed from the tables, so kill -9 loses none.
+//     A settle (it may write retry delays) is followed by a round within 100 ms.
+//  6. Serving: aq preloaded, aq.tm_processes > 0, the database has a slot, a round has done all
+//     its work since the server started, and its settler is not starved (a backend reads this at
+//     most every 100 ms).  While the time manager serves, a dequeue from a normal queue no longer
+//     moves expired messages (maintenance.hpp, 3); a dequeue from or LISTEN on an exception queue
+//     still moves them first.
 //  7. Lag: how late each round started after its due time, in aq.queue_monitor (aq._queue_monitor).
-//  8. Delayed messages out of the walks' way.  Once a round has done all its work since the server
-//     started (`served_upto`, the start of the last such round, is set) and while the time manager
-//     serves, the scan floors of the database's queues pass committed messages waiting for their
-//     delay (index_walk.hpp, 6; passes_delays), and every round lowers the floor of each queue (of
-//     each consumer, in a multi-consumer queue) to the first position, per priority, of the
-//     messages whose delay passed in (since, now], since = served_upto.  No message is skipped: a
-//     walk passes a message with delay T only at a walk time now_W < T, and the round covering T
-//     starts after T.  If that round's lowering comes before the walk reads the floor, the walk's
-//     now is past T and the message is ready, not passed; if after, it is in the walk's floor
-//     epoch and caps its raise (scan_floor.hpp).  A round that fails leaves served_upto, so the
-//     next covers its interval again; the first round after a start lowers nothing, as no walk
-//     passed anything before it.  A waiting dequeue still sleeps until the next delay itself
-//     (waiting.hpp); the round's wake-up brings it to the lowered floor.  So the walk reads the
-//     messages waiting for a delay once, not at every dequeue until they are ready.  If the time
-//     manager stops serving (aq.tm_processes = 0, no worker slot), walks stop passing them; those
-//     already passed are lowered to when it serves again, or found before that by the look from
-//     the head of a dequeue that finds nothing (scan_floor.hpp).
+//  8. Delayed messages out of the walks' way (single-consumer queues).  While the time manager
+//     serves and no due time has gone a second without a round (passes_delays, read before the
+//     walk's snapshot and time), a queue walk's floor passes committed messages waiting for their
+//     delay (index_walk.hpp, 6), and every round lowers each queue's floor to the first position,
+//     per priority, of its messages whose delay passed in (since, start].  No message is skipped:
+//     a walk passes a message with delay T only when its time now_W < T, and the round covering T
+//     starts after T (rounds cover consecutive intervals: since is the start of the last complete
+//     one, and served_upto was set before now_W).  If that round's lowering comes before the walk
+//     reads the floor, now_W is past T and the message is ready, not passed; if after, it falls in
+//     the walk's floor epoch and caps its raise (scan_floor.hpp).  A round that fails leaves
+//     served_upto, so the next covers its interval again.  And a dequeue that finds nothing from
+//     its floor lowers the floor itself to the messages whose delay passed since served_upto
+//     (catch_up) before it looks further, so it never waits for a round (a late or stopped time
+//     manager delays no dequeue of an otherwise empty queue).  A multi-consumer queue's walks pass
+//     no delayed delivery: its removal sweep reads each consumer's first delivery from the
+//     consumer's floor, and a passed delivery would let it remove the message.
+//     So a walk reads the messages waiting for a delay once, not at every dequeue until they are
+//     ready.
 // Proved by: TAP 035_time_manager (a queue nobody reads expires on time; a delay ends a LISTEN;
 // kill -9 of the worker and a restart lose no time; aq.tm_processes = 0: dequeues move as before;
-// 8: messages passed while delayed are all delivered, once, and walks read them once).
+// 8: messages passed while delayed are all delivered, once, and walks read them once; a
+// multi-consumer delivery delayed behind taken ones is delivered, its message kept; a dequeue
+// finds a passed message whose delay passed with the time manager stopped).
 //
 // PostgreSQL-side: plain data; note_due inside base::call (it may palloc); the handlers never raise.
 #pragma once
@@ -67,6 +78,8 @@ extern "C" {
 #include "postgres.h"
 #include "datatype/timestamp.h"
 }
+
+#include "queue/catalog.hpp"
 
 namespace aq::queue::time_manager {
 
@@ -78,10 +91,13 @@ int processes();
 // The time manager serves this database (6): expired messages are moved without a reader.
 bool serves();
 
-// Walks of this database may pass messages waiting for their delay (8).  Cheap after the first true.
+// Walks of single-consumer queues of this database may pass messages waiting for their delay
+// (8).  Reads shared memory at most every 100 ms.  Call it before the walk's snapshot and time.
 bool passes_delays();
-// How much later than a delay a waiting dequeue wakes by its own timer where passes_delays (8).
-constexpr long wake_grace_ms = 50;
+// A dequeue of q found nothing from its floor: lowers the floor to the messages whose delay passed
+// since the time manager's last complete round (8), so a dequeue never waits for a round to find
+// a ready message.  Returns whether it lowered.  Requires SPI.
+bool catch_up(const QueueInfo& q);
 
 // A message written by this transaction becomes ready or expires at `when` (2).
 void note_due(TimestampTz when);

@@ -21,7 +21,6 @@ extern "C" {
 
 #include "base/spi.hpp"
 #include "queue/statements.hpp"
-#include "queue/time_manager.hpp"
 #include "queue/waiting.hpp"
 
 namespace aq::queue {
@@ -131,12 +130,7 @@ void let_go_of_xmin() {
 long next_visible_in(const QueueInfo& q, TimestampTz now) {
     if (q.exception_queue) return 1000;
     TimestampTz visible_at = next_visible_time(q, now);
-    if (visible_at <= now) return -1;
-    long in_ms = static_cast<long>((visible_at - now + 999) / 1000);
-    // Where walks pass delayed messages, the time manager's wake-up after it lowered the floor to
-    // the message ends the sleep; woken first by its own time, a dequeue would find the floor
-    // still past the message (time_manager.hpp, 8).  A little later then, in case it is late.
-    return time_manager::passes_delays() ? in_ms + time_manager::wake_grace_ms : in_ms;
+    return visible_at > now ? static_cast<long>((visible_at - now + 999) / 1000) : -1;
 }
 
 }  // namespace aq::queue

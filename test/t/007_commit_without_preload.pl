@@ -1,4 +1,4 @@
-# Commit modes without shared_preload_libraries = 'aq': they cannot work (the system level
+# Commit modes (and the time manager, fast ingest) without shared_preload_libraries = 'aq': they cannot work (the system level
 # lives in the postmaster's shared memory, the database and role levels are only seen at
 # connection start), so they say so instead of being silently ignored — and the queues still
 # work.
@@ -104,5 +104,20 @@ COMMIT;
 }
 is($node->safe_psql('postgres', 'SELECT count(*) FROM ONLY np_mc'), '0',
 	'SERIALIZABLE consumers of a multi-consumer queue: the delivered messages are removed without a settler');
+
+# The time manager lives in shared memory too: its view says so, and without it a dequeue moves
+# the expired messages of its queue table itself, as before (maintenance.hpp, 3).
+($rc, $out, $err) = session("SELECT * FROM aq.queue_monitor");
+like($err, qr/ERROR:  55000: the time manager needs aq in shared_preload_libraries/,
+	'aq.queue_monitor fails with 55000 and says why');
+like($err, qr/HINT:  Add 'aq' to shared_preload_libraries/, 'and the hint says what to do');
+$node->safe_psql('postgres', q{
+SELECT aq.enqueue('np_q', 'expired'::text, aq.message_properties(expiration => '0 s'));
+SELECT aq.enqueue('np_q', 'fresh'::text);
+});
+is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('np_q', NULL::text, aq.dequeue_options(wait => 0))}),
+	'fresh', 'without the time manager a dequeue passes the expired message ...');
+is($node->safe_psql('postgres', q{SELECT q.queue_name FROM np_qt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE m.user_data = 'expired'}),
+	'aq$_np_qt_e', '... and moves it to the exception queue itself');
 
 done_testing();

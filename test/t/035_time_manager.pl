@@ -17,6 +17,12 @@
 #   6. Walks pass messages waiting for a delay once (time_manager.hpp, 8): empty dequeues do not
 #      read 2,000 delayed messages again; once ready, all are delivered, each once.
 #   7. 3,000 messages with delays of 0 to 0.3 s racing two consumers: each taken exactly once.
+#   8. A multi-consumer delivery delayed behind two a subscriber takes: its message survives the
+#      removal sweeps and is delivered when its delay passes.
+#   9. The time manager turned off after a walk passed a delayed message: a waiting dequeue still
+#      gets it when its delay passes.
+#  10. aq.tm_processes = 1 and two databases, one with an expiration every second: the other's
+#      expired message is moved while the busy one still has expirations to come.
 #
 # No fixed sleeps: poll_query_until.  Lags are printed, not asserted.
 use strict;
@@ -224,6 +230,72 @@ END $$;
 		'7: every message was taken exactly once');
 	is($node->safe_psql('postgres', q{SELECT count(*) FROM tm_rqt}), '0', '7: none is left');
 }
+
+# ============================================================ 8. a delayed delivery behind taken ones
+# A subscriber's delivery delayed by 3 s, then two ready ones: the subscriber takes one (its
+# transaction's removal sweep runs); the delayed delivery's message must still be there when its
+# delay passes, and be delivered.
+$node->safe_psql('postgres', q{
+SELECT aq.create_queue_table('tm_sqt', 'text', multiple_consumers => true);
+SELECT aq.create_queue('tm_sq', 'tm_sqt');
+SELECT aq.start_queue('tm_sq');
+SELECT aq.add_subscriber('tm_sq', aq.agent('A'));
+SELECT aq.enqueue('tm_sq', 'later'::text, aq.message_properties(delay => '3 s'));
+SELECT aq.enqueue_array('tm_sq', ARRAY['one', 'two']);
+});
+is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('tm_sq', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))}),
+	'one', '8: the subscriber takes the first ready message past the delayed one');
+is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('tm_sq', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))}),
+	'two', '8: and the second');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM ONLY tm_sqt WHERE user_data = 'later'}), '1',
+	'8: the delayed delivery\'s message is kept by the removal sweeps');
+is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('tm_sq', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 30))}),
+	'later', '8: and delivered once its delay passed');
+
+# ============================================================ 9. the time manager stopped after a walk passed a message
+# A message delayed by 2 s is passed by a walk; then the time manager is turned off.  A waiting
+# dequeue still gets it once its delay passed (it lowers the floor itself when it finds nothing).
+$node->safe_psql('postgres', q{
+SELECT aq.enqueue('tm_fq', 'late'::text, aq.message_properties(delay => '2 s'));
+SELECT aq.enqueue('tm_fq', 'now'::text);
+});
+is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('tm_fq', NULL::text, aq.dequeue_options(wait => 0))}),
+	'now', '9: a walk passes the delayed message and takes the ready one');
+$node->append_conf('postgresql.conf', "aq.tm_processes = 0\n");
+$node->reload;
+$node->poll_query_until('postgres', q{SELECT current_setting('aq.tm_processes') = '0'});
+wait_for(q{SELECT pid IS NULL FROM aq.queue_monitor WHERE database = 'postgres'}, '9: the time manager\'s worker left');
+is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('tm_fq', NULL::text, aq.dequeue_options(wait => 30))}),
+	'late', '9: a waiting dequeue gets the passed message once its delay passed');
+# ============================================================ 10. one worker, two databases
+# aq.tm_processes = 1: database postgres has a message expiring every second for 20 s, which would
+# keep a worker there all along; a message expiring in database tm_other is still moved while
+# postgres has expirations to come (the worker leaves after a round when another database waits).
+$node->append_conf('postgresql.conf', "aq.tm_processes = 1\n");
+$node->reload;
+$node->poll_query_until('postgres', q{SELECT current_setting('aq.tm_processes') = '1'});
+$node->safe_psql('postgres', q{
+SELECT aq.create_queue_table('tm_bqt', 'text');
+SELECT aq.create_queue('tm_bq', 'tm_bqt');
+SELECT aq.start_queue('tm_bq');
+SELECT aq.enqueue_array('tm_bq', array_agg('busy ' || i), array_agg(aq.message_properties(expiration => make_interval(secs => i))))
+  FROM generate_series(1, 20) i;
+});
+$node->safe_psql('postgres', 'CREATE DATABASE tm_other');
+$node->safe_psql('tm_other', q{
+CREATE EXTENSION aq;
+SELECT aq.create_queue_table('tm_oqt', 'text');
+SELECT aq.create_queue('tm_oq', 'tm_oqt');
+SELECT aq.start_queue('tm_oq');
+});
+$node->poll_query_until('postgres', q{SELECT count(*) < 19 FROM tm_bqt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE q.queue_name = 'tm_bq'})
+  or die 'postgres\'s expirations are not served';
+$node->safe_psql('tm_other', q{SELECT aq.enqueue('tm_oq', 'other'::text, aq.message_properties(expiration => '1 s'))});
+ok($node->poll_query_until('tm_other', q{SELECT q.queue_name = 'aq$_tm_oqt_e' FROM tm_oqt m JOIN aq.queues q ON q.queue_id = m.q_id}),
+	'10: the other database\'s expired message is moved');
+my $left = $node->safe_psql('postgres', q{SELECT count(*) FROM tm_bqt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE q.queue_name = 'tm_bq'});
+note "10: postgres still had $left of 20 expirations to come";
+ok($left > 0, '10: ... while the busy database still had expirations to come');
 
 $node->stop;
 done_testing();
