@@ -105,7 +105,7 @@ int bulk_dequeue(const BulkDequeue& r) {
         const bool* isnull = slot->tts_isnull;
         if (r.after && !after_position(*r.after, r.priority_order, v)) continue;
         if (!rules::holds<rules::Takeable>(row_view, now)) {
-            if (passes_delays && !rules::holds<rules::Ready>(row_view, now)) watch.waiting_passed();
+            if (passes_delays && !rules::holds<rules::Ready>(row_view, now)) watch.waiting_passed(slot);
             continue;
         }
 

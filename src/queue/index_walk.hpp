@@ -73,6 +73,9 @@
 extern "C" {
 #include "postgres.h"
 #include "access/genam.h"
+#include "access/xact.h"
+#include "access/sysattr.h"
+#include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "access/itup.h"
 #include "access/relscan.h"
@@ -207,11 +210,15 @@ struct FloorWatch {
         met_here = true;
         candidate = entry;
     }
-    // The row just read is a committed message waiting for its delay, and the time manager will
+    // The row just read (in slot) is a message waiting for its delay, and the time manager will
     // lower the floor to it when the delay passes (time_manager::passes_delays): the floor may
-    // pass it.  Only when it is the entry that met the watch: an earlier one still holds it.
-    void waiting_passed() {
+    // pass it if it is committed — not this transaction's own insert, which no round has seen —
+    // and only when it is the entry that met the watch (an earlier one still holds it).
+    void waiting_passed(TupleTableSlot* slot) {
         if (!met_here) return;
+        bool isnull;
+        Datum xmin = slot_getsysattr(slot, MinTransactionIdAttributeNumber, &isnull);
+        if (isnull || TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin))) return;
         met = false;
         met_here = false;
     }

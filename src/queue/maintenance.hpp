@@ -32,6 +32,7 @@ namespace aq::queue {
 // most a batch of 10,000, skipping rows another transaction holds); how many, or -1 when it may
 // not (no exception queue, or the caller may not dequeue).
 int64 expire_messages_of(const QueueInfo& q);
+inline constexpr int64 expiry_batch_size = 10000;  // the move's LIMIT (statements.cpp)
 
 // Whether a dequeue from a normal queue of this queue table should move its expired messages now.
 bool expiry_sweep_due(const QueueInfo& q);

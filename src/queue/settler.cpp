@@ -162,9 +162,11 @@ void run_time_round(DatabaseSlot* slot) {
     TimestampTz since = t.served_upto;
     t.round_running = true;  // every lowering from now on is kept (3)
     t.lowered_in_round = 0;
+    int failures_in_row = t.failures_in_row;
     LWLockRelease(shared->lock);
-    time_manager::RoundResult r = time_manager::round(since, start);
+    time_manager::RoundResult r = time_manager::round(since, start, &failures_in_row);
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    t.failures_in_row = failures_in_row;
     if (!r.failed) t.served_upto = start;
     t.next_due = r.next_due;
     if (t.lowered_in_round != 0 && (t.next_due == 0 || t.lowered_in_round < t.next_due)) t.next_due = t.lowered_in_round;
@@ -198,12 +200,19 @@ bool time_due(const DatabaseSlot& slot, TimestampTz now, long within_ms) {
            slot.times.next_due <= TimestampTzPlusMilliseconds(now, within_ms);
 }
 
-// No other database due for the time manager and without a worker was served longer ago (under
+// The launcher may start the slot's worker now: stopped, and not in a failed start's backoff.
+bool may_start(const DatabaseSlot& slot, TimestampTz now) {
+    if (slot.database == InvalidOid || slot.state != slot_stopped || slot.failed_starts >= max_failed_starts) return false;
+    long interval = long(start_interval_ms) << Min(slot.failed_starts, 6u);
+    return slot.failed_starts == 0 || TimestampDifferenceExceeds(slot.last_start, now, int(interval));
+}
+
+// No other database due for the time manager that could start now was served longer ago (under
 // the lock).
 bool served_first(const DatabaseSlot& slot, TimestampTz now) {
     for (const auto& other : shared->slots)
-        if (&other != &slot && other.database != InvalidOid && other.state == slot_stopped &&
-            time_due(other, now, 0) && other.times.last_round < slot.times.last_round)
+        if (&other != &slot && may_start(other, now) && time_due(other, now, 0) &&
+            other.times.last_round < slot.times.last_round)
             return false;
     return true;
 }
@@ -231,6 +240,7 @@ void worker_exit(int, Datum) {
 void launcher_exit(int, Datum) {
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     shared->launcher_procno = no_proc;
+    shared->time_waiting = 0;  // nobody would start them: running workers need not leave
     LWLockRelease(shared->lock);
 }
 
@@ -368,7 +378,7 @@ void aq_settler_launcher_main(Datum) {
             if (start && room) {
                 start_worker(i);
                 active++;
-            } else if (pass == 1 && due && slot.state == slot_stopped) {
+            } else if (pass == 1 && due && may_start(slot, now)) {
                 time_waiting++;
             }
             LWLockRelease(shared->lock);
@@ -378,7 +388,11 @@ void aq_settler_launcher_main(Datum) {
         long wait_ms = start_interval_ms;
         TimestampTz after = GetCurrentTimestamp();
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        // Databases now wait for room: the time manager's workers leave after their round.
+        bool tell = time_waiting > 0 && shared->time_waiting == 0;
         shared->time_waiting = time_waiting;
+        for (const auto& slot : shared->slots)
+            if (tell && slot.database != InvalidOid && slot.state == slot_running) wake(slot.worker_procno);
         for (const auto& slot : shared->slots)
             if (slot.database != InvalidOid && slot.state == slot_stopped && slot.times.next_due > after &&
                 time_due(slot, after, start_interval_ms))
@@ -485,7 +499,7 @@ void aq_settler_main(Datum database_arg) {
             slot->state = slot_stopped;
             slot->worker_procno = no_proc;
             my_slot = nullptr;
-            uint32 launcher = yield ? shared->launcher_procno : no_proc;
+            uint32 launcher = shared->time_waiting > 0 ? shared->launcher_procno : no_proc;
             LWLockRelease(shared->lock);
             wake(launcher);  // its room goes to a database waiting for a round
             proc_exit(0);
@@ -580,13 +594,14 @@ void aq_settler_main(Datum database_arg) {
         // A scan follows a start: a round now; settled attempts may carry a retry delay: a round
         // soon (time_manager.hpp, 5).
         if (time_on && !extension_missing) {
-            if (scan) {
+            LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+            if (!scan) want_round_soon(slot, GetCurrentTimestamp());
+            bool round_now = scan || time_due(*slot, GetCurrentTimestamp(), 0);
+            LWLockRelease(shared->lock);
+            // Here too, not only on a quiet pass: a stream of settles must not hold rounds off.
+            if (round_now) {
                 run_time_round(slot);
                 rounds_done = true;
-            } else {
-                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-                want_round_soon(slot, GetCurrentTimestamp());
-                LWLockRelease(shared->lock);
             }
         }
         MemoryContextSwitchTo(outer);

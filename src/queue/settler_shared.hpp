@@ -51,6 +51,7 @@ struct TimeState {
     bool round_running;      // a round is under way (time_manager.hpp, 3)
     TimestampTz lowered_in_round;  // the earliest time lowered while it runs (0: none)
     TimestampTz served_upto; // the start of the last round that did all its work (0: none yet)
+    int failures_in_row;     // rounds in a row with a failed unit (their budgets double)
     TimestampTz last_round;
     int64 last_lag_ms;
     int64 max_lag_ms;

@@ -15,6 +15,7 @@ extern "C" {
 #include "queue/deliveries.hpp"
 #include "queue/plan_cache.hpp"
 #include "queue/rules.hpp"
+#include "queue/maintenance.hpp"
 #include "queue/statements.hpp"
 
 namespace aq::queue {
@@ -164,8 +165,9 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "            WHERE n.queue_table_id OPERATOR(pg_catalog.=) $1"
             "              AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
             "      AND %s"
-            "    LIMIT 10000 FOR UPDATE SKIP LOCKED))",
-            c, q.multiple_consumers ? deliveries::keep_message_sql(t, "m") : "", c, rule_sql<rules::Passed>("x.", "$3"));
+            "    LIMIT " INT64_FORMAT " FOR UPDATE SKIP LOCKED))",
+            c, q.multiple_consumers ? deliveries::keep_message_sql(t, "m") : "", c, rule_sql<rules::Passed>("x.", "$3"),
+            expiry_batch_size);
 
     // A dequeue.  Single-consumer: the queue table's rows (alias tab with a condition).
     // Multi-consumer: the delivery rows (d), joined to their messages (tab) where the

@@ -38,8 +38,6 @@ TimestampTz pending_due = 0;
 
 constexpr long unit_budget_ms = 1000;  // one queue table's share of a round, doubled per failure in a row
 constexpr long retry_ms = 1000;        // 4: the first retry, doubled per round in a row that needs one
-constexpr int64 expiry_batch = 10000;  // what one expiry move takes at most (maintenance.hpp)
-int failures_in_row = 0;
 
 // Lowers the database's due time to `when` (2).  Never raises.
 void lower(TimestampTz when) {
@@ -48,7 +46,8 @@ void lower(TimestampTz when) {
     if (!settler::available() || !OidIsValid(MyDatabaseId)) return;
     LWLockAcquire(shared->lock, LW_SHARED);
     DatabaseSlot* slot = slot_for(MyDatabaseId, false);
-    bool known = slot && !slot->times.round_running && slot->times.next_due != 0 && slot->times.next_due <= when;
+    bool known = slot && slot->times.next_due != 0 && slot->times.next_due <= when &&
+                 (!slot->times.round_running || (slot->times.lowered_in_round != 0 && slot->times.lowered_in_round <= when));
     LWLockRelease(shared->lock);
     if (known) return;
     uint32 to_wake = no_proc;
@@ -200,7 +199,7 @@ void table_unit(const Table& t, const int32* queue_ids, TimestampTz since, Times
         // table it may not move (no exception queue left) is not looked at for expirations.
         int64 moved = expire_messages_of(expiring);
         if (moved > 0) result->expired += uint64(moved);
-        if (moved >= expiry_batch) {
+        if (moved >= expiry_batch_size) {
             keep_earliest(&due, now);
         } else if (moved >= 0) {
             TimestampTz retry = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), retry_ms);
@@ -233,7 +232,11 @@ bool in_transaction(const char* activity, long budget_ms, RoundResult* result, F
         pgstat_report_activity(STATE_RUNNING, activity);
         if (budget_ms > 0) enable_timeout_after(STATEMENT_TIMEOUT, int(budget_ms));
         base::entry_void([&] { base::call([&] { f(); }); });
-        if (budget_ms > 0) disable_timeout(STATEMENT_TIMEOUT, false);
+        if (budget_ms > 0) {
+            // The budget ran out just after the work: its cancel is moot, not the next unit's.
+            disable_timeout(STATEMENT_TIMEOUT, true);
+            if (get_timeout_indicator(STATEMENT_TIMEOUT, true) && !ProcDiePending) QueryCancelPending = false;
+        }
         SPI_finish();
         PopActiveSnapshot();
         CommitTransactionCommand();
@@ -288,11 +291,10 @@ bool passes_delays() {
 }
 
 bool catch_up(const QueueInfo& q) {
-    // Also when the time manager no longer serves: what walks passed while it did is found here.
-    if (q.multiple_consumers || q.exception_queue || !settler::available() || !OidIsValid(MyDatabaseId)) return false;
-    const Served& s = served();
-    if (!s.slot || s.served_upto == 0) return false;
-    return lower_floors_of_passed(q, s.served_upto, GetCurrentTimestamp());
+    // Not at SERIALIZABLE: the statement's reads of the queue would be serializable reads, which a
+    // walk never makes (index_walk.hpp, 6); there the look from the head finds the message.
+    if (q.multiple_consumers || q.exception_queue || IsolationIsSerializable() || !serves()) return false;
+    return lower_floors_of_passed(q, served().served_upto, GetCurrentTimestamp());
 }
 
 void note_due(TimestampTz when) {
@@ -311,10 +313,12 @@ void at_abort() {
 
 void note_prepared_transaction_end() {
     // Whatever the prepared transaction wrote: a round finds it (lowered at this end's commit).
+    // Only where aq is installed: elsewhere it wrote no message.
+    if (!OidIsValid(get_extension_oid("aq", true))) return;
     pending_due = GetCurrentTimestamp();
 }
 
-RoundResult round(TimestampTz since, TimestampTz now) {
+RoundResult round(TimestampTz since, TimestampTz now, int* failures_in_row) {
     RoundResult result{};
     Table* tables = nullptr;
     int ntables = 0;
@@ -338,17 +342,17 @@ RoundResult round(TimestampTz since, TimestampTz now) {
         ntables = 0;
     }
     for (int i = 0; i < ntables; i++) {
-        long budget = unit_budget_ms << Min(failures_in_row, 6);
+        long budget = unit_budget_ms << Min(*failures_in_row, 6);
         if (!in_transaction("aq: time manager", budget, &result,
                             [&] { table_unit(tables[i], queue_ids, since, now, &result); }))
             result.failed = true;
     }
     if (result.failed) {  // from the round's end: a slow round does not follow itself at once
         keep_earliest(&result.next_due,
-                      TimestampTzPlusMilliseconds(GetCurrentTimestamp(), retry_ms << Min(failures_in_row, 6)));
-        failures_in_row++;
+                      TimestampTzPlusMilliseconds(GetCurrentTimestamp(), retry_ms << Min(*failures_in_row, 6)));
+        (*failures_in_row)++;
     } else {
-        failures_in_row = 0;
+        *failures_in_row = 0;
     }
     return result;
 }

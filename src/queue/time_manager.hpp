@@ -14,8 +14,8 @@
 //     (xact_end's commit_unlocked) it lowers next_due to that time, and, while a round runs, keeps
 //     it in lowered_in_round too; it skips both only when no round runs and next_due is known and
 //     not later.  It wakes the database's worker, or the launcher when none runs.  An abort or a
-//     PREPARE forgets the time; a COMMIT PREPARED or ROLLBACK PREPARED, whose messages this
-//     session cannot know, lowers to now (a round finds them).
+//     PREPARE forgets the time; a COMMIT PREPARED or ROLLBACK PREPARED in a database with aq,
+//     whose messages this session cannot know, lowers to now (a round finds them).
 //  3. A round.  Under the lock the worker sets round_running.  Then, per queue table, in a
 //     transaction of its own with a fresh snapshot and a time budget, for every normal queue it:
 //     wakes the queue (wakeup.hpp) when a delay passed in (since, start], since = served_upto
@@ -26,21 +26,24 @@
 //     No time is lost: a message's time is lowered (2) only after its commit is visible.  A
 //     lowering before round_running was set precedes the round's snapshots, which see the message
 //     and count its time; one after is kept in lowered_in_round.  A worker that ends during a
-//     round (terminated, an error) sets next_due to now on its way out: the next worker runs a
-//     round at once.  A crash restart rebuilds everything (5).
+//     round (terminated, an error) sets next_due to now on its way out: the next worker to start
+//     runs a round first.  A crash restart rebuilds everything (5).
 //  4. What a round could not do is retried: a message whose expiration passed but which a dequeue
 //     holds (the move skips locked rows) is looked at a second after its unit, and a table whose
-//     unit failed (an error, the budget) a second after the round ends, doubling while it keeps
-//     failing (to a minute).  The error is logged and kept for aq.queue_monitor.  A full batch of
+//     unit failed (an error, the budget) a second after the round ends; both the retry and the
+//     units' budgets double while the database's rounds keep failing (to 64 s; counted in the
+//     slot, across workers).  The error is logged and kept for aq.queue_monitor.  A full batch of
 //     expired messages (10,000) has the next round start at once.  A table whose messages may
 //     not be moved (no exception queue left) is not scheduled for its expirations.
 //  5. Starting.  The launcher starts the worker of a database whose next_due has passed, at most
 //     aq.tm_processes workers at once counting settlers (0: no time manager), the database served
-//     longest ago first.  A worker stays while its next due time is within a minute, and leaves
-//     as an idle settler does otherwise, or right after a round while other databases wait for
-//     room.  After a server start or a crash restart every database is scanned (settler.hpp) and
+//     longest ago first among those it could start now.  A worker stays while its next due time
+//     is within a minute, and leaves as an idle settler does otherwise, or after a round while
+//     other databases that could start wait for room (the launcher wakes the workers when that
+//     begins; a leaving worker wakes the launcher).  After a server start or a crash restart every database is scanned (settler.hpp) and
 //     a scan is followed by a round: times are recomputed from the tables, so kill -9 loses none.
-//     A settle (it may write retry delays) is followed by a round within 100 ms.
+//     A settle (it may write retry delays) is followed by a round within 100 ms, also while more
+//     settles keep coming.
 //  6. Serving: aq preloaded, aq.tm_processes > 0, the database has a slot, a round has done all
 //     its work since the server started, and its settler is not starved (a backend reads this at
 //     most every 100 ms).  While the time manager serves, a dequeue from a normal queue no longer
@@ -52,15 +55,20 @@
 //     walk's snapshot and time), a queue walk's floor passes committed messages waiting for their
 //     delay (index_walk.hpp, 6), and every round lowers each queue's floor to the first position,
 //     per priority, of its messages whose delay passed in (since, start].  No message is skipped:
-//     a walk passes a message with delay T only when its time now_W < T, and the round covering T
+//     a walk passes a committed message (not its own transaction's insert, which no round has
+//     seen) with delay T only when its time now_W < T, and the round covering T
 //     starts after T (rounds cover consecutive intervals: since is the start of the last complete
 //     one, and served_upto was set before now_W).  If that round's lowering comes before the walk
 //     reads the floor, now_W is past T and the message is ready, not passed; if after, it falls in
 //     the walk's floor epoch and caps its raise (scan_floor.hpp).  A round that fails leaves
-//     served_upto, so the next covers its interval again.  And a dequeue that finds nothing from
-//     its floor lowers the floor itself to the messages whose delay passed since served_upto
-//     (catch_up) before it looks further, so it never waits for a round (a late or stopped time
-//     manager delays no dequeue of an otherwise empty queue).  A multi-consumer queue's walks pass
+//     served_upto, so the next covers its interval again.  The first round after a start lowers
+//     nothing: shared memory, the floors with it, is new, and no walk passed anything before it
+//     (only a slot dropped for a database whose worker could not start three times starts over
+//     with walks that did; its passed messages are found by the look from the head).  And a
+//     dequeue that finds nothing from its floor lowers the floor itself to the messages whose
+//     delay passed since served_upto (catch_up; not at SERIALIZABLE, where its read would be a
+//     serializable read of the queue) before it looks further, so it does not wait for a round.
+//     While rounds lag, a ready message the floor passed may be taken after newer ones.  A multi-consumer queue's walks pass
 //     no delayed delivery: its removal sweep reads each consumer's first delivery from the
 //     consumer's floor, and a passed delivery would let it remove the message.
 //     So a walk reads the messages waiting for a delay once, not at every dequeue until they are
@@ -118,7 +126,8 @@ struct RoundResult {
 };
 
 // One round of the worker (3), each queue table in a transaction of its own.  Never raises.
-RoundResult round(TimestampTz since, TimestampTz now);
+// failures_in_row: the database's units that failed in a row (4), kept across workers.
+RoundResult round(TimestampTz since, TimestampTz now, int* failures_in_row);
 
 // aq.queue_monitor (7): one row per database slot the time manager knows.  False without shared
 // memory.

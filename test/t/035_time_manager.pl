@@ -23,6 +23,7 @@
 #      gets it when its delay passes.
 #  10. aq.tm_processes = 1 and two databases, one with an expiration every second: the other's
 #      expired message is moved while the busy one still has expirations to come.
+#  11. A transaction's walk does not pass its own uncommitted delayed message.
 #
 # No fixed sleeps: poll_query_until.  Lags are printed, not asserted.
 use strict;
@@ -36,6 +37,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use lib $FindBin::Bin;
 use AqCrash qw(kill9_backend);
+use AqSession;
 
 my $node = PostgreSQL::Test::Cluster->new('time_manager');
 $node->init;
@@ -296,6 +298,40 @@ ok($node->poll_query_until('tm_other', q{SELECT q.queue_name = 'aq$_tm_oqt_e' FR
 my $left = $node->safe_psql('postgres', q{SELECT count(*) FROM tm_bqt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE q.queue_name = 'tm_bq'});
 note "10: postgres still had $left of 20 expirations to come";
 ok($left > 0, '10: ... while the busy database still had expirations to come');
+
+# ============================================================ 11. a transaction's own delayed message
+# Session A enqueues 'mine' (delayed by 1 s) and, after another session moved the floor, a ready
+# message, which it takes itself: its walk must not pass its own uncommitted 'mine', which no round
+# of the time manager can see.  A commits once a round covered the delay; the next dequeue of the
+# busy queue takes 'mine' before a newer message.
+$node->append_conf('postgresql.conf', "aq.tm_processes = 3\n");
+$node->reload;
+$node->poll_query_until('postgres', q{SELECT current_setting('aq.tm_processes') = '3'});
+$node->safe_psql('postgres', q{
+SELECT aq.create_queue_table('tm_xqt', 'text');
+SELECT aq.create_queue('tm_xq', 'tm_xqt');
+SELECT aq.start_queue('tm_xq');
+SELECT aq.enqueue('tm_xq', 'warm'::text);
+SELECT payload FROM aq.dequeue('tm_xq', NULL::text, aq.dequeue_options(wait => 0));
+});
+{
+	my $a = AqSession::session($node, 'postgres');
+	AqSession::query($a, q{BEGIN; SELECT aq.enqueue('tm_xq', 'mine'::text, aq.message_properties(delay => '1 s'));});
+	$node->safe_psql('postgres', q{
+		SELECT aq.enqueue('tm_xq', 'other'::text);
+		SELECT payload FROM aq.dequeue('tm_xq', NULL::text, aq.dequeue_options(wait => 0));});
+	AqSession::query($a, q{SELECT aq.enqueue('tm_xq', 'ready'::text);});
+	like(scalar AqSession::query($a, q{SELECT payload FROM aq.dequeue('tm_xq', NULL::text, aq.dequeue_options(wait => 0));}),
+		qr/ready/, '11: the transaction takes its own ready message');
+	my $t = $node->safe_psql('postgres', q{SELECT clock_timestamp() + interval '1 s'});
+	$node->poll_query_until('postgres', qq{SELECT last_round > '$t' FROM aq.queue_monitor WHERE database = 'postgres'})
+	  or die 'no round of the time manager after the delay';
+	AqSession::query($a, 'COMMIT;');
+	AqSession::finish($a);
+}
+$node->safe_psql('postgres', q{SELECT aq.enqueue('tm_xq', 'newer'::text)});
+is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('tm_xq', NULL::text, aq.dequeue_options(wait => 0))}),
+	'mine', '11: the committed delayed message comes before a newer one (the floor did not pass it)');
 
 $node->stop;
 done_testing();
