@@ -24,6 +24,7 @@ extern "C" {
 #include "queue/settler.hpp"
 #include "queue/settler_shared.hpp"
 #include "queue/statements.hpp"
+#include "queue/waiting.hpp"
 #include "queue/time_manager.hpp"
 #include "queue/wakeup.hpp"
 
@@ -97,16 +98,6 @@ const Served& served() {
     return served_state;
 }
 
-// The earliest delay of the queue after `after` (0: none).  Requires SPI.
-TimestampTz delay_after(const QueueInfo& q, TimestampTz after) {
-    SPIPlanPtr plan = statement_plan(q, next_delay, InvalidOid);
-    Datum args[2] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(after)};
-    base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, "next delay lookup");
-    bool isnull;
-    Datum v = base::spi::first_value(&isnull);
-    return isnull ? 0 : DatumGetTimestampTz(v);
-}
-
 // The earliest expiration of the queue's messages (0: none).  Requires SPI.
 TimestampTz earliest_expiration(const QueueInfo& q) {
     SPIPlanPtr plan = statement_plan(q, next_expiry, InvalidOid);
@@ -176,7 +167,7 @@ void table_unit(const Table& t, const int32* queue_ids, TimestampTz since, Times
     for (int i = 0; i < t.count; i++) {
         QueueInfo q;
         if (!lookup_by_id(queue_ids[t.first + i], q) || !OidIsValid(q.relid) || !OidIsValid(claim_relid(q))) continue;
-        TimestampTz passed = delay_after(q, since);
+        TimestampTz passed = next_visible_time(q, since);
         if (passed != 0 && passed <= now) {
             // The first round since the server started lowers nothing: no walk passed a message
             // before it (passes_delays).
@@ -184,7 +175,7 @@ void table_unit(const Table& t, const int32* queue_ids, TimestampTz since, Times
             wakeup::note_enqueue(q.queue_id);  // woken at this unit's commit
             result->woken++;
         }
-        keep_earliest(&due, delay_after(q, now));
+        keep_earliest(&due, next_visible_time(q, now));
         TimestampTz expires = q.default_exception_id != 0 ? earliest_expiration(q) : 0;
         if (expires != 0 && expires <= now) {
             must_expire = true;

@@ -27,16 +27,6 @@ namespace aq::queue {
 
 namespace {
 
-// When the next delayed message of the queue becomes visible (0: none is delayed).  Requires SPI.
-TimestampTz next_visible_time(const QueueInfo& q, TimestampTz now) {
-    SPIPlanPtr plan = statement_plan(q, next_delay, InvalidOid);
-    Datum args[2] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(now)};
-    base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, "next delay lookup");
-    bool isnull;
-    Datum next = base::spi::first_value(&isnull);
-    return isnull ? 0 : DatumGetTimestampTz(next);
-}
-
 // A function the statement may call around a wait without a snapshot: PostgreSQL's own (they read
 // no table with the statement's snapshot) or aq's (each of its statements takes a fresh one).
 bool foreign_function(Oid function, void* aq_namespace) {
@@ -125,6 +115,15 @@ bool may_sleep_without_snapshot() {
 void let_go_of_xmin() {
     InvalidateCatalogSnapshot();
     MyProc->xmin = InvalidTransactionId;
+}
+
+TimestampTz next_visible_time(const QueueInfo& q, TimestampTz after) {
+    SPIPlanPtr plan = statement_plan(q, next_delay, InvalidOid);
+    Datum args[2] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(after)};
+    base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, "next delay lookup");
+    bool isnull;
+    Datum next = base::spi::first_value(&isnull);
+    return isnull ? 0 : DatumGetTimestampTz(next);
 }
 
 long next_visible_in(const QueueInfo& q, TimestampTz now) {

@@ -95,6 +95,9 @@ WaitEnd wait_loop(const Wait& wait, Pass&& pass, WakeIn&& wake_in, Sleep&& sleep
     return end;
 }
 
+// When the queue's next message delayed past `after` becomes visible (0: none).  Requires SPI.
+TimestampTz next_visible_time(const QueueInfo& q, TimestampTz after);
+
 // In how many ms (rounded up) the queue's next delayed message becomes visible, -1 if none is
 // delayed; an exception queue's: 1000 (it checks its queue table's expirations once a second).
 long next_visible_in(const QueueInfo& q, TimestampTz now);
