@@ -242,7 +242,7 @@ my $holder = session('postgres');
 			$s->{in} .= sprintf($enqueue_m, $payload) . "\n";
 			$s->{h}->pump_nb while length $s->{in};
 			push @enqueuers, $s;
-			# One after the other: the shared call takes the requests in the order they queued.
+			# One after the other, so that both are queued before the worker is let go.
 			my $queued = scalar @enqueuers;
 			$node->poll_query_until('postgres', qq{
 				SELECT count(*) = $queued FROM pg_stat_activity
@@ -267,8 +267,10 @@ my $holder = session('postgres');
 			my ($c_id) = $outcomes[0][0] =~ /^(\d+)/;
 			is($ids, "$c_id=good c", '9: the shared call failed: the good request still committed, on its own');
 			like($outcomes[1][1], qr/23514: bad refused/, '9: the bad request got its own error');
-			is($node->safe_psql('postgres', q{SELECT last_value FROM td_m_calls}), '4',
-				'9: the shared call was tried first (the trigger ran for both, then once more for each)');
+			# In the shared call the trigger runs for 'good c' and then 'bad', or for 'bad' alone,
+			# whichever the worker put first (not fixed); then once more for each: 4 or 3, never 2.
+			like($node->safe_psql('postgres', q{SELECT last_value FROM td_m_calls}), qr/^[34]$/,
+				'9: the shared call was tried first (the trigger ran in it, then once more for each)');
 		}
 		finish($_) for @enqueuers, $caller;
 	}
