@@ -47,6 +47,7 @@ OBJS = \
 	src/queue/options.o \
 	src/queue/plan_cache.o \
 	src/queue/retries.o \
+	src/queue/ring.o \
 	src/queue/scan_floor.o \
 	src/queue/settle.o \
 	src/queue/settler.o \
@@ -59,7 +60,7 @@ OBJS = \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
-REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run deq_condition listen subscribers groups group_cache array_limits consumer_info claims_flush immediate extension_schema health
+REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run deq_condition listen subscribers groups group_cache array_limits consumer_info claims_flush immediate extension_schema health ring_storage ring
 # Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out

@@ -14,6 +14,505 @@ CREATE POLICY queue_users_read ON aq.subscribers FOR SELECT USING (
                AND (pg_catalog.has_table_privilege(t.relid, 'SELECT')
                     OR pg_catalog.has_any_column_privilege(t.relid, 'INSERT'))));
 
+
+-- ---------------------------------------------------------------- ring storage
+
+-- 0: classic storage (the messages in the table itself); 2..16: a ring of that many segments,
+-- the table's inheritance children (aq.queue_segments).
+ALTER TABLE aq.queue_tables
+    ADD COLUMN segment_count smallint NOT NULL DEFAULT 0 CHECK (segment_count = 0 OR segment_count BETWEEN 2 AND 16);
+GRANT INSERT (segment_count) ON aq.queue_tables TO PUBLIC;
+
+-- A ring queue table (create_queue_table(..., segments => N)) keeps its messages in N segments:
+-- the inheritance children <queue_table>$0 .. $<N-1> of the queue table, made with it and never
+-- changed (docs/design-horizon-storage.md, section 1).
+CREATE TABLE aq.queue_segments (
+    queue_table_id  integer NOT NULL REFERENCES aq.queue_tables ON DELETE CASCADE,
+    segment         smallint NOT NULL,
+    -- The segment's table, by OID (as aq.queue_tables.relid).
+    relid           regclass NOT NULL,
+    PRIMARY KEY (queue_table_id, segment)
+);
+
+-- A ring's switch ledger, append-only: a row per switch.  Generation g writes segment
+-- g % segment_count; the current segment is the row with the highest generation.
+-- create_queue_table writes generation 0 (segment 0).
+CREATE TABLE aq.segment_log (
+    queue_table_id  integer NOT NULL REFERENCES aq.queue_tables ON DELETE CASCADE,
+    generation      bigint NOT NULL,
+    segment         smallint NOT NULL,
+    opened          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (queue_table_id, generation)
+);
+
+-- Read by everyone, as aq.queue_tables.
+GRANT SELECT ON aq.queue_segments, aq.segment_log TO PUBLIC;
+
+-- The policies name the new form of create_queue_table (below).
+CREATE OR REPLACE FUNCTION aq._registrable(relid oid) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT aq._manages(relid)
+       AND EXISTS (SELECT FROM pg_class c WHERE c.oid = relid AND c.relkind = 'r' AND c.relpersistence = 'p')
+       AND has_function_privilege('aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer)', 'EXECUTE')
+$$;
+
+ALTER POLICY owner_creates ON aq.queues
+    WITH CHECK (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queues.queue_table_id
+                                                        AND aq._manages(t.relid))
+                AND (has_function_privilege('aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer)', 'EXECUTE')
+                     OR has_function_privilege('aq.create_queue(text, text, integer, interval, interval, text, text)', 'EXECUTE')));
+
+-- The ring's rows, as aq.queue_tables': a role inserts those of queue tables it manages, and only
+-- through the functions that make them (a segment must be a permanent table the role manages);
+-- they go with their queue table (ON DELETE CASCADE).  Never updated.
+ALTER TABLE aq.queue_segments ENABLE ROW LEVEL SECURITY;
+CREATE POLICY everyone_reads ON aq.queue_segments FOR SELECT USING (true);
+CREATE POLICY owner_registers ON aq.queue_segments FOR INSERT
+    WITH CHECK (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queue_segments.queue_table_id
+                                                        AND aq._manages(t.relid))
+                AND aq._registrable(relid));
+CREATE POLICY owner_deletes ON aq.queue_segments FOR DELETE
+    USING (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queue_segments.queue_table_id
+                                                   AND aq._manages(t.relid)));
+GRANT INSERT (queue_table_id, segment, relid), DELETE ON aq.queue_segments TO PUBLIC;
+
+ALTER TABLE aq.segment_log ENABLE ROW LEVEL SECURITY;
+CREATE POLICY everyone_reads ON aq.segment_log FOR SELECT USING (true);
+CREATE POLICY owner_switches ON aq.segment_log FOR INSERT
+    WITH CHECK (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = segment_log.queue_table_id
+                                                        AND aq._manages(t.relid))
+                AND (has_function_privilege('aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer)', 'EXECUTE')
+                     OR has_function_privilege('aq._switch_segment(text)', 'EXECUTE')));
+CREATE POLICY owner_deletes ON aq.segment_log FOR DELETE
+    USING (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = segment_log.queue_table_id
+                                                   AND aq._manages(t.relid)));
+GRANT INSERT (queue_table_id, generation, segment), DELETE ON aq.segment_log TO PUBLIC;
+
+-- The indexes of a segment of a ring queue table: its own primary key (msgid), and the indexes
+-- the queue table has from create_queue_table and aq._queue_table_objects, with the same keys,
+-- collations, options and predicates (a walk uses a segment's indexes as it uses the table's).
+-- Names are PostgreSQL's choice, as the table's: <segment>_pkey, <segment>_q_id_enq_time_msgid_idx, ...
+CREATE FUNCTION aq._segment_indexes(t aq.queue_tables, segment regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    by_priority boolean := t.sort_list = 'priority,enq_time';
+    order_columns text := CASE WHEN by_priority THEN 'priority, enq_time, msgid' ELSE 'enq_time, msgid' END;
+BEGIN
+    PERFORM aq._check_owner(t);
+    EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (msgid)', segment);
+    EXECUTE format('CREATE INDEX ON %s (q_id, enq_time, msgid)', segment);
+    IF by_priority THEN
+        EXECUTE format('CREATE INDEX ON %s (q_id, priority, enq_time, msgid)', segment);
+    END IF;
+    IF t.message_grouping = 'transactional' THEN
+        EXECUTE format('CREATE INDEX ON %s (q_id, transaction_group, enq_time, msgid) WITH (deduplicate_items = off)',
+                       segment);
+    END IF;
+    EXECUTE format('CREATE INDEX ON %s (q_id, corrid COLLATE pg_catalog."C", %s) WHERE corrid IS NOT NULL', segment, order_columns);
+    EXECUTE format('CREATE INDEX ON %s (q_id, delay) WHERE delay IS NOT NULL', segment);
+    EXECUTE format('CREATE INDEX ON %s (q_id, expiration) WHERE expiration IS NOT NULL', segment);
+END $$;
+
+-- create_queue_table gains segments (after the existing arguments, so that calls by position keep
+-- their meaning).  A new signature: the old form's EXECUTE grants are carried over below.
+-- Creates the queue table: an ordinary heap table in queue_table_schema (the caller's current
+-- schema by default) with the payload column user_data of the payload type itself, and the
+-- objects around it (aq._queue_table_objects).  sort_list: 'enq_time' (first in, first out)
+-- or 'priority,enq_time' (lower priority number first, then first in); each is served by an
+-- index, so a dequeue's cost does not grow with the queue's length.  multiple_consumers and
+-- message_grouping are Oracle's.  Queue table names are limited to 57 bytes, so that the
+-- exception queue aq$_<name>_e fits in a name (Oracle limits them to 24 characters).
+-- segments: 0 (or NULL) keeps the messages in the table itself (classic storage); 2..16 makes
+-- the table the parent of a ring of that many segments, its inheritance children
+-- <queue_table>$0 .. $<segments-1> (aq.queue_segments), each with the table's columns, options
+-- and indexes (aq._segment_indexes), owned by the same role, with no grants of their own
+-- (a read through the table checks only the table's privileges).  Single-consumer queue tables
+-- without message grouping only, for now.
+CREATE FUNCTION aq.create_queue_table(
+    queue_table text,
+    queue_payload_type regtype,
+    sort_list text DEFAULT 'enq_time',
+    comment text DEFAULT NULL,
+    queue_table_schema text DEFAULT pg_catalog.current_schema(),
+    multiple_consumers boolean DEFAULT false,
+    message_grouping text DEFAULT 'none',
+    segments integer DEFAULT 0)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    sort_order text := lower(replace(sort_list, ' ', ''));
+    grouping text := lower(message_grouping);
+    multi boolean := coalesce(multiple_consumers, false);
+    ring integer := coalesce(segments, 0);
+    t aq.queue_tables;
+    deliveries regclass;
+    segment_options text;
+    segment_name text;
+    seg regclass;
+BEGIN
+    PERFORM aq._check_name('queue_table', queue_table);
+    IF octet_length(queue_table) > 57 THEN
+        RAISE EXCEPTION 'queue table name "%" is too long', queue_table USING ERRCODE = 'invalid_name',
+            DETAIL = format('%s bytes; queue table names are limited to 57 bytes, so that the exception queue aq$_%s_e fits in 63.',
+                            octet_length(queue_table), queue_table);
+    END IF;
+    IF queue_payload_type IS NULL THEN
+        RAISE EXCEPTION 'queue_payload_type must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF queue_table_schema IS NULL THEN
+        RAISE EXCEPTION 'queue_table_schema must not be NULL' USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'No schema is selected: set search_path or pass queue_table_schema.';
+    END IF;
+    PERFORM aq._check_name('queue_table_schema', queue_table_schema);
+    IF sort_order IS NULL OR sort_order NOT IN ('enq_time', 'priority,enq_time') THEN
+        RAISE EXCEPTION 'invalid sort_list: "%"', sort_list USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Valid values are enq_time and priority,enq_time.';
+    END IF;
+    IF grouping IN ('dbms_aqadm.none', 'dbms_aqadm.transactional') THEN
+        grouping := substr(grouping, 12);
+    END IF;
+    IF grouping IS NULL OR grouping NOT IN ('none', 'transactional') THEN
+        RAISE EXCEPTION 'invalid message_grouping: "%"', message_grouping USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Valid values are none and transactional.';
+    END IF;
+    IF grouping = 'transactional' AND multi THEN
+        RAISE EXCEPTION 'message_grouping transactional is not supported yet for multi-consumer queue tables'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF grouping = 'transactional' AND sort_order <> 'enq_time' THEN
+        RAISE EXCEPTION 'message_grouping transactional orders a queue table by its transaction groups'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = format('sort_list %s cannot be combined with it.', sort_list),
+                  HINT = 'Leave sort_list at enq_time.';
+    END IF;
+    IF ring <> 0 AND ring NOT BETWEEN 2 AND 16 THEN
+        RAISE EXCEPTION 'segments must be 0 or between 2 and 16, not %', segments USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = '0 keeps the messages in the queue table itself; 2 to 16 make a ring of that many segments.';
+    END IF;
+    IF ring <> 0 AND multi THEN
+        RAISE EXCEPTION 'segments are not supported yet for multi-consumer queue tables'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Leave segments at 0 (classic storage).';
+    END IF;
+    IF ring <> 0 AND grouping = 'transactional' THEN
+        RAISE EXCEPTION 'segments are not supported yet with message_grouping transactional'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Leave segments at 0 (classic storage).';
+    END IF;
+    IF EXISTS (SELECT FROM aq.queue_tables qt WHERE qt.queue_table = create_queue_table.queue_table) THEN
+        RAISE EXCEPTION 'queue table "%" already exists', queue_table USING ERRCODE = 'duplicate_table';
+    END IF;
+    IF EXISTS (SELECT FROM aq.queues q WHERE q.queue_name = aq._default_exception_queue(create_queue_table.queue_table)) THEN
+        RAISE EXCEPTION 'queue "%" already exists', aq._default_exception_queue(queue_table)
+            USING ERRCODE = 'duplicate_object',
+                  DETAIL = 'The queue table''s default exception queue would take that name.';
+    END IF;
+    IF (SELECT typtype FROM pg_type WHERE oid = queue_payload_type) = 'p' THEN
+        RAISE EXCEPTION 'queue_payload_type % is a pseudo-type', queue_payload_type
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (SELECT typarray FROM pg_type WHERE oid = queue_payload_type) = 0 THEN
+        RAISE EXCEPTION 'queue_payload_type % has no array type', queue_payload_type
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'enqueue_array and dequeue_array need arrays of the payload type.',
+                  HINT = 'Wrap it in a composite type, e.g. CREATE TYPE t AS (items integer[]).';
+    END IF;
+
+    EXECUTE format(
+        'CREATE TABLE %I.%I ('
+        '  msgid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,'
+        '  q_id integer NOT NULL,'
+        '  enq_time timestamptz NOT NULL,'
+        '  priority integer NOT NULL DEFAULT 1,'
+        '  delay timestamptz,'
+        '  expiration timestamptz,'
+        '  corrid text,'
+        '  retry_count integer NOT NULL DEFAULT 0,'
+        '  exception_queue text,'
+        '  enq_uid text NOT NULL DEFAULT current_user,'
+        '  user_data %s NOT NULL%s'
+        ') WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05)',
+        queue_table_schema, queue_table, queue_payload_type,
+        -- The enqueuing transaction's group (groups.hpp).
+        CASE WHEN grouping = 'transactional' THEN ', transaction_group bigint NOT NULL' ELSE '' END);
+    -- The enq_time order's index serves every queue table (the exception queues' order, and
+    -- the first-in order of a priority queue table's browse by msgid).
+    EXECUTE format('CREATE INDEX ON %I.%I (q_id, enq_time, msgid)', queue_table_schema, queue_table);
+    EXECUTE format('COMMENT ON TABLE %I.%I IS %L', queue_table_schema, queue_table,
+                   coalesce(comment, format('aq queue table of %s', queue_payload_type)));
+    IF multi THEN
+        EXECUTE format(
+            'CREATE TABLE %I.%I ('
+            '  msgid bigint NOT NULL,'
+            '  consumer_name text COLLATE pg_catalog."C" NOT NULL,'
+            '  q_id integer NOT NULL,'
+            '  priority integer NOT NULL,'
+            '  enq_time timestamptz NOT NULL,'
+            '  delay timestamptz,'
+            '  expiration timestamptz,'
+            '  retry_count integer NOT NULL DEFAULT 0,'
+            '  exception_queue text,'
+            -- Set when the delivery moves to an exception queue: it then keeps its message with it.
+            '  corrid text,'
+            '  enq_uid text,'
+            '  user_data %s'
+            ') WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05)',
+            queue_table_schema, aq._delivery_table(queue_table), queue_payload_type);
+        deliveries := format('%I.%I', queue_table_schema, aq._delivery_table(queue_table))::regclass;
+        EXECUTE format('COMMENT ON TABLE %s IS %L', deliveries,
+                       format('aq deliveries of multi-consumer queue table %s: one row per message and recipient', queue_table));
+    END IF;
+
+    INSERT INTO aq.queue_tables (queue_table, table_schema, relid, payload_type, sort_list, comment,
+                                 multiple_consumers, message_grouping, delivery_relid, segment_count)
+    VALUES (queue_table, queue_table_schema, format('%I.%I', queue_table_schema, queue_table)::regclass,
+            queue_payload_type, sort_order, comment, multi, grouping, deliveries, ring)
+    RETURNING * INTO t;
+    PERFORM aq._queue_table_objects(t);
+
+    -- The ring: every column inherited (none of the segment's own), so a segment has the table's
+    -- columns in the table's order, its NOT NULL and CHECK constraints and defaults, and follows an
+    -- ALTER TABLE of the table; identity is not inherited, so a segment's msgid is NOT NULL with no
+    -- default (msgid comes from the table's identity sequence).
+    SELECT ' WITH (' || string_agg(format('%I = %L', o.option_name, o.option_value), ', ') || ')'
+      INTO segment_options
+      FROM pg_class c, pg_options_to_table(c.reloptions) o WHERE c.oid = t.relid;
+    FOR k IN 0 .. ring - 1 LOOP
+        segment_name := format('%s$%s', queue_table, k);
+        EXECUTE format('CREATE TABLE %I.%I () INHERITS (%I.%I)%s',
+                       queue_table_schema, segment_name, queue_table_schema, queue_table, coalesce(segment_options, ''));
+        seg := format('%I.%I', queue_table_schema, segment_name)::regclass;
+        PERFORM aq._segment_indexes(t, seg);
+        EXECUTE format('COMMENT ON TABLE %s IS %L', seg, format('aq segment %s of queue table %s', k, queue_table));
+        INSERT INTO aq.queue_segments (queue_table_id, segment, relid) VALUES (t.queue_table_id, k, seg);
+    END LOOP;
+    IF ring > 0 THEN
+        INSERT INTO aq.segment_log (queue_table_id, generation, segment) VALUES (t.queue_table_id, 0, 0);
+    END IF;
+END $$;
+
+-- The admin functions stay revoked from PUBLIC (DBMS_AQADM); the new create_queue_table form
+-- takes over the old one's EXECUTE grants (as 0.6.0 did: same grantors, same order, the
+-- extension's initial privileges written back), and the old form goes.
+REVOKE EXECUTE ON FUNCTION aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer) FROM PUBLIC;
+DO $$
+DECLARE
+    old_form regprocedure := 'aq.create_queue_table(text, regtype, text, text, text, boolean, text)'::regprocedure;
+    new_form regprocedure := 'aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer)'::regprocedure;
+    g record;
+    extension_acl aclitem[];
+    prior_role text := current_setting('role');
+BEGIN
+    SELECT p.proacl INTO extension_acl FROM pg_proc p WHERE p.oid = new_form;
+    FOR g IN SELECT a.grantor, a.grantee, a.is_grantable, p.proowner
+               FROM pg_proc p, aclexplode(p.proacl) WITH ORDINALITY a(grantor, grantee, privilege_type, is_grantable, n)
+              WHERE p.oid = old_form AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+              ORDER BY a.n
+    LOOP
+        IF g.grantor <> g.proowner THEN
+            EXECUTE format('SET LOCAL ROLE %s', g.grantor::regrole);
+        END IF;
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s', new_form,
+                       CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
+                       CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        IF g.grantor <> g.proowner THEN
+            EXECUTE format('SET LOCAL ROLE %s', CASE WHEN prior_role = 'none' THEN 'NONE' ELSE quote_ident(prior_role) END);
+        END IF;
+    END LOOP;
+    UPDATE pg_catalog.pg_init_privs ip SET initprivs = extension_acl
+     WHERE ip.objoid = new_form AND ip.classoid = 'pg_catalog.pg_proc'::regclass AND ip.objsubid = 0;
+    EXECUTE format('DROP FUNCTION %s', old_form);
+END $$;
+
+-- The default exception queue goes with its queue table, as in Oracle; a ring's segments too
+-- (before the table; their catalog rows go with the queue table's).
+CREATE OR REPLACE FUNCTION aq.drop_queue_table(queue_table text, force boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t aq.queue_tables := aq._queue_table(queue_table);
+    queue_count integer;
+    segments regclass[];
+    seg regclass;
+BEGIN
+    PERFORM aq._check_owner(t);
+    -- The default exception queue goes with its queue table, as in Oracle.
+    SELECT count(*) INTO queue_count FROM aq.queues q
+     WHERE q.queue_table_id = t.queue_table_id AND q.queue_name <> aq._default_exception_queue(t.queue_table);
+    IF queue_count > 0 AND NOT coalesce(force, false) THEN
+        RAISE EXCEPTION 'queue table "%" still has % queue(s)', queue_table, queue_count
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = 'Drop the queues first, or pass force => true.';
+    END IF;
+    SELECT coalesce(array_agg(s.relid ORDER BY s.segment), '{}') INTO segments
+      FROM aq.queue_segments s WHERE s.queue_table_id = t.queue_table_id;
+    DELETE FROM aq.queues q WHERE q.queue_table_id = t.queue_table_id;  -- wakes their waiters; takes their subscribers
+    DELETE FROM aq.queue_tables qt WHERE qt.queue_table_id = t.queue_table_id;
+    IF t.delivery_relid IS NOT NULL AND EXISTS (SELECT FROM pg_class c WHERE c.oid = t.delivery_relid) THEN
+        PERFORM aq._drop_dependent_view(t.delivery_relid, aq._subscriber_view(t.queue_table));
+        PERFORM aq._drop_dependent_view(t.delivery_relid, aq._queue_table_view(t.queue_table));
+        EXECUTE format('DROP TABLE %s', t.delivery_relid);
+    END IF;
+    FOREACH seg IN ARRAY segments LOOP
+        IF EXISTS (SELECT FROM pg_class c WHERE c.oid = seg) THEN
+            EXECUTE format('DROP TABLE %s', seg);
+        END IF;
+    END LOOP;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
+        PERFORM aq._drop_dependent_view(t.relid, aq._queue_table_view(t.queue_table));
+        EXECUTE format('DROP TABLE %s', t.relid);
+    END IF;
+END $$;
+
+-- Removes the messages of the queue table that match the condition (all of them without
+-- one); returns how many.  One DELETE whose WHERE clause is fixed: the condition's values
+-- are parameters.  Of a multi-consumer queue table, the deliveries that match and then the
+-- messages that no delivery is left for.  Messages are deleted from the queue table ONLY: a
+-- table inheriting from it is not part of the queue; but a ring's messages are in its segments,
+-- the table's children: from a ring table, with them.
+CREATE OR REPLACE FUNCTION aq.purge_queue_table(queue_table text, purge_condition aq.purge_condition DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t aq.queue_tables := aq._queue_table(queue_table);
+    c aq.purge_condition := coalesce(purge_condition, ROW(NULL, NULL, NULL, NULL, NULL)::aq.purge_condition);
+    q aq.queues;
+    state text := upper(c.msg_state);
+    exception_queues integer[];
+    purged bigint;
+    purged_ids bigint[];
+BEGIN
+    PERFORM aq._check_owner(t);
+    IF c.queue_name IS NOT NULL THEN
+        q := aq._queue(c.queue_name);
+        IF q.queue_table_id <> t.queue_table_id THEN
+            RAISE EXCEPTION 'queue "%" is not in queue table "%"', c.queue_name, queue_table
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF state NOT IN ('READY', 'WAITING', 'EXPIRED') THEN
+        RAISE EXCEPTION 'invalid msg_state: "%"', c.msg_state USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Valid values are READY, WAITING, EXPIRED.';
+    END IF;
+    SELECT coalesce(array_agg(e.queue_id), '{}') INTO exception_queues FROM aq.queues e
+     WHERE e.queue_table_id = t.queue_table_id AND e.queue_type = 'exception_queue';
+    IF t.delivery_relid IS NULL THEN
+        EXECUTE format(
+            'DELETE FROM %s%s m'
+            ' WHERE ($1::integer IS NULL OR m.q_id = $1)'
+            '   AND ($2::text IS NULL OR $2 = CASE WHEN m.q_id = ANY ($6) OR m.expiration <= now() THEN ''EXPIRED'''
+            '                                      WHEN m.delay > now() THEN ''WAITING'' ELSE ''READY'' END)'
+            '   AND ($3::text IS NULL OR m.corrid LIKE $3)'
+            '   AND ($4::timestamptz IS NULL OR m.enq_time < $4)'
+            '   AND ($5::bigint[] IS NULL OR m.msgid = ANY ($5))',
+            CASE WHEN t.segment_count > 0 THEN '' ELSE 'ONLY ' END, aq._queue_relation(t))
+        USING q.queue_id, state, c.correlation, c.enqueued_before, c.msgids, exception_queues;
+    ELSE
+        -- Two statements: the second must see what the first deleted.
+        EXECUTE format(
+            'WITH purged AS ('
+            '  DELETE FROM ONLY %s d'
+            '   WHERE ($1::integer IS NULL OR d.q_id = $1)'
+            '     AND ($2::text IS NULL OR $2 = CASE WHEN d.q_id = ANY ($6) OR d.expiration <= now() THEN ''EXPIRED'''
+            '                                        WHEN d.delay > now() THEN ''WAITING'' ELSE ''READY'' END)'
+            '     AND ($3::text IS NULL OR coalesce(d.corrid, (SELECT m.corrid FROM ONLY %s m WHERE m.msgid = d.msgid)) LIKE $3)'
+            '     AND ($4::timestamptz IS NULL OR d.enq_time < $4)'
+            '     AND ($5::bigint[] IS NULL OR d.msgid = ANY ($5))'
+            '  RETURNING d.msgid)'
+            ' SELECT coalesce(array_agg(DISTINCT msgid), ''{}'') FROM purged',
+            t.delivery_relid, aq._queue_relation(t))
+        INTO purged_ids
+        USING q.queue_id, state, c.correlation, c.enqueued_before, c.msgids, exception_queues;
+        EXECUTE format('DELETE FROM ONLY %s m WHERE m.msgid = ANY ($1)'
+                       '   AND NOT EXISTS (SELECT FROM ONLY %s d WHERE d.msgid = m.msgid)',
+                       t.relid, t.delivery_relid)
+        USING purged_ids;
+    END IF;
+    GET DIAGNOSTICS purged = ROW_COUNT;
+    RETURN purged;
+END $$;
+
+-- A queue must be stopped (for enqueue and dequeue) before it is dropped, as in Oracle;
+-- its messages are removed with it (of a ring table, from its segments too).
+CREATE OR REPLACE FUNCTION aq.drop_queue(queue_name text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._owned_queue(queue_name);
+    t aq.queue_tables;
+BEGIN
+    IF q.enqueue_enabled OR q.dequeue_enabled THEN
+        RAISE EXCEPTION 'queue "%" must be stopped before it is dropped', queue_name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = format('Call aq.stop_queue(%L) first.', queue_name);
+    END IF;
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    IF q.queue_name = aq._default_exception_queue(t.queue_table) THEN
+        RAISE EXCEPTION 'queue "%" is the default exception queue of queue table "%"', queue_name, t.queue_table
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'It is dropped with its queue table.';
+    END IF;
+    IF t.delivery_relid IS NOT NULL AND EXISTS (SELECT FROM pg_class c WHERE c.oid = t.delivery_relid) THEN
+        EXECUTE format('DELETE FROM ONLY %s WHERE q_id = $1', t.delivery_relid) USING q.queue_id;
+        -- Its messages that reached another queue (an exception queue) stay for those deliveries.
+        EXECUTE format('DELETE FROM ONLY %s m WHERE m.q_id = $1 AND NOT EXISTS (SELECT FROM ONLY %s d WHERE d.msgid = m.msgid)',
+                       t.relid, t.delivery_relid) USING q.queue_id;
+    ELSIF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
+        EXECUTE format('DELETE FROM %s%s WHERE q_id = $1', CASE WHEN t.segment_count > 0 THEN '' ELSE 'ONLY ' END, t.relid)
+            USING q.queue_id;
+    END IF;
+    DELETE FROM aq.queues qq WHERE qq.queue_id = q.queue_id;  -- wakes its waiters; takes its subscribers
+END $$;
+
+-- For tests, until the time manager switches rings: makes the next segment of a ring queue table
+-- its current one (a new generation in aq.segment_log) if that segment is empty on disk, and
+-- returns it; 55000 if it is not (segments are not truncated yet, so a ring switches only while
+-- it has unused segments).  Its owner or a superuser, with EXECUTE granted (not to PUBLIC).
+-- Switches of a queue table are serialised by the transaction-level advisory lock
+-- pg_advisory_xact_lock(24945, queue_table_id): the two-key form (its lock tag's fourth field is
+-- 2; aq's group locks use 3, groups.hpp), first key 24945 = 0x6171, "aq".
+CREATE FUNCTION aq._switch_segment(queue_table text) RETURNS smallint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t aq.queue_tables := aq._queue_table(queue_table);
+    current_generation bigint;
+    next_segment smallint;
+    seg regclass;
+BEGIN
+    PERFORM aq._check_owner(t);
+    IF t.segment_count = 0 THEN
+        RAISE EXCEPTION 'queue table "%" has no segments', queue_table USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'It keeps its messages in the table itself (created with segments => 0).';
+    END IF;
+    PERFORM pg_advisory_xact_lock(24945, t.queue_table_id);
+    SELECT max(l.generation) INTO current_generation FROM aq.segment_log l WHERE l.queue_table_id = t.queue_table_id;
+    IF current_generation IS NULL THEN
+        RAISE EXCEPTION 'the segment log of queue table "%" is empty', queue_table
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    next_segment := ((current_generation + 1) % t.segment_count)::smallint;
+    SELECT s.relid INTO seg FROM aq.queue_segments s
+     WHERE s.queue_table_id = t.queue_table_id AND s.segment = next_segment;
+    IF seg IS NULL OR NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = seg) THEN
+        RAISE EXCEPTION 'segment % of queue table "%" does not exist', next_segment, queue_table
+            USING ERRCODE = 'undefined_table', DETAIL = 'It was dropped outside aq.drop_queue_table.';
+    END IF;
+    IF pg_relation_size(seg) <> 0 THEN
+        RAISE EXCEPTION 'segment % of queue table "%" is not empty', next_segment, queue_table
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('%s has pages on disk; a segment is written again only once truncated.', seg);
+    END IF;
+    INSERT INTO aq.segment_log (queue_table_id, generation, segment)
+    VALUES (t.queue_table_id, current_generation + 1, next_segment);
+    RETURN next_segment;
+END $$;
+REVOKE EXECUTE ON FUNCTION aq._switch_segment(text) FROM PUBLIC;
+
+-- One rotation of a ring queue table now, as the time manager makes every second while the ring
+-- holds rows: truncates each segment but the current one whose messages are all gone (consumed by
+-- committed transactions), under a lock it takes only if granted at once, and switches to the next
+-- segment when the current one is due (aq.segment_size, aq.segment_max_age) and the next is empty.
+-- Returns how many segments it truncated.  Its owner or a superuser, with EXECUTE granted.
+CREATE FUNCTION aq._rotate_segments(queue_table regclass) RETURNS integer
+LANGUAGE c VOLATILE STRICT AS 'MODULE_PATHNAME', 'aq_rotate_segments';
+REVOKE EXECUTE ON FUNCTION aq._rotate_segments(regclass) FROM PUBLIC;
+
 -- What each consumer of a queue has waiting, and what holds the queue's removal back (PgQ's
 -- get_consumer_info): a row per normal queue and consumer (consumer NULL on a single-consumer
 -- queue) that the caller may dequeue from.  waiting: its messages (deliveries) in the queue;
@@ -21,7 +520,8 @@ CREATE POLICY queue_users_read ON aq.subscribers FOR SELECT USING (
 -- lag: its oldest waiting message; unsettled: rows holding the attempt of a rolled-back or dead
 -- dequeue that the settler has not counted yet (no dequeue takes them until it has); holds_removal:
 -- its oldest delivery is the queue's oldest, so the messages from there on stay until it moves;
--- removable: messages of the queue that no delivery is left for, waiting for a sweep.
+-- removable: messages of the queue that no delivery is left for, waiting for a sweep.  A ring
+-- table's messages are counted in its segments too.
 CREATE FUNCTION aq.consumer_info(queue_name text DEFAULT NULL)
 RETURNS TABLE (queue text, consumer text, waiting bigint, ready bigint, oldest_enq_time timestamptz,
                lag interval, unsettled bigint, holds_removal boolean, removable bigint)
@@ -29,7 +529,7 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     q record;
 BEGIN
-    FOR q IN SELECT qq.queue_id, qq.queue_name, t.relid, t.delivery_relid
+    FOR q IN SELECT qq.queue_id, qq.queue_name, t.relid, t.delivery_relid, t.segment_count
                FROM aq.queues qq JOIN aq.queue_tables t ON t.queue_table_id = qq.queue_table_id
               WHERE qq.queue_type = 'normal_queue'
                 AND (consumer_info.queue_name IS NULL OR qq.queue_name = consumer_info.queue_name)
@@ -44,7 +544,7 @@ BEGIN
                 '       min(enq_time), now() - min(enq_time),'
                 '       count(*) FILTER (WHERE xmax <> ''0''::xid AND NOT aq._claimable(tableoid, ctid)),'
                 '       false, 0::bigint'
-                '  FROM ONLY %s WHERE q_id = $2', q.relid)
+                '  FROM %s%s WHERE q_id = $2', CASE WHEN q.segment_count > 0 THEN '' ELSE 'ONLY ' END, q.relid)
                 USING q.queue_name, q.queue_id;
         ELSE
             RETURN QUERY EXECUTE format(
@@ -63,6 +563,7 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+
 
 -- ---------------------------------------------------------------- health
 
@@ -136,7 +637,7 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t record;
 BEGIN
-    FOR t IN SELECT qt.queue_table_id, qt.relid, qt.delivery_relid,
+    FOR t IN SELECT qt.queue_table_id, qt.relid, qt.delivery_relid, qt.segment_count,
                     coalesce(has_table_privilege(qt.relid, 'SELECT'), false)
                     AND (qt.delivery_relid IS NULL OR coalesce(has_table_privilege(qt.delivery_relid, 'SELECT'), false))
                     AS readable
@@ -155,7 +656,7 @@ BEGIN
             '                  CASE WHEN q.queue_type = ''exception_queue'' THEN ''ready'''
             '                       WHEN m.expiration <= now() THEN ''expired'''
             '                       WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
-            '             FROM ONLY %1$s m JOIN aq.queues q ON q.queue_id = m.q_id),'
+            '             FROM %3$s%1$s m JOIN aq.queues q ON q.queue_id = m.q_id),'
             '     c AS (SELECT r.q_id, r.consumer_name,'
             '                  count(*) FILTER (WHERE r.state = ''ready'') AS ready,'
             '                  count(*) FILTER (WHERE r.state = ''waiting'') AS waiting,'
@@ -171,7 +672,9 @@ BEGIN
             '   LEFT JOIN c ON c.q_id = q.queue_id AND c.consumer_name IS NOT DISTINCT FROM k.consumer_name'
             '  WHERE q.queue_table_id = $1',
             coalesce(t.delivery_relid, t.relid),
-            CASE WHEN t.delivery_relid IS NULL THEN 'NULL::text' ELSE 'm.consumer_name COLLATE "default"' END)
+            CASE WHEN t.delivery_relid IS NULL THEN 'NULL::text' ELSE 'm.consumer_name COLLATE "default"' END,
+            -- A ring table's messages are in its segments too.
+            CASE WHEN t.delivery_relid IS NULL AND t.segment_count > 0 THEN '' ELSE 'ONLY ' END)
             USING t.queue_table_id;
     END LOOP;
 END $$;
@@ -181,14 +684,13 @@ END $$;
 -- table's in the delivery_ columns), and the age of the oldest transaction that holds back the
 -- removal of dead rows in this database (aq.xmin_holders).  Sizes: pg_table_size (the table
 -- with its TOAST table) and pg_indexes_size; last_vacuum: the later of the last VACUUM and the
--- last autovacuum.  Every queue table is listed; the counts are NULL where the caller may not
+-- last autovacuum.  Of a ring table, the sums over the table and its segments (the latest
+-- vacuum of any).  Every queue table is listed; the counts are NULL where the caller may not
 -- read it.
 CREATE VIEW aq.queue_health WITH (security_invoker = true) AS
 SELECT t.queue_table, q.queue_name AS queue, h.consumer_name, h.ready, h.waiting, h.expired,
        h.oldest_ready AS oldest_ready_enq_time, pg_catalog.now() - h.oldest_ready AS oldest_ready_age,
-       pg_catalog.pg_table_size(t.relid) AS table_bytes, pg_catalog.pg_indexes_size(t.relid) AS index_bytes,
-       st.n_live_tup AS live_rows, st.n_dead_tup AS dead_rows,
-       greatest(st.last_vacuum, st.last_autovacuum) AS last_vacuum,
+       st.table_bytes, st.index_bytes, st.live_rows, st.dead_rows, st.last_vacuum,
        pg_catalog.pg_table_size(t.delivery_relid) AS delivery_table_bytes,
        pg_catalog.pg_indexes_size(t.delivery_relid) AS delivery_index_bytes,
        sd.n_live_tup AS delivery_live_rows, sd.n_dead_tup AS delivery_dead_rows,
@@ -197,7 +699,14 @@ SELECT t.queue_table, q.queue_name AS queue, h.consumer_name, h.ready, h.waiting
   FROM aq._queue_health() h
   JOIN aq.queues q ON q.queue_id = h.queue_id
   JOIN aq.queue_tables t ON t.queue_table_id = q.queue_table_id
-  LEFT JOIN pg_catalog.pg_stat_user_tables st ON st.relid = t.relid
+  CROSS JOIN LATERAL (
+        SELECT sum(pg_catalog.pg_table_size(r.relid))::bigint AS table_bytes,
+               sum(pg_catalog.pg_indexes_size(r.relid))::bigint AS index_bytes,
+               sum(s.n_live_tup)::bigint AS live_rows, sum(s.n_dead_tup)::bigint AS dead_rows,
+               max(greatest(s.last_vacuum, s.last_autovacuum)) AS last_vacuum
+          FROM (SELECT t.relid UNION ALL
+                SELECT g.relid FROM aq.queue_segments g WHERE g.queue_table_id = t.queue_table_id) r (relid)
+          LEFT JOIN pg_catalog.pg_stat_user_tables s ON s.relid = r.relid) st
   LEFT JOIN pg_catalog.pg_stat_user_tables sd ON sd.relid = t.delivery_relid
  CROSS JOIN (SELECT max(xh.xmin_age) AS oldest_xmin_age FROM aq.xmin_holders xh WHERE xh.holds_database) x
  ORDER BY t.queue_table, q.queue_name, h.consumer_name;
@@ -233,3 +742,8 @@ SELECT d.datname AS database, m.pid, m.next_due, m.last_round, m.last_lag, m.max
 GRANT SELECT ON aq.queue_monitor TO PUBLIC;
 COMMENT ON VIEW aq.queue_monitor IS
     'The time manager: per database, its worker, next due time, last round and lag, rounds, messages expired, queues woken for delays, failures';
+
+-- ---------------------------------------------------------------- pg_dump
+
+SELECT pg_catalog.pg_extension_config_dump('aq.queue_segments', '');
+SELECT pg_catalog.pg_extension_config_dump('aq.segment_log', '');

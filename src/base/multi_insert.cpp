@@ -49,13 +49,13 @@ struct MultiInsert {
     bool any_domain;
 };
 
-const char* refusal(Relation rel) {
+const char* refusal(Relation rel, bool own_children) {
     if (XactReadOnly) return "a read-only transaction";  // the statement raises 25006
     if (IsInParallelMode()) return "a parallel operation";
     if (rel->rd_rel->relkind != RELKIND_RELATION) return "not an ordinary table";
     if (rel->trigdesc != nullptr) return "the table has triggers";
     if (rel->rd_rel->relhasrules) return "the table has rules";
-    if (rel->rd_rel->relhassubclass) return "the table has inheritance children";
+    if (rel->rd_rel->relhassubclass && !own_children) return "the table has inheritance children";
     if (check_enable_rls(RelationGetRelid(rel), InvalidOid, true) == RLS_ENABLED)
         return "row-level security applies";
     return nullptr;

@@ -8,8 +8,9 @@
 //    meaning.  Refused: anything but an ordinary table (partitioned tables, foreign tables,
 //    views), a table with triggers (foreign keys and deferrable unique constraints are
 //    triggers), with rules, with row-level security in force for the current user, with
-//    inheritance children, and any insert in a read-only or parallel transaction.  A partition
-//    is accepted: its bound is checked row by row.
+//    inheritance children (unless the caller says they are its own: a ring queue table's
+//    segments, queue/ring.hpp, into which it writes instead), and any insert in a read-only or
+//    parallel transaction.  A partition is accepted: its bound is checked row by row.
 //  * begin() sets up an executor state with the caller's range table entry (the caller has
 //    checked privileges; the entry also decides what a constraint error may show of the row),
 //    the table's indexes, a BulkInsertState and a buffer of up to 1,000 slots.
@@ -44,7 +45,7 @@ struct RangeTable;
 namespace aq::base::multi_insert {
 
 // Why rows may not go into rel by multi-insert (see the protocol), or nullptr.
-const char* refusal(Relation rel);
+const char* refusal(Relation rel, bool own_children = false);
 
 struct MultiInsert;
 

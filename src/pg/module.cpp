@@ -31,6 +31,7 @@ PGDLLEXPORT void _PG_init(void);
 #include "base/statement.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
+#include "queue/ring.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/settler.hpp"
 #include "queue/time_manager.hpp"
@@ -256,6 +257,7 @@ void _PG_init(void) {
     aq::ingest::settings::define(process_shared_preload_libraries_in_progress);
     aq::queue::wakeup::define_settings();
     aq::queue::time_manager::define_settings();
+    aq::queue::ring::define_settings();
     aq::queue::immediate::define_settings();
     aq::ingest::writer::install_hooks();
     MarkGUCPrefixReserved("aq");

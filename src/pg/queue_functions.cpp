@@ -21,6 +21,7 @@ extern "C" {
 }
 
 #include "base/guard.hpp"
+#include "base/spi.hpp"
 #include "base/statement.hpp"
 #include "pg/trigger.hpp"
 #include "pg/wait_time.hpp"
@@ -28,6 +29,7 @@ extern "C" {
 #include "queue/deliveries.hpp"
 #include "queue/immediate.hpp"
 #include "queue/queue_store.hpp"
+#include "queue/ring.hpp"
 #include "queue/time_manager.hpp"
 #include "queue/wakeup.hpp"
 
@@ -311,6 +313,19 @@ Datum check_rule_impl(FunctionCallInfo fcinfo) {
     PG_RETURN_VOID();
 }
 
+// aq._rotate_segments(queue_table regclass): one rotation of a ring queue table now (ring.hpp);
+// how many segments it truncated.
+Datum rotate_segments_impl(FunctionCallInfo fcinfo) {
+    Oid relid = PG_GETARG_OID(0);
+    int truncated = 0;
+    base::call([&] {
+        base::spi::connect();
+        truncated = queue::ring::rotate_now(relid).truncated;
+        SPI_finish();
+    });
+    PG_RETURN_INT32(truncated);
+}
+
 // aq._queue_monitor(): the time manager's state per database (the aq.queue_monitor view).
 Datum queue_monitor_impl(FunctionCallInfo fcinfo) {
     queue::time_manager::MonitorRow rows[queue::time_manager::monitor_max_rows];
@@ -362,6 +377,7 @@ Datum queue_monitor_impl(FunctionCallInfo fcinfo) {
 }  // namespace aq
 
 AQ_SQL_FUNCTION(aq_queue_monitor, aq::queue_monitor_impl)
+AQ_SQL_FUNCTION(aq_rotate_segments, aq::rotate_segments_impl)
 AQ_SQL_FUNCTION(aq_wake_waiters, aq::wake_waiters_impl)
 AQ_SQL_FUNCTION(aq_queues_changed, aq::queues_changed_impl)
 AQ_SQL_FUNCTION(aq_enqueue, aq::enqueue_impl)

@@ -49,6 +49,7 @@ extern "C" {
 #include "queue/settler.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/index_walk.hpp"
+#include "queue/ring_scan.hpp"
 #include "queue/time_manager.hpp"
 
 namespace aq::queue {
@@ -56,19 +57,17 @@ namespace aq::queue {
 using namespace index_walk;
 
 int bulk_dequeue(const BulkDequeue& r) {
-    Relation rel = table_open(r.relid, RowExclusiveLock);
-    Oid index_oid = InvalidOid;
+    static const ring::Segments classic{};
+    RingScan ring;
     // A read-only transaction (or a standby) gets the statement's error (25006) from the statement.
-    if (!XactReadOnly && !IsInParallelMode() && plain_queue_table(rel, r.payload_type) && !has_group_column(rel) &&
-        caller_may_remove(rel))
-        index_oid = find_order_index(rel, r.priority_order);
-    Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
-    if (!index || !in_sort_order(index)) {
-        if (index) index_close(index, AccessShareLock);
-        table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
+    bool eligible = ring.open(r.relid, r.segments ? *r.segments : classic, r.payload_type, r.priority_order) &&
+                    !XactReadOnly && !IsInParallelMode() && caller_may_remove(ring.parent());
+    if (!eligible) {
+        ring.close();
         return -1;
     }
-    CheckCmdReplicaIdentity(rel, CMD_DELETE);  // a publication of deletes needs a replica identity
+    for (int i = 0; i < ring.count; i++)  // a publication of deletes needs a replica identity
+        CheckCmdReplicaIdentity(ring.cursors[i].heap, CMD_DELETE);
     TupleDesc properties_desc = open_properties(false);
 
     // The floor is read before the snapshot is taken (scan_floor.hpp).
@@ -88,22 +87,22 @@ int bulk_dequeue(const BulkDequeue& r) {
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
     bool from_floor = floor_applies && !r.from_head && floor.floor.enq_time != DT_NOBEGIN;
     int nkeys = 1 + start_key(&keys[1], row, 2, r.priority_order, r.after, from_floor ? &floor.floor : nullptr);
-    IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, nkeys);
-    scan->xs_want_itup = floor_applies;  // the (enq_time, msgid) of entries whose rows are gone
-    index_rescan(scan, keys, nkeys, nullptr, 0);
-    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    ring.begin(snapshot, keys, nkeys);
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq bulk dequeue", ALLOCSET_SMALL_SIZES);
 
-    RowView row_view{slot, col_delay, col_expiration, retries::counting(), r.relid};
+    RowView row_view{nullptr, col_delay, col_expiration, retries::counting(), InvalidOid};
     bool registered = false;
     // If the scan runs out without meeting a message: the floor may rise to the scan's start.
     FloorWatch watch = FloorWatch::of_order(floor_applies, 2, r.priority_order, now);
     int removed = 0;
     while (removed < r.max_messages) {
-        if (!next_visible(scan, slot, watch)) break;
+        if (!ring.next_visible(watch)) break;
+        TupleTableSlot* slot = ring.slot();
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
         if (r.after && !after_position(*r.after, r.priority_order, v)) continue;
+        row_view.slot = slot;
+        row_view.relid = RelationGetRelid(ring.heap());
         if (!rules::holds<rules::Takeable>(row_view, now)) {
             if (passes_delays && !rules::holds<rules::Ready>(row_view, now)) watch.waiting_passed(slot);
             continue;
@@ -111,12 +110,14 @@ int bulk_dequeue(const BulkDequeue& r) {
 
         if (!registered) retries::before_claim();  // before the first claim (retries.hpp)
         registered = true;
-        ItemPointerData row = slot->tts_tid;
-        if (!claim_by_delete(rel, slot, command, snapshot)) continue;
+        ItemPointerData row_tid = slot->tts_tid;
+        if (!claim_by_delete(ring.heap(), slot, command, snapshot)) continue;
+        ring.claimed_last();
 
         MemoryContext outer = MemoryContextSwitchTo(message_context);
         BulkDequeuedMessage message{v[col_msgid], v[col_user_data], properties_of(properties_desc, v, isnull),
-                                    DatumGetInt32(v[col_priority]), DatumGetTimestampTz(v[col_enq_time]), row};
+                                    DatumGetInt32(v[col_priority]), DatumGetTimestampTz(v[col_enq_time]), row_tid,
+                                    RelationGetRelid(ring.heap())};
         MemoryContextSwitchTo(outer);
         r.sink(r.sink_context, message);
         MemoryContextReset(message_context);
@@ -125,10 +126,7 @@ int bulk_dequeue(const BulkDequeue& r) {
     if (floor_applies) scan_floor::raise(r.queue_id, floor, watch.candidate);
 
     MemoryContextDelete(message_context);
-    ExecDropSingleTupleTableSlot(slot);
-    index_endscan(scan);
-    index_close(index, NoLock);
-    table_close(rel, NoLock);
+    ring.close();
     walk.end();
     ReleaseTupleDesc(properties_desc);
     if (removed > 0) CommandCounterIncrement();  // later commands of this transaction see the removals

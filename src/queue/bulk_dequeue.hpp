@@ -37,6 +37,8 @@ extern "C" {
 #include "datatype/timestamp.h"
 }
 
+#include "queue/ring.hpp"
+
 namespace aq::queue {
 
 struct BulkDequeuedMessage {
@@ -46,6 +48,7 @@ struct BulkDequeuedMessage {
     int32 priority;
     TimestampTz enq_time;
     ItemPointerData tid;  // the deleted row version (the claim, retries.hpp)
+    Oid relid;            // the table it was deleted from (a segment of a ring: ring.hpp)
 };
 
 using BulkDequeueSink = void (*)(void* context, const BulkDequeuedMessage& message);
@@ -58,6 +61,7 @@ struct BulkDequeuePosition {  // NEXT_MESSAGE: only messages after this one
 
 struct BulkDequeue {
     Oid relid;
+    const ring::Segments* segments;  // of a ring queue table (ring.hpp), or nullptr
     Oid payload_type;
     int32 queue_id;
     bool priority_order;

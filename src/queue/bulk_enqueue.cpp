@@ -32,6 +32,7 @@ extern "C" {
 #include "base/multi_insert.hpp"
 #include "compat/acl.hpp"
 #include "queue/bulk_enqueue.hpp"
+#include "queue/ring.hpp"
 
 namespace aq::queue {
 
@@ -201,8 +202,8 @@ compat::RangeTable queue_table_range(Relation rel, AclMode permissions, Bitmapse
     return compat::relation_range_table(rel, RowExclusiveLock, permissions, inserted, selected);
 }
 
-bool plain_queue_table(Relation rel, Oid payload_type) {
-    return has_queue_table_shape(rel, payload_type) && multi_insert::refusal(rel) == nullptr;
+bool plain_queue_table(Relation rel, Oid payload_type, bool ring_parent) {
+    return has_queue_table_shape(rel, payload_type) && multi_insert::refusal(rel, ring_parent) == nullptr;
 }
 
 // Each message's priority from an enqueue's aq.message_properties[] (palloc'd, *count of them;
@@ -265,13 +266,26 @@ bool bulk_enqueue(const BulkEnqueue& r) {
     // Whatever the multi-insert path refuses (a read-only transaction among them: the statement
     // raises 25006) goes through the statement.
     bool grouped = has_group_column(rel);
-    if (!plain_queue_table(rel, r.payload_type) || grouped != (r.group != nullptr)) {
+    bool ring = r.segments && r.segments->count > 0;
+    if (!plain_queue_table(rel, r.payload_type, ring) || grouped != (r.group != nullptr)) {
         table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
         return false;
     }
     // The range table entry also serves constraint failures, which describe the row from it.
     compat::RangeTable rt = checked_range_table(rel);
     Oid msgid_sequence = msgid_sequence_of(rel);
+    // A ring's messages go into its current segment (ring.hpp, R1), the privileges being the
+    // parent's (E1); msgid is still drawn from the parent's sequence (R4).
+    Relation queue_table = rel;
+    if (ring) {
+        rel = ring::open_current(r.queue_table_id, *r.segments);
+        if (!ring::plain_segment(queue_table, rel)) {
+            table_close(rel, NoLock);
+            table_close(queue_table, NoLock);
+            return false;
+        }
+        rt = queue_table_range(rel, ACL_INSERT | ACL_SELECT, nullptr, nullptr);
+    }
     int16 payload_len = get_typlen(r.payload_type);
     Datum enq_uid = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
     multi_insert::MultiInsert* m = multi_insert::begin(rel, rt, r.count);
@@ -302,6 +316,7 @@ bool bulk_enqueue(const BulkEnqueue& r) {
     }
     multi_insert::finish(m);
     table_close(rel, NoLock);
+    if (queue_table != rel) table_close(queue_table, NoLock);
     CommandCounterIncrement();  // later commands of this transaction see the messages
     return true;
 }

@@ -31,6 +31,7 @@ extern "C" {
 
 #include "compat/executor.hpp"
 #include "queue/deliveries.hpp"
+#include "queue/ring.hpp"
 
 namespace aq::queue {
 
@@ -52,6 +53,8 @@ enum QueueTableColumn {
 
 struct BulkEnqueue {
     Oid relid;
+    const ring::Segments* segments;  // of a ring queue table (ring.hpp): its messages go to the current one
+    int32 queue_table_id;
     Oid payload_type;
     int32 queue_id;
     TimestampTz enq_time;
@@ -75,7 +78,8 @@ compat::RangeTable queue_table_range(Relation rel, AclMode permissions, Bitmapse
 // payload type; and transaction_group on a grouped one) and the multi-insert path does not refuse it (no triggers, rules, row-level
 // security for the current user, inheritance children; not a read-only or parallel
 // transaction): the bulk paths may work on it directly.  The caller holds a lock on it.
-bool plain_queue_table(Relation rel, Oid payload_type);
+// ring_parent: rel is a ring queue table, whose children are its segments (queue/ring.hpp).
+bool plain_queue_table(Relation rel, Oid payload_type, bool ring_parent = false);
 
 // May raise PostgreSQL errors: call it inside base::call.
 bool bulk_enqueue(const BulkEnqueue& request);

@@ -13,6 +13,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -59,7 +60,7 @@ const char* const lookup_sql =
     "       (SELECT e.queue_id FROM aq.queues e WHERE e.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
     // aq._default_exception_queue's rule, inline: a call of that function costs more than the rest of the lookup.
     "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table OPERATOR(pg_catalog.||) '_e')),"
-    "       q.ctid, q.xmin, t.ctid, t.xmin, %s"
+    "       q.ctid, q.xmin, t.ctid, t.xmin, %s, %s"
     "  FROM aq.queues q"
     "  JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) q.queue_table_id"
     "  LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
@@ -71,6 +72,10 @@ const char* const consumer_columns =
     "t.multiple_consumers, dc.oid,"
     " pg_catalog.quote_ident(dn.nspname) OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(dc.relname),"
     " t.message_grouping OPERATOR(pg_catalog.=) 'transactional'";
+// The lookup's ring column (ring.hpp; none before 0.7.0): the segments' OIDs, in segment order.
+const char* const ring_column =
+    "(SELECT pg_catalog.array_agg(s.relid::pg_catalog.oid ORDER BY s.segment) FROM aq.queue_segments s"
+    "  WHERE s.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id)";
 const char* const consumer_joins =
     "  LEFT JOIN pg_catalog.pg_class dc ON dc.oid OPERATOR(pg_catalog.=) t.delivery_relid::pg_catalog.oid"
     "  LEFT JOIN pg_catalog.pg_namespace dn ON dn.oid OPERATOR(pg_catalog.=) dc.relnamespace";
@@ -94,9 +99,10 @@ void check_catalog_version() {
 SPIPlanPtr prepare_lookup(const char* condition, Oid key_type) {
     check_catalog_version();
     Oid argtypes[1] = {key_type};
-    const char* sql = consumers_in_catalog ? psprintf(lookup_sql, consumer_columns, consumer_joins, condition)
-                                            : psprintf(lookup_sql, "false, NULL::pg_catalog.oid, NULL::pg_catalog.text, false", "",
-                                                       condition);
+    const char* ring = ring::available() ? ring_column : "NULL::pg_catalog.oid[]";
+    const char* sql = consumers_in_catalog ? psprintf(lookup_sql, consumer_columns, ring, consumer_joins, condition)
+                                            : psprintf(lookup_sql, "false, NULL::pg_catalog.oid, NULL::pg_catalog.text, false", ring,
+                                                       "", condition);
     SPIPlanPtr plan = SPI_prepare(sql, 1, argtypes);
     if (!plan) elog(ERROR, "aq: SPI_prepare of the queue lookup failed: %s", SPI_result_code_string(SPI_result));
     SPI_keepplan(plan);
@@ -292,6 +298,16 @@ bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info, CatalogRow* rows) 
     char* deliveries = SPI_getvalue(row, desc, 18);
     strlcpy(info.qualified_deliveries, deliveries ? deliveries : "", sizeof info.qualified_deliveries);
     info.grouped = DatumGetBool(SPI_getbinval(row, desc, 19, &isnull));
+    info.segments.count = 0;
+    Datum segments = SPI_getbinval(row, desc, 20, &isnull);
+    if (!isnull) {
+        Datum* relids;
+        bool* nulls;
+        int n;
+        deconstruct_array(DatumGetArrayTypeP(segments), OIDOID, sizeof(Oid), true, TYPALIGN_INT, &relids, &nulls, &n);
+        for (int i = 0; i < n && i < ring::max_segments; i++) info.segments.relids[i] = DatumGetObjectId(relids[i]);
+        info.segments.count = Min(n, ring::max_segments);
+    }
     if (rows) {
         for (int i = 0; i < 2; i++) {
             rows[i].tid = *reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(row, desc, 12 + 2 * i, &isnull)));

@@ -26,6 +26,7 @@ extern "C" {
 }
 
 #include "queue/deliveries.hpp"
+#include "queue/ring.hpp"
 
 namespace aq::queue {
 
@@ -47,6 +48,7 @@ struct QueueInfo {
     Oid delivery_relid;          // of a multi-consumer queue table; InvalidOid when gone
     char qualified_deliveries[qualified_name_size];
     bool grouped;                // message_grouping transactional (groups.hpp)
+    ring::Segments segments;     // of a ring queue table (ring.hpp); count 0: classic
 };
 
 // The table a dequeue claims rows of: the delivery table of a multi-consumer queue table.

@@ -188,7 +188,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
         MemoryContext outer = MemoryContextSwitchTo(message_context);
         BulkDequeuedMessage message{v[dcol_msgid], payload,
                                     properties_of(properties_desc, fields, nulls), DatumGetInt32(v[dcol_priority]),
-                                    DatumGetTimestampTz(v[dcol_enq_time]), tid};
+                                    DatumGetTimestampTz(v[dcol_enq_time]), tid, r.delivery_relid};
         MemoryContextSwitchTo(outer);
         r.sink(r.sink_context, message);
         MemoryContextReset(message_context);

@@ -73,7 +73,7 @@ using Priorities = sweep_rules::Priorities;
 struct SinkReceiver {
     DestReceiver pub;  // first member: PostgreSQL sees a DestReceiver*
     const DequeueRequest* request;
-    Oid claiming_relid;  // remove and locked modes: the table whose rows are claimed (retries.hpp)
+    bool claims;  // remove and locked modes: the rows are claimed (retries.hpp)
     bool sweeps;            // multi-consumer remove: the messages left without deliveries go (deliveries.hpp)
     Priorities priorities;  // ... of these priorities
     int rows;
@@ -91,7 +91,8 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     r->rows++;
     r->last_msgid = DatumGetInt64(slot->tts_values[0]);
     if (r->sweeps) r->priorities.note(DatumGetInt32(slot->tts_values[4]));
-    if (OidIsValid(r->claiming_relid)) retries::note_claimed(r->claiming_relid, reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[5])));
+    // The row's own table: a ring's rows are in its segments (ring.hpp, W3).
+    if (r->claims) retries::note_claimed(DatumGetObjectId(slot->tts_values[6]), reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[5])));
     r->last_enq_time = DatumGetTimestampTz(slot->tts_values[3]);
     r->last_priority = DatumGetInt32(slot->tts_values[4]);
     return true;
@@ -100,9 +101,9 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
 // table's user_data column may have been altered since the queue table was registered.
 void receiver_startup(DestReceiver* self, int, TupleDesc desc) {
     auto* r = reinterpret_cast<SinkReceiver*>(self);
-    Oid payload = desc->natts >= 6 ? TupleDescAttr(desc, 1)->atttypid : InvalidOid;  // 7: multi-consumer remove
+    Oid payload = desc->natts == 7 ? TupleDescAttr(desc, 1)->atttypid : InvalidOid;
     if (payload != r->request->payload_type || TupleDescAttr(desc, 0)->atttypid != INT8OID ||
-        TupleDescAttr(desc, 5)->atttypid != TIDOID ||
+        TupleDescAttr(desc, 5)->atttypid != TIDOID || TupleDescAttr(desc, 6)->atttypid != OIDOID ||
         TupleDescAttr(desc, 3)->atttypid != TIMESTAMPTZOID || TupleDescAttr(desc, 4)->atttypid != INT4OID)
         ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                         errmsg("the queue table of queue \"%s\" no longer matches its payload type %s",
@@ -117,7 +118,6 @@ void receiver_destroy(DestReceiver*) {}
 // The bulk path's rows, to the request's sink (as receive_row does for the statement's).
 struct BulkSinkState {
     const DequeueRequest* request;
-    Oid relid;
     int32 last_priority;
     TimestampTz last_enq_time;
     int64 last_msgid;
@@ -132,7 +132,7 @@ void bulk_sink(void* context, const BulkDequeuedMessage& m) {
     s->last_enq_time = m.enq_time;
     s->last_priority = m.priority;
     s->priorities.note(m.priority);
-    retries::note_claimed(s->relid, const_cast<ItemPointer>(&m.tid));
+    retries::note_claimed(m.relid, const_cast<ItemPointer>(&m.tid));
 }
 
 // Rows written into a queue table without aq.enqueue (by hand, COPY, logical replication,
@@ -168,7 +168,7 @@ int claim_in_bulk(const ClaimArgs& a) {
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
     if (a.queue->multiple_consumers) {
-        BulkSinkState state{a.request, a.queue->delivery_relid, 0, 0, 0, {}};
+        BulkSinkState state{a.request, 0, 0, 0, {}};
         // A head scan at most once a second per queue and consumer (the key is a hash: a
         // collision only moves one of them).
         int32 head_key = a.queue->queue_id ^
@@ -199,9 +199,10 @@ int claim_in_bulk(const ClaimArgs& a) {
         }
         return rows;
     }
-    BulkSinkState state{a.request, a.queue->relid, 0, 0, 0, {}};
+    BulkSinkState state{a.request, 0, 0, 0, {}};
     auto walk = [&](bool from_head) {
         BulkDequeue request{a.queue->relid,
+                            a.queue->segments.count > 0 ? &a.queue->segments : nullptr,
                             a.queue->payload_type,
                             a.queue->queue_id,
                             a.queue->priority_order,
@@ -285,7 +286,7 @@ int claim(const ClaimArgs& a) {
     receiver.pub.rDestroy = receiver_destroy;
     receiver.pub.mydest = DestNone;
     receiver.request = a.request;
-    receiver.claiming_relid = o.mode == DequeueMode::browse ? InvalidOid : claim_relid(*a.queue);
+    receiver.claims = o.mode != DequeueMode::browse;
     receiver.sweeps = a.queue->multiple_consumers && !a.queue->exception_queue && removes(o.mode);
 
     SPIExecuteOptions options;

@@ -62,8 +62,9 @@ bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz en
         deconstruct_array(r.properties, ARR_ELEMTYPE(r.properties), -1, false, TYPALIGN_DOUBLE, &properties,
                           &properties_null, &n);
     Datum* ids = static_cast<Datum*>(palloc(sizeof(Datum) * count));
-    BulkEnqueue request{q.relid,           q.payload_type, q.queue_id, enq_time, count, payloads, properties,
-                        properties_null, ids,            messages};
+    BulkEnqueue request{q.relid,          q.segments.count > 0 ? &q.segments : nullptr, q.queue_table_id,
+                        q.payload_type,  q.queue_id, enq_time, count, payloads, properties, properties_null, ids,
+                        messages};
     int64 group = 0;
     if (q.grouped) {
         group = groups::transaction_group(q.relid);
@@ -91,6 +92,9 @@ void note_enqueued(const EnqueueRequest& r, const QueueInfo& q, TimestampTz enq_
     if (q.grouped) scan_floor::lower(q.queue_id, groups::transaction_group(q.relid), groups::floor_key);
     wakeup::note_enqueue(q.queue_id);
     if (TimestampTz due = earliest_due(r.properties, enq_time)) time_manager::note_due(due);
+    // A ring is rotated by the time manager, which then keeps looking while it holds rows
+    // (time_manager.hpp, 9).
+    if (q.segments.count > 0) time_manager::note_due(TimestampTzPlusMilliseconds(enq_time, 1000));
 }
 
 }  // namespace

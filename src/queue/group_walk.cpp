@@ -99,7 +99,7 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
         BulkDequeuedMessage message{held.values[col_msgid], held.values[col_user_data],
                                     properties_of(properties_desc, held.values, held.isnull, &mark),
                                     DatumGetInt32(held.values[col_priority]),
-                                    DatumGetTimestampTz(held.values[col_enq_time]), held.tid};
+                                    DatumGetTimestampTz(held.values[col_enq_time]), held.tid, RelationGetRelid(rel)};
         MemoryContextSwitchTo(outer);
         r.sink(r.sink_context, message);
         MemoryContextReset(held_context);

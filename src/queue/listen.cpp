@@ -78,8 +78,14 @@ bool has_ready_message(const QueueInfo& q, const char* consumer) {
         CHECK_FOR_INTERRUPTS();
         SPI_cursor_fetch(portal, true, chunk);
         for (uint64 i = 0; i < SPI_processed && !ready; i++) {
-            bool isnull;
+            bool isnull, oid_null;
             Datum tid = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+            // The row's own table: a ring's rows are in its segments (ring.hpp, W3).
+            Oid table = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &oid_null));
+            if (!oid_null && table != RelationGetRelid(rel)) {
+                table_close(rel, NoLock);
+                rel = table_open(table, AccessShareLock);
+            }
             ready = !isnull && row_free(rel, reinterpret_cast<ItemPointer>(DatumGetPointer(tid)));
         }
         more = SPI_processed == static_cast<uint64>(chunk);

@@ -46,6 +46,7 @@ extern "C" {
 #include "commit/committer.hpp"
 #include "base/worker_spec.hpp"
 #include "queue/retries.hpp"
+#include "queue/ring.hpp"
 #include "queue/deliveries.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/settler.hpp"
@@ -82,18 +83,22 @@ bool read_queue_table(Oid relid, QueueTable* t) {
         "               OPERATOR(pg_catalog.||) '_e')),"
         "       pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.'"
         "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname),"
-        "       c.oid OPERATOR(pg_catalog.<>) t.relid::pg_catalog.oid,"
+        "       %s,"
         "       (SELECT pg_catalog.quote_ident(mn.nspname) OPERATOR(pg_catalog.||) '.'"
         "                 OPERATOR(pg_catalog.||) pg_catalog.quote_ident(mc.relname)"
         "          FROM pg_catalog.pg_class mc JOIN pg_catalog.pg_namespace mn ON mn.oid OPERATOR(pg_catalog.=) mc.relnamespace"
         "         WHERE mc.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid)"
         "  FROM aq.queue_tables t"
-        // The queue table, or the delivery table of a multi-consumer one (deliveries.hpp): its
-        // rows carry the columns settling updates.
-        "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid%s"
+        // The queue table, the delivery table of a multi-consumer one (deliveries.hpp), or a
+        // segment of a ring (ring.hpp): its rows carry the columns settling updates.
+        "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid%s%s"
         "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
         " WHERE c.oid OPERATOR(pg_catalog.=) $1 AND c.relkind OPERATOR(pg_catalog.=) 'r'",
-        deliveries::available() ? " OR c.oid OPERATOR(pg_catalog.=) t.delivery_relid::pg_catalog.oid" : ""),
+        deliveries::available() ? "(c.oid OPERATOR(pg_catalog.=) t.delivery_relid::pg_catalog.oid) IS TRUE" : "false",
+        deliveries::available() ? " OR c.oid OPERATOR(pg_catalog.=) t.delivery_relid::pg_catalog.oid" : "",
+        ring::available() ? " OR c.oid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT s.relid::pg_catalog.oid FROM aq.queue_segments s"
+                            " WHERE s.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id))"
+                          : ""),
         1, types, args, nullptr, true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler queue table lookup failed: %s", SPI_result_code_string(rc));
     if (SPI_processed == 0) return false;
@@ -267,10 +272,11 @@ bool settle_table(Oid relid, const ItemPointerData* tids, int ntids) {
 
 // The queue tables of this database (for a scan).  Requires SPI.
 Oid* queue_tables(int* count) {
-    int rc = SPI_execute(deliveries::available()
-                             ? "SELECT relid::pg_catalog.oid FROM aq.queue_tables UNION ALL"
-                               " SELECT delivery_relid::pg_catalog.oid FROM aq.queue_tables WHERE delivery_relid IS NOT NULL"
-                             : "SELECT relid::pg_catalog.oid FROM aq.queue_tables",
+    int rc = SPI_execute(psprintf("SELECT relid::pg_catalog.oid FROM aq.queue_tables%s%s",
+                                  deliveries::available() ? " UNION ALL SELECT delivery_relid::pg_catalog.oid"
+                                                            " FROM aq.queue_tables WHERE delivery_relid IS NOT NULL"
+                                                          : "",
+                                  ring::available() ? " UNION ALL SELECT relid::pg_catalog.oid FROM aq.queue_segments" : ""),
                          true, 0);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler queue table list failed: %s", SPI_result_code_string(rc));
     Oid* oids = static_cast<Oid*>(palloc(sizeof(Oid) * Max(SPI_processed, 1)));

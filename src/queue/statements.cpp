@@ -83,6 +83,11 @@ const char* after_sql(const char* row, bool priority_order) {  // after the posi
 char* build_sql(const QueueInfo& q, int32 statement) {
     const char* t = q.qualified_table;
     const char* c = claim_table(q);
+    // A ring queue table is read through its parent, which reads its segments too (ring.hpp, W3): a
+    // row is then known by (tableoid, ctid), a ctid alone being ambiguous.  Rings are
+    // single-consumer and ungrouped (the multi-consumer and group statements keep ONLY).
+    bool ring = q.segments.count > 0;
+    const char* only = ring ? "" : "ONLY ";
     // A grouped queue table's enqueues carry the transaction's group ($4 or $5: groups.hpp).
     if (statement == enqueue_plain)
         return psprintf(
@@ -121,21 +126,21 @@ char* build_sql(const QueueInfo& q, int32 statement) {
     if (statement == delays_passed)
         // By the (q_id, delay) index: the messages (deliveries) that became ready in ($2, $3].
         return psprintf(
-            "SELECT priority, pg_catalog.min(enq_time) FROM ONLY %s"
+            "SELECT priority, pg_catalog.min(enq_time) FROM %s%s"
             " WHERE q_id OPERATOR(pg_catalog.=) $1 AND delay OPERATOR(pg_catalog.>) $2"
             "   AND delay OPERATOR(pg_catalog.<=) $3"
             " GROUP BY 1",
-            c);
+            only, c);
     if (statement == next_expiry)
         return psprintf(
-            "SELECT pg_catalog.min(expiration) FROM ONLY %s"
+            "SELECT pg_catalog.min(expiration) FROM %s%s"
             " WHERE q_id OPERATOR(pg_catalog.=) $1 AND expiration IS NOT NULL",
-            c);
+            only, c);
     if (statement == next_delay)
         return psprintf(
-            "SELECT pg_catalog.min(delay) FROM ONLY %s"
+            "SELECT pg_catalog.min(delay) FROM %s%s"
             " WHERE q_id OPERATOR(pg_catalog.=) $1 AND NOT %s",
-            c, rule_sql<rules::Ready>("", "$2"));
+            only, c, rule_sql<rules::Ready>("", "$2"));
     if (statement == ready_candidates)
         // What a remove dequeue would claim (see the dequeue statement below), without claiming
         // it: ready, not expired (an exception queue's messages are expired by definition), not
@@ -143,10 +148,10 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         // in a multi-consumer queue table.  Whether another transaction is dequeuing one is for
         // the caller to see (row_free).
         return psprintf(
-            "SELECT ctid FROM ONLY %s WHERE q_id OPERATOR(pg_catalog.=) $1%s"
+            "SELECT ctid, tableoid FROM %s%s WHERE q_id OPERATOR(pg_catalog.=) $1%s"
             "   AND ($3 OR %s) AND %s"
             " ORDER BY q_id, %s%s",
-            c,
+            only, c,
             q.multiple_consumers ? " AND ($4::text IS NULL OR consumer_name OPERATOR(pg_catalog.=) $4)" : "",
             rule_sql<rules::Available>("", "$2"), rule_sql<rules::Settled>("", "$2"),
             q.multiple_consumers ? "consumer_name, " : "", order_sql("", q.priority_order));
@@ -155,19 +160,21 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         // queue table, it goes to the queue table's default one (as Oracle's QMON does).  A
         // delivery takes its message with it (deliveries.hpp).
         return psprintf(
-            "UPDATE ONLY %s m SET q_id = COALESCE((SELECT e.queue_id FROM aq.queues e"
-            "   WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
-            "     AND e.queue_table_id OPERATOR(pg_catalog.=) $1"
-            "     AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'), $2)%s"
-            " WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-            "   SELECT x.ctid FROM ONLY %s x"
+            "WITH x AS MATERIALIZED ("
+            "   SELECT x.tableoid, x.ctid FROM %1$s%2$s x"
             "    WHERE x.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
             "            WHERE n.queue_table_id OPERATOR(pg_catalog.=) $1"
             "              AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
-            "      AND %s"
-            "    LIMIT " INT64_FORMAT " FOR UPDATE SKIP LOCKED))",
-            c, q.multiple_consumers ? deliveries::keep_message_sql(t, "m") : "", c, rule_sql<rules::Passed>("x.", "$3"),
-            expiry_batch_size);
+            "      AND %3$s"
+            "    LIMIT %4$s FOR UPDATE SKIP LOCKED)"
+            " UPDATE %1$s%2$s m SET q_id = COALESCE((SELECT e.queue_id FROM aq.queues e"
+            "   WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
+            "     AND e.queue_table_id OPERATOR(pg_catalog.=) $1"
+            "     AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'), $2)%5$s"
+            " WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT x.ctid FROM x))%6$s",
+            only, c, rule_sql<rules::Passed>("x.", "$3"), psprintf(INT64_FORMAT, expiry_batch_size),
+            q.multiple_consumers ? deliveries::keep_message_sql(t, "m") : "",
+            ring ? " AND (m.tableoid, m.ctid) IN (SELECT x.tableoid, x.ctid FROM x)" : "");
 
     // A dequeue.  Single-consumer: the queue table's rows (alias tab with a condition).
     // Multi-consumer: the delivery rows (d), joined to their messages (tab) where the
@@ -225,13 +232,13 @@ char* build_sql(const QueueInfo& q, int32 statement) {
     bool expired = shape & exception_queue;
     if (shape & (mode_browse | mode_locked)) {
         if (multi && !joined) from = psprintf("%s JOIN ONLY %s tab ON tab.msgid OPERATOR(pg_catalog.=) d.msgid", from, t);
-        return psprintf("SELECT %1$smsgid, %2$suser_data, %3$s, %1$senq_time, %1$spriority, %1$sctid FROM ONLY %4$s"
-                        " WHERE %5$s ORDER BY %6$s LIMIT $3%7$s",
+        return psprintf("SELECT %1$smsgid, %2$suser_data, %3$s, %1$senq_time, %1$spriority, %1$sctid, %1$stableoid"
+                        " FROM %8$s%4$s WHERE %5$s ORDER BY %6$s LIMIT $3%7$s",
                         p, multi ? "tab." : "",
                         properties_sql(p, psprintf("%scorrid", m), expired, group,
                                        multi ? nullptr : (shape & with_condition) ? "tab." : psprintf("%s.", t)),
                         from, where, index_order,
-                        (shape & mode_locked) ? lock : "");
+                        (shape & mode_locked) ? lock : "", only);
     }
     const char* returned =
         "msgid, priority, delay, expiration, retry_count, exception_queue, enq_time, ctid, corrid, user_data";
@@ -243,20 +250,23 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "  SELECT d.ctid FROM ONLY %1$s WHERE %2$s ORDER BY %3$s LIMIT $3%4$s),"
             " removed AS ("
             "  DELETE FROM ONLY %5$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
-            "  RETURNING %6$s)"
-            " SELECT r.msgid, COALESCE(r.user_data, tab.user_data), %7$s, r.enq_time, r.priority, r.ctid"
+            "  RETURNING %6$s, tableoid)"
+            " SELECT r.msgid, COALESCE(r.user_data, tab.user_data), %7$s, r.enq_time, r.priority, r.ctid, r.tableoid"
             "   FROM removed r LEFT JOIN ONLY %8$s tab ON tab.msgid OPERATOR(pg_catalog.=) r.msgid ORDER BY %9$s",
             from, where, index_order, lock, c, returned, properties_sql("r.", "COALESCE(r.corrid, tab.corrid)", expired),
             q.qualified_table,
             order_sql("r.", shape & priority_order));
     return psprintf(
         "WITH claimed AS MATERIALIZED ("
-        "  SELECT ctid FROM ONLY %s WHERE %s ORDER BY %s LIMIT $3 FOR UPDATE SKIP LOCKED),"
+        "  SELECT tableoid, ctid FROM %1$s%2$s WHERE %3$s ORDER BY %4$s LIMIT $3 FOR UPDATE SKIP LOCKED),"
         " removed AS ("
-        "  DELETE FROM ONLY %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))"
-        "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time, ctid)"
-        " SELECT msgid, user_data, %s, enq_time, priority, ctid FROM removed ORDER BY %s",
-        from, where, index_order, t, properties_sql("", "corrid", expired, group, "removed."), order);
+        "  DELETE FROM %1$s%5$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM claimed))%6$s"
+        "  RETURNING msgid, user_data, priority, delay, expiration, corrid, retry_count, exception_queue, enq_time, ctid,"
+        "            tableoid)"
+        " SELECT msgid, user_data, %7$s, enq_time, priority, ctid, tableoid FROM removed ORDER BY %8$s",
+        only, from, where, index_order, t,
+        ring ? " AND (tableoid, ctid) IN (SELECT tableoid, ctid FROM claimed)" : "",
+        properties_sql("", "corrid", expired, group, "removed."), order);
 }
 
 // The names a statement was built with (plan_cache.hpp).

@@ -26,6 +26,7 @@ extern "C" {
 #include "queue/statements.hpp"
 #include "queue/waiting.hpp"
 #include "queue/time_manager.hpp"
+#include "queue/ring.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq::queue::time_manager {
@@ -39,6 +40,7 @@ TimestampTz pending_due = 0;
 
 constexpr long unit_budget_ms = 1000;  // one queue table's share of a round, doubled per failure in a row
 constexpr long retry_ms = 1000;        // 4: the first retry, doubled per round in a row that needs one
+constexpr long rotation_ms = 1000;     // 9: a ring holding rows is rotated again after this
 
 // Lowers the database's due time to `when` (2).  Never raises.
 void lower(TimestampTz when) {
@@ -135,6 +137,9 @@ struct Table {
     int32 queue_table_id;
     int first;  // its queues: queue_ids[first .. first + count)
     int count;
+    // A ring queue table (ring.hpp), as its unit found it: rotated in a unit of its own (9).
+    Oid owner;
+    ring::Segments segments;
 };
 
 // The normal queues of the database, by queue table (in the current memory context).
@@ -153,20 +158,22 @@ void list_queues(Table** tables, int* ntables, int32** queue_ids) {
         int32 table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
         (*queue_ids)[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
         if (*ntables == 0 || (*tables)[*ntables - 1].queue_table_id != table)
-            (*tables)[(*ntables)++] = Table{table, int(i), 0};
+            (*tables)[(*ntables)++] = Table{table, int(i), 0, InvalidOid, {}};
         (*tables)[*ntables - 1].count++;
     }
     SPI_freetuptable(SPI_tuptable);
 }
 
 // One queue table's part of a round (3), inside a transaction with SPI.
-void table_unit(const Table& t, const int32* queue_ids, TimestampTz since, TimestampTz now, RoundResult* result) {
+void table_unit(Table& t, const int32* queue_ids, TimestampTz since, TimestampTz now, RoundResult* result) {
     bool must_expire = false;
     QueueInfo expiring{};
     TimestampTz due = 0;
     for (int i = 0; i < t.count; i++) {
         QueueInfo q;
         if (!lookup_by_id(queue_ids[t.first + i], q) || !OidIsValid(q.relid) || !OidIsValid(claim_relid(q))) continue;
+        t.owner = q.owner;
+        t.segments = q.segments;
         TimestampTz passed = next_visible_time(q, since);
         if (passed != 0 && passed <= now) {
             // The first round since the server started lowers nothing: no walk passed a message
@@ -337,6 +344,17 @@ RoundResult round(TimestampTz since, TimestampTz now, int* failures_in_row) {
         if (!in_transaction("aq: time manager", budget, &result,
                             [&] { table_unit(tables[i], queue_ids, since, now, &result); }))
             result.failed = true;
+        // 9: a ring's rotation, in a transaction of its own (its ACCESS EXCLUSIVE locks go at once).
+        const Table& t = tables[i];
+        if (t.segments.count > 0 && OidIsValid(t.owner)) {
+            ring::Rotation rotation;
+            if (!in_transaction("aq: time manager rotation", budget, &result,
+                                [&] { rotation = ring::rotate(t.queue_table_id, t.owner, t.segments); }))
+                result.failed = true;
+            result.truncated += uint64(rotation.truncated);
+            if (rotation.holds_rows || rotation.skipped > 0)
+                keep_earliest(&result.next_due, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), rotation_ms));
+        }
     }
     if (result.failed) {  // from the round's end: a slow round does not follow itself at once
         keep_earliest(&result.next_due,

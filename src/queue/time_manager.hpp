@@ -73,6 +73,9 @@
 //     consumer's floor, and a passed delivery would let it remove the message.
 //     So a walk reads the messages waiting for a delay once, not at every dequeue until they are
 //     ready.
+//  9. Rings (ring.hpp).  After a ring queue table's unit, a unit of its own rotates it (ring.hpp,
+//     T1-T6): truncates what is settled, switches when due.  While any segment of it has pages, the
+//     database is due again a second later, so a ring is looked at every second while it holds rows.
 // Proved by: TAP 035_time_manager (a queue nobody reads expires on time; a delay ends a LISTEN;
 // kill -9 of the worker and a restart lose no time; aq.tm_processes = 0: dequeues move as before;
 // 8: messages passed while delayed are all delivered, once, and walks read them once; a
@@ -120,6 +123,7 @@ struct RoundResult {
     TimestampTz next_due;
     uint64 expired;     // messages moved to exception queues
     uint64 woken;       // queues woken because a delay passed
+    uint64 truncated;   // ring segments truncated (9)
     bool failed;        // a table's unit failed (4)
     bool extension_missing;
     char error[160];    // the last failure's message

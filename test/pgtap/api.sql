@@ -15,8 +15,8 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 ------------------------------------------------------------------------------ functions: exact signatures
 
 -- DBMS_AQADM
-SELECT has_function('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text', 'boolean', 'text'],
-                    'aq.create_queue_table(text, regtype, text, text, text, boolean, text) exists');
+SELECT has_function('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text', 'boolean', 'text', 'integer'],
+                    'aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer) exists');
 SELECT has_function('aq', 'add_subscriber', ARRAY['text', 'aq.agent', 'text', 'text', 'boolean', 'text'],
                     'aq.add_subscriber(text, aq.agent, text, text, boolean, text) exists');
 SELECT has_function('aq', 'alter_subscriber', ARRAY['text', 'aq.agent', 'text', 'text'],
@@ -93,7 +93,7 @@ SELECT results_eq(
 
 ------------------------------------------------------------------------------ return types
 
-SELECT function_returns('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text', 'boolean', 'text'], 'void',
+SELECT function_returns('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text', 'boolean', 'text', 'integer'], 'void',
                         'aq.create_queue_table returns void');
 SELECT function_returns('aq', 'drop_queue_table', ARRAY['text', 'boolean'], 'void',
                         'aq.drop_queue_table returns void');
@@ -148,7 +148,7 @@ SELECT results_eq(
       ('create_queue', ARRAY['queue_name','queue_table','max_retries','retry_delay','retention_time','comment',
                              'queue_type'], 5),
       ('create_queue_table', ARRAY['queue_table','queue_payload_type','sort_list','comment','queue_table_schema',
-                                   'multiple_consumers','message_grouping'], 5),
+                                   'multiple_consumers','message_grouping','segments'], 6),
       ('dequeue', ARRAY['queue_name','payload_type','dequeue_options','msgid','payload','message_properties'], 1),
       ('dequeue_array', ARRAY['queue_name','payload_type','array_size','dequeue_options','msgid','payload',
                               'message_properties'], 1),
@@ -180,13 +180,13 @@ SELECT results_eq(
     'argument names and number of defaults of every public function');
 
 -- the documented defaults of the admin functions, as written in the catalog
-SELECT matches(pg_get_function_arguments('aq.create_queue_table(text,regtype,text,text,text,boolean,text)'::regprocedure),
+SELECT matches(pg_get_function_arguments('aq.create_queue_table(text,regtype,text,text,text,boolean,text,integer)'::regprocedure),
           '^queue_table text, queue_payload_type regtype, sort_list text DEFAULT ''enq_time''::text, '
           'comment text DEFAULT NULL::text, queue_table_schema text DEFAULT '
           '("current_schema"\(\)|CURRENT_SCHEMA), multiple_consumers boolean DEFAULT false, '
-          'message_grouping text DEFAULT ''none''::text$',
+          'message_grouping text DEFAULT ''none''::text, segments integer DEFAULT 0$',
           'aq.create_queue_table defaults: sort_list enq_time, comment NULL, schema current_schema(), '
-          'single consumer, no grouping');
+          'single consumer, no grouping, classic storage');
 SELECT is(pg_get_function_arguments('aq.create_queue(text,text,integer,interval,interval,text,text)'::regprocedure),
           'queue_name text, queue_table text, max_retries integer DEFAULT 5, '
           'retry_delay interval DEFAULT ''00:00:00''::interval, retention_time interval DEFAULT ''00:00:00''::interval, '
@@ -339,7 +339,8 @@ SELECT is((aq.dequeue_options(wait => '5 s')).wait, interval '5 seconds', 'deque
 SELECT has_table('aq', 'queue_tables', 'catalog table aq.queue_tables exists');
 SELECT columns_are('aq', 'queue_tables',
                    ARRAY['queue_table_id', 'queue_table', 'table_schema', 'relid', 'payload_type', 'sort_list',
-                         'comment', 'created', 'multiple_consumers', 'message_grouping', 'delivery_relid'],
+                         'comment', 'created', 'multiple_consumers', 'message_grouping', 'delivery_relid',
+                         'segment_count'],
                    'aq.queue_tables has exactly the documented columns');
 SELECT results_eq(
     $$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod), attnotnull FROM pg_attribute
@@ -347,7 +348,8 @@ SELECT results_eq(
     $$VALUES ('queue_table_id', 'integer', true), ('queue_table', 'text', true), ('table_schema', 'text', true),
              ('relid', 'regclass', true), ('payload_type', 'regtype', true), ('sort_list', 'text', true), ('comment', 'text', false),
              ('created', 'timestamp with time zone', true), ('multiple_consumers', 'boolean', true),
-             ('message_grouping', 'text', true), ('delivery_relid', 'regclass', false)$$,
+             ('message_grouping', 'text', true), ('delivery_relid', 'regclass', false),
+             ('segment_count', 'smallint', true)$$,
     'aq.queue_tables column types and NOT NULL constraints');
 SELECT has_pk('aq', 'queue_tables', 'aq.queue_tables has a primary key');
 SELECT col_is_pk('aq', 'queue_tables', 'queue_table_id', 'aq.queue_tables primary key is queue_table_id');
@@ -381,9 +383,9 @@ SELECT col_default_is('aq', 'queue_tables', 'sort_list', 'enq_time',
 SELECT results_eq(
     $$SELECT c::regclass::text COLLATE "default" FROM pg_extension e, unnest(e.extconfig) AS c WHERE e.extname = 'aq' ORDER BY 1$$,
     $$VALUES ('aq.fast_ingest_progress'), ('aq.fast_ingest_rejects'), ('aq.fast_ingest_tables'),
-             ('aq.queue_tables'), ('aq.queue_tables_queue_table_id_seq'), ('aq.queues'), ('aq.queues_queue_id_seq'),
-             ('aq.subscribers'), ('aq.subscribers_subscriber_id_seq')$$,
-    'aq''s catalog tables (queues, subscribers, fast-ingest tables, rejects, progress) and id sequences are dumped by pg_dump');
+             ('aq.queue_segments'), ('aq.queue_tables'), ('aq.queue_tables_queue_table_id_seq'), ('aq.queues'),
+             ('aq.queues_queue_id_seq'), ('aq.segment_log'), ('aq.subscribers'), ('aq.subscribers_subscriber_id_seq')$$,
+    'aq''s catalog tables (queues, subscribers, ring segments and ledger, fast-ingest tables, rejects, progress) and id sequences are dumped by pg_dump');
 -- the catalog starts empty
 SELECT is_empty('SELECT * FROM aq.queue_tables', 'aq.queue_tables is empty in a fresh database');
 SELECT is_empty('SELECT * FROM aq.queues', 'aq.queues is empty in a fresh database');

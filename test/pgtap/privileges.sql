@@ -14,7 +14,7 @@ SET LOCAL client_min_messages = warning;
 
 CREATE TEMP TABLE t_admin (sig text PRIMARY KEY);
 INSERT INTO t_admin VALUES
-    ('aq.create_queue_table(text,regtype,text,text,text,boolean,text)'),
+    ('aq.create_queue_table(text,regtype,text,text,text,boolean,text,integer)'),
     ('aq.add_subscriber(text,aq.agent,text,text,boolean,text)'),
     ('aq.alter_subscriber(text,aq.agent,text,text)'),
     ('aq.remove_subscriber(text,aq.agent)'),
@@ -85,7 +85,7 @@ CREATE FUNCTION pg_temp.public_columns(rel regclass, priv text) RETURNS SETOF te
 $$;
 SELECT set_eq($$SELECT pg_temp.public_columns('aq.queue_tables', 'INSERT')$$,
               ARRAY['queue_table', 'table_schema', 'relid', 'payload_type', 'sort_list', 'comment',
-                    'multiple_consumers', 'message_grouping', 'delivery_relid'],
+                    'multiple_consumers', 'message_grouping', 'delivery_relid', 'segment_count'],
               'PUBLIC may INSERT exactly the non-identity columns of aq.queue_tables (not queue_table_id, not created)');
 SELECT set_eq($$SELECT pg_temp.public_columns('aq.queues', 'INSERT')$$,
               ARRAY['queue_name', 'queue_table_id', 'enqueue_enabled', 'dequeue_enabled', 'max_retries', 'retry_delay',
@@ -185,7 +185,7 @@ SELECT ok(NOT has_table_privilege('public', 'public.priv_qt', 'SELECT')
           'PUBLIC has no privilege on a new queue table');
 SELECT table_privs_are('public', 'aq$priv_qt', 'public', ARRAY['SELECT'],
                        'PUBLIC has SELECT (only) on the new queue table''s view aq$priv_qt');
-SELECT function_privs_are('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text', 'boolean', 'text'],
+SELECT function_privs_are('aq', 'create_queue_table', ARRAY['text', 'regtype', 'text', 'text', 'text', 'boolean', 'text', 'integer'],
                           'aq_tap_none', ARRAY[]::text[],
                           'a role without grants has no EXECUTE on aq.create_queue_table');
 SELECT function_privs_are('aq', 'grant_queue_privilege', ARRAY['text', 'text', 'text', 'boolean'],

@@ -35,7 +35,7 @@ GRANT CREATE ON SCHEMA aq_qp_msch TO aq_qp_mgr;
 
 CREATE TEMP TABLE qp_admin_fns (sig text PRIMARY KEY);
 INSERT INTO qp_admin_fns VALUES
-    ('aq.create_queue_table(text,regtype,text,text,text,boolean,text)'),
+    ('aq.create_queue_table(text,regtype,text,text,text,boolean,text,integer)'),
     ('aq.add_subscriber(text,aq.agent,text,text,boolean,text)'),
     ('aq.alter_subscriber(text,aq.agent,text,text)'),
     ('aq.remove_subscriber(text,aq.agent)'),
@@ -559,7 +559,7 @@ SELECT is(pg_temp.qp_try($$SELECT string_agg(queue_table, ',' ORDER BY queue_tab
           'qp_qt', 'ENQUEUE: aq.all_queue_tables lists qp_qt, while qp_own_qt''s table has no user_data column');
 RESET ROLE;
 -- without EXECUTE on create_queue_table and create_queue, not even the owner inserts a queue
-REVOKE EXECUTE ON FUNCTION aq.create_queue_table(text, regtype, text, text, text, boolean, text),
+REVOKE EXECUTE ON FUNCTION aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer),
                            aq.create_queue(text, text, integer, interval, interval, text, text) FROM aq_qp_owner;
 SET LOCAL ROLE aq_qp_owner;
 SELECT throws_ok($$INSERT INTO aq.queues (queue_name, queue_table_id)
@@ -576,7 +576,7 @@ SELECT throws_ok(pg_temp.qp_register('qp_own_qt2', 'aq_qp_sch.qp_owner_pt2'), '4
                  'new row violates row-level security policy for table "queue_tables"',
                  'owner with EXECUTE on create_queue only: registering a queue table for a permanent table it owns gives 42501');
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION aq.create_queue_table(text, regtype, text, text, text, boolean, text) TO aq_qp_owner;
+GRANT EXECUTE ON FUNCTION aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer) TO aq_qp_owner;
 SELECT is_empty($$SELECT queue_table FROM aq.queue_tables WHERE queue_table LIKE 'qp\_squat%' OR queue_table = 'qp_own_qt2'
                   UNION ALL SELECT queue_name FROM aq.queues WHERE queue_name = 'qp_squat_q'$$,
                 'the refused inserts added no row');

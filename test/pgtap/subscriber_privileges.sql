@@ -35,7 +35,7 @@ GRANT CREATE ON SCHEMA aq_sp_msch TO aq_sp_mgr;
 
 CREATE TEMP TABLE sp_admin_fns (sig text PRIMARY KEY);
 INSERT INTO sp_admin_fns VALUES
-    ('aq.create_queue_table(text,regtype,text,text,text,boolean,text)'),
+    ('aq.create_queue_table(text,regtype,text,text,text,boolean,text,integer)'),
     ('aq.create_queue(text,text,integer,interval,interval,text,text)'),
     ('aq.start_queue(text,boolean,boolean)'),
     ('aq.add_subscriber(text,aq.agent,text,text,boolean,text)'),

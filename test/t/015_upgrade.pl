@@ -146,7 +146,9 @@ sub function_grants
 	  : 'aq.purge_queue_table(text, aq.purge_condition)';
 	my $create_queue_table = $version lt '0.6.0'
 	  ? 'aq.create_queue_table(text, regtype, text, text, text)'
-	  : 'aq.create_queue_table(text, regtype, text, text, text, boolean, text)';
+	  : $version lt '0.7.0'
+	  ? 'aq.create_queue_table(text, regtype, text, text, text, boolean, text)'
+	  : 'aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer)';
 	sql($db, qq{
 		GRANT EXECUTE ON FUNCTION $create_queue_table, $create_queue,
 		      aq.drop_queue_table(text, boolean), aq.start_queue(text, boolean, boolean),

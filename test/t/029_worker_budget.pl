@@ -191,7 +191,7 @@ CREATE EXTENSION aq;
 CREATE ROLE owner_a LOGIN;
 CREATE ROLE owner_b LOGIN;
 GRANT CREATE ON SCHEMA public TO owner_a, owner_b;
-GRANT EXECUTE ON FUNCTION aq.create_queue_table(text, regtype, text, text, text, boolean, text),
+GRANT EXECUTE ON FUNCTION aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer),
       aq.create_queue(text, text, integer, interval, interval, text, text),
       aq.start_queue(text, boolean, boolean) TO owner_a, owner_b;
 CREATE TABLE terminated (pid integer);

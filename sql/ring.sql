@@ -1,0 +1,111 @@
+-- Ring queue tables (src/queue/ring.hpp): enqueue writes the current segment, every dequeue path
+-- reads all of them in the queue's order, and a rotation truncates what is all gone.
+\set VERBOSITY terse
+SELECT aq.create_queue_table('ring_fifo', 'text', segments => 3);
+SELECT aq.create_queue('ring_fifo_q', 'ring_fifo');
+SELECT aq.start_queue('ring_fifo_q');
+SELECT aq.create_queue_table('ring_prio', 'text', sort_list => 'priority,enq_time', segments => 2);
+SELECT aq.create_queue('ring_prio_q', 'ring_prio');
+SELECT aq.start_queue('ring_prio_q');
+
+-- R1: the current segment (the ledger's latest generation) gets the messages.
+SELECT aq.enqueue_array('ring_fifo_q', ARRAY['a1', 'a2']) AS ids;
+SELECT aq._switch_segment('ring_fifo');
+SELECT aq.enqueue('ring_fifo_q', 'b1'::text) > 0 AS enqueued;
+SELECT tableoid::regclass AS segment, user_data FROM ring_fifo ORDER BY msgid;
+SELECT count(*) AS in_parent FROM ONLY ring_fifo;
+
+-- W2: order across segments is by key.  Priority 1 written into the second segment comes before
+-- priority 5 in the first.
+SELECT aq.enqueue('ring_prio_q', 'low'::text, aq.message_properties(priority => 5)) > 0 AS enqueued;
+SELECT aq._switch_segment('ring_prio');
+SELECT aq.enqueue('ring_prio_q', 'urgent'::text, aq.message_properties(priority => 1)) > 0 AS enqueued;
+SELECT aq.enqueue('ring_prio_q', 'medium'::text, aq.message_properties(priority => 3)) > 0 AS enqueued;
+SELECT tableoid::regclass AS segment, priority, user_data FROM ring_prio ORDER BY msgid;
+SELECT payload, (message_properties).priority FROM aq.dequeue_array('ring_prio_q', NULL::text, 10, aq.dequeue_options(wait => 0));
+
+-- Browse reads every segment, in order; so do a single dequeue and a batch.
+SELECT payload FROM aq.dequeue_array('ring_fifo_q', NULL::text, 10, aq.dequeue_options(wait => 0, dequeue_mode => 'browse'));
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0));
+SELECT payload FROM aq.dequeue_array('ring_fifo_q', NULL::text, 10, aq.dequeue_options(wait => 0));
+
+-- The statement paths (W3): by msgid, by correlation, a condition, locked then by msgid.  The
+-- first segment's rows are all gone: the rotation truncates it (the current one stays), so that
+-- the ring can come round to it.
+SELECT aq._rotate_segments('ring_fifo') AS truncated;
+SELECT aq._switch_segment('ring_fifo');
+SELECT aq.enqueue('ring_fifo_q', 'c1'::text, aq.message_properties(correlation => 'order-1')) AS c1 \gset
+SELECT aq._switch_segment('ring_fifo');
+SELECT aq.enqueue('ring_fifo_q', 'd1'::text, aq.message_properties(correlation => 'order-2')) AS d1 \gset
+SELECT aq.enqueue('ring_fifo_q', 'd2'::text) AS d2 \gset
+SELECT tableoid::regclass AS segment, user_data FROM ring_fifo ORDER BY msgid;
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0, msgid => :c1));
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0, correlation => 'order-%'));
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0, deq_condition => 'tab.user_data = ''d2'''));
+SELECT aq.enqueue_array('ring_fifo_q', ARRAY['e1', 'e2']) IS NOT NULL AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue_array('ring_fifo_q', NULL::text, 10, aq.dequeue_options(wait => 0, dequeue_mode => 'locked'));
+-- The two segments but the current one are all gone: truncated.
+SELECT aq._rotate_segments('ring_fifo') AS truncated;
+SELECT aq._switch_segment('ring_fifo');
+-- T2: the locked rows are this transaction's, so their segment, no longer current, stays.
+SELECT aq._rotate_segments('ring_fifo') AS truncated;
+SELECT msgid AS e1 FROM ring_fifo WHERE user_data = 'e1' \gset
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0, msgid => :e1));
+COMMIT;
+SELECT tableoid::regclass AS segment, user_data FROM ring_fifo ORDER BY msgid;
+
+-- T2: a segment with a message left stays; once it is taken, the segment goes.
+SELECT aq._rotate_segments('ring_fifo') AS truncated;
+SELECT s.segment, pg_relation_size(s.relid) > 0 AS has_pages
+  FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id) WHERE t.queue_table = 'ring_fifo' ORDER BY 1;
+SELECT payload FROM aq.dequeue_array('ring_fifo_q', NULL::text, 10, aq.dequeue_options(wait => 0));
+SELECT aq._rotate_segments('ring_fifo') AS truncated;
+SELECT s.segment, pg_relation_size(s.relid) > 0 AS has_pages
+  FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id) WHERE t.queue_table = 'ring_fifo' ORDER BY 1;
+-- The current segment is never truncated, even when all gone.
+SELECT aq.enqueue('ring_fifo_q', 'e3'::text) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0));
+SELECT segment AS current_segment FROM aq.segment_log l JOIN aq.queue_tables t USING (queue_table_id)
+ WHERE t.queue_table = 'ring_fifo' ORDER BY generation DESC LIMIT 1;
+SELECT aq._rotate_segments('ring_fifo') AS truncated;
+SELECT s.segment, pg_relation_size(s.relid) > 0 AS has_pages
+  FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id) WHERE t.queue_table = 'ring_fifo' ORDER BY 1;
+-- A truncated segment is written again when the ring comes round to it.
+SELECT aq._switch_segment('ring_fifo');
+SELECT aq.enqueue('ring_fifo_q', 'f1'::text) > 0 AS enqueued;
+SELECT tableoid::regclass AS segment, user_data FROM ring_fifo ORDER BY msgid;
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0));
+
+-- A rolled-back dequeue brings the message back in its segment.
+SELECT aq.enqueue('ring_fifo_q', 'g1'::text) > 0 AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0));
+ROLLBACK;
+SELECT tableoid::regclass AS segment, user_data FROM ring_fifo ORDER BY msgid;
+SELECT aq._rotate_segments('ring_fifo') AS truncated;
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0));
+
+-- Expired messages move to the exception queue within their segment (the reader's move: the time
+-- manager is off in these suites; a dequeue from the exception queue moves them first).
+SELECT aq.enqueue('ring_fifo_q', 'h1'::text, aq.message_properties(expiration => '0')) > 0 AS enqueued;
+SELECT msg_state, user_data FROM "aq$ring_fifo";
+SELECT aq.start_queue('aq$_ring_fifo_e', enqueue => false, dequeue => true);
+SELECT q.queue_name, m.tableoid::regclass AS segment, m.user_data FROM ring_fifo m JOIN aq.queues q ON q.queue_id = m.q_id ORDER BY m.msgid;
+SELECT payload FROM aq.dequeue('aq$_ring_fifo_e', NULL::text, aq.dequeue_options(wait => 0));
+
+-- Errors.
+SELECT aq.create_queue_table('ring_plain', 'text');
+SELECT aq._rotate_segments('ring_plain');
+CREATE ROLE ring_stranger;
+GRANT EXECUTE ON FUNCTION aq._rotate_segments(regclass) TO ring_stranger;
+SET ROLE ring_stranger;
+SELECT aq._rotate_segments('ring_fifo');
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION aq._rotate_segments(regclass) FROM ring_stranger;
+DROP ROLE ring_stranger;
+
+SELECT aq.drop_queue_table('ring_plain');
+SELECT aq.drop_queue_table('ring_fifo', force => true);
+SELECT aq.drop_queue_table('ring_prio', force => true);
+SELECT count(*) AS left_behind FROM pg_class WHERE relname LIKE 'ring\_fifo%' OR relname LIKE 'ring\_prio%';

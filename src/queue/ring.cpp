@@ -1,0 +1,385 @@
+// Ring storage (ring.hpp) and the walks' merged scan over it (ring_scan.hpp).
+// Called inside base::call: plain data only.
+extern "C" {
+#include "postgres.h"
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/nbtree.h"
+#include "access/relscan.h"
+#include "access/skey.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/heapam.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/syscache.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/snapmgr.h"
+}
+
+#include <cstring>
+
+#include "compat/executor.hpp"
+#include "base/multi_insert.hpp"
+#include "base/run_as.hpp"
+#include "queue/bulk_enqueue.hpp"
+#include "queue/ring.hpp"
+#include "queue/ring_scan.hpp"
+
+namespace aq::queue {
+
+namespace ring {
+
+namespace {
+
+// The ledger's latest generation for the queue table, under the latest snapshot (not the
+// transaction's: R1); segment -1 if the ledger has none.
+struct LedgerHead {
+    int64 generation = -1;
+    int segment = -1;
+    TimestampTz opened = 0;
+};
+LedgerHead ledger_head(int32 queue_table_id) {
+    Oid ledger_oid = get_relname_relid("segment_log", get_namespace_oid("aq", false));
+    if (!OidIsValid(ledger_oid)) return LedgerHead{};
+    Relation ledger = table_open(ledger_oid, AccessShareLock);
+    list_free(RelationGetIndexList(ledger));  // fills rd_pkindex
+    Oid pk = ledger->rd_pkindex;
+    LedgerHead head;
+    if (OidIsValid(pk)) {
+        Relation index = index_open(pk, AccessShareLock);
+        Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+        ScanKeyData key;
+        ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(queue_table_id));
+        SysScanDesc scan = systable_beginscan_ordered(ledger, index, snapshot, 1, &key);
+        if (HeapTuple tuple = systable_getnext_ordered(scan, BackwardScanDirection)) {
+            // (queue_table_id, generation, segment, opened), all NOT NULL
+            bool isnull;
+            TupleDesc desc = RelationGetDescr(ledger);
+            head.generation = DatumGetInt64(heap_getattr(tuple, 2, desc, &isnull));
+            head.segment = DatumGetInt16(heap_getattr(tuple, 3, desc, &isnull));
+            head.opened = DatumGetTimestampTz(heap_getattr(tuple, 4, desc, &isnull));
+        }
+        systable_endscan_ordered(scan);
+        UnregisterSnapshot(snapshot);
+        index_close(index, AccessShareLock);
+    }
+    table_close(ledger, AccessShareLock);
+    return head;
+}
+int latest_segment(int32 queue_table_id) {
+    return ledger_head(queue_table_id).segment;
+}
+
+Relation open_segment(const Segments& segments, int segment, LOCKMODE lock) {
+    Relation rel = segment >= 0 && segment < segments.count ? try_table_open(segments.relids[segment], lock) : nullptr;
+    if (!rel)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                        errmsg("segment %d of the queue table does not exist", segment),
+                        errdetail("A segment was dropped outside aq.drop_queue_table, or the ledger aq.segment_log names none."),
+                        errhint("Drop the queue table with aq.drop_queue_table and create it again.")));
+    return rel;
+}
+
+}  // namespace
+
+bool available() {
+    return OidIsValid(get_relname_relid("queue_segments", get_namespace_oid("aq", false)));
+}
+
+Relation open_current(int32 queue_table_id, const Segments& segments) {
+    int segment = latest_segment(queue_table_id);
+    for (int attempt = 0;; attempt++) {
+        Relation rel = open_segment(segments, segment, RowExclusiveLock);
+        int again = latest_segment(queue_table_id);
+        if (again == segment || again < 0 || attempt == 2) return rel;
+        table_close(rel, NoLock);  // the lock is kept to the end of the transaction (R2)
+        segment = again;
+    }
+}
+
+bool plain_segment(Relation parent, Relation segment) {
+    TupleDesc p = RelationGetDescr(parent), s = RelationGetDescr(segment);
+    if (segment->rd_rel->relkind != RELKIND_RELATION || p->natts != s->natts) return false;
+    for (int i = 0; i < p->natts; i++) {
+        Form_pg_attribute a = TupleDescAttr(p, i), b = TupleDescAttr(s, i);
+        if (a->attisdropped || b->attisdropped || a->atttypid != b->atttypid || a->atttypmod != b->atttypmod ||
+            strcmp(NameStr(a->attname), NameStr(b->attname)) != 0)
+            return false;
+    }
+    return base::multi_insert::refusal(segment) == nullptr;
+}
+
+namespace {
+
+int segment_size_kb = 32 * 1024;
+int segment_max_age_s = 60;
+
+constexpr uint32 ring_lock_key = 24945;  // "aq" (0x6171); the second key is the queue table id
+constexpr uint16 ring_lock_kind = 2;     // the two-key form of pg_advisory_xact_lock
+
+// T2: whether every row version in the segment is gone for good.  The caller holds a lock on it.
+bool settled(Relation rel) {
+    BlockNumber blocks = RelationGetNumberOfBlocks(rel);
+    BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
+    bool all_gone = true;
+    for (BlockNumber block = 0; block < blocks && all_gone; block++) {
+        CHECK_FOR_INTERRUPTS();
+        Buffer buffer = ReadBufferExtended(rel, MAIN_FORKNUM, block, RBM_NORMAL, strategy);
+        LockBuffer(buffer, BUFFER_LOCK_SHARE);
+        Page page = BufferGetPage(buffer);
+        OffsetNumber last = PageIsNew(page) ? InvalidOffsetNumber : PageGetMaxOffsetNumber(page);
+        for (OffsetNumber offset = FirstOffsetNumber; offset <= last && all_gone; offset++) {
+            ItemId item = PageGetItemId(page, offset);
+            if (!ItemIdIsNormal(item)) continue;
+            HeapTupleData tuple;
+            tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+            tuple.t_len = ItemIdGetLength(item);
+            tuple.t_tableOid = RelationGetRelid(rel);
+            ItemPointerSet(&tuple.t_self, block, offset);
+            TransactionId dead_after;
+            HTSV_Result state = HeapTupleSatisfiesVacuumHorizon(&tuple, buffer, &dead_after);
+            all_gone = state == HEAPTUPLE_DEAD || state == HEAPTUPLE_RECENTLY_DEAD;
+        }
+        UnlockReleaseBuffer(buffer);
+    }
+    FreeAccessStrategy(strategy);
+    return all_gone;
+}
+
+struct TruncateWork {
+    const char* statement;
+};
+
+}  // namespace
+
+void define_settings() {
+    DefineCustomIntVariable("aq.segment_size",
+                            "Size at which a ring queue table switches to its next segment.",
+                            "The time manager truncates a segment once every message in it is gone, so a ring's "
+                            "size is bounded by its backlog, not by the xmin horizon.",
+                            &segment_size_kb, 32 * 1024, 8, INT_MAX / 2, PGC_SIGHUP, GUC_UNIT_KB, nullptr, nullptr,
+                            nullptr);
+    DefineCustomIntVariable("aq.segment_max_age",
+                            "Age after which a ring queue table's current segment, if it has rows, gives way to the next.",
+                            nullptr, &segment_max_age_s, 60, 1, 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
+}
+
+Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments) {
+    Rotation r;
+    if (segments.count < 2) return r;
+    LOCKTAG tag;
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, ring_lock_key, uint32(queue_table_id), ring_lock_kind);
+    if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL) {  // T5
+        r.holds_rows = true;
+        return r;
+    }
+    LedgerHead head = ledger_head(queue_table_id);
+    if (head.segment < 0 || head.segment >= segments.count) return r;
+
+    for (int k = 0; k < segments.count; k++) {
+        Oid relid = segments.relids[k];
+        Relation rel = try_table_open(relid, AccessShareLock);
+        if (!rel) continue;
+        bool has_pages = RelationGetNumberOfBlocks(rel) > 0;
+        if (has_pages) r.holds_rows = true;
+        // The proof without the lock (T2) spares a segment still in use the ACCESS EXCLUSIVE lock.
+        bool candidate = k != head.segment && has_pages && rel->trigdesc == nullptr && settled(rel);
+        table_close(rel, AccessShareLock);
+        if (!candidate) continue;
+        if (!ConditionalLockRelationOid(relid, AccessExclusiveLock)) {  // T1
+            r.skipped++;
+            continue;
+        }
+        rel = table_open(relid, NoLock);
+        bool proved = rel->trigdesc == nullptr && settled(rel);  // T2, under the lock
+        char* name = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
+        table_close(rel, NoLock);
+        if (!proved) continue;  // the lock goes at this transaction's end, a moment away
+        TruncateWork work{psprintf("TRUNCATE ONLY %s", name)};
+        base::run_as(base::RunAs{owner}, [](void* arg) {  // T6
+            int rc = SPI_execute(static_cast<TruncateWork*>(arg)->statement, false, 0);
+            if (rc != SPI_OK_UTILITY) elog(ERROR, "aq: truncation of a segment failed: %s", SPI_result_code_string(rc));
+        }, &work);
+        r.truncated++;
+    }
+
+    // T4: the switch.
+    Relation current = try_table_open(segments.relids[head.segment], AccessShareLock);
+    if (!current) return r;
+    uint64 bytes = uint64(RelationGetNumberOfBlocks(current)) * BLCKSZ;
+    table_close(current, AccessShareLock);
+    bool due = bytes >= uint64(segment_size_kb) * 1024 ||
+               (bytes > 0 && GetCurrentTimestamp() - head.opened >= int64(segment_max_age_s) * USECS_PER_SEC);
+    if (!due) return r;
+    int next = int((head.generation + 1) % segments.count);
+    Relation following = try_table_open(segments.relids[next], AccessShareLock);
+    if (!following) return r;
+    bool empty = RelationGetNumberOfBlocks(following) == 0;
+    table_close(following, AccessShareLock);
+    if (!empty) return r;
+    Oid types[3] = {INT4OID, INT8OID, INT2OID};
+    Datum args[3] = {Int32GetDatum(queue_table_id), Int64GetDatum(head.generation + 1), Int16GetDatum(int16(next))};
+    int rc = SPI_execute_with_args("INSERT INTO aq.segment_log (queue_table_id, generation, segment) VALUES ($1, $2, $3)"
+                                   " ON CONFLICT DO NOTHING",
+                                   3, types, args, nullptr, false, 0);
+    if (rc != SPI_OK_INSERT) elog(ERROR, "aq: segment switch failed: %s", SPI_result_code_string(rc));
+    r.switched = SPI_processed == 1;
+    return r;
+}
+
+Rotation rotate_now(Oid relid) {
+    Oid types[1] = {OIDOID};
+    Datum args[1] = {ObjectIdGetDatum(relid)};
+    int rc = SPI_execute_with_args(
+        "SELECT t.queue_table_id, pg_catalog.array_agg(s.relid::pg_catalog.oid ORDER BY s.segment)"
+        "  FROM aq.queue_tables t JOIN aq.queue_segments s ON s.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
+        " WHERE t.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 GROUP BY 1",
+        1, types, args, nullptr, true, 1);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: ring lookup failed: %s", SPI_result_code_string(rc));
+    if (SPI_processed == 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("table \"%s\" is not a ring queue table", get_rel_name(relid) ? get_rel_name(relid) : "?"),
+                        errhint("Rings are queue tables created with aq.create_queue_table(..., segments => N).")));
+    bool isnull;
+    int32 queue_table_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    Datum* relids;
+    int n;
+    deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)), OIDOID,
+                      sizeof(Oid), true, TYPALIGN_INT, &relids, nullptr, &n);
+    Segments segments;
+    segments.count = Min(n, max_segments);
+    for (int i = 0; i < segments.count; i++) segments.relids[i] = DatumGetObjectId(relids[i]);
+    Oid owner = InvalidOid;
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+    if (HeapTupleIsValid(tuple)) {
+        owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+        ReleaseSysCache(tuple);
+    }
+    if (!has_privs_of_role(GetUserId(), owner))
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                        errmsg("must be the owner of queue table %s to rotate it", get_rel_name(relid))));
+    return rotate(queue_table_id, owner, segments);
+}
+
+}  // namespace ring
+
+namespace index_walk {
+
+bool RingScan::open(Oid relid, const ring::Segments& segments, Oid payload_type, bool priority_order) {
+    count = 0;
+    last = -1;
+    bool ring = segments.count > 0;
+    bool ok = true;
+    for (int i = 0; i <= segments.count; i++) {
+        Cursor& c = cursors[count];
+        c = Cursor{nullptr, nullptr, nullptr, nullptr, false, false, false};
+        if (i == 0) {
+            c.heap = table_open(relid, RowExclusiveLock);
+            ok = plain_queue_table(c.heap, payload_type, ring) && !has_group_column(c.heap);
+        } else {
+            c.heap = try_table_open(segments.relids[i - 1], RowExclusiveLock);
+            if (!c.heap) return false;  // dropped: the statement says so
+            ok = ring::plain_segment(cursors[0].heap, c.heap);
+        }
+        count++;
+        Oid index_oid = ok ? find_order_index(c.heap, priority_order) : InvalidOid;
+        if (OidIsValid(index_oid)) c.index = index_open(index_oid, AccessShareLock);
+        if (!c.index || !in_sort_order(c.index)) return false;
+    }
+    return true;
+}
+
+void RingScan::begin(Snapshot snapshot, ScanKey keys, int nkeys) {
+    for (int i = 0; i < count; i++) {
+        Cursor& c = cursors[i];
+        c.scan = compat::index_begin_scan(c.heap, c.index, snapshot, nkeys);
+        c.scan->xs_want_itup = true;  // the merge's keys, and the floor watch's
+        index_rescan(c.scan, keys, nkeys, nullptr, 0);
+        c.slot = table_slot_create(c.heap, nullptr);
+    }
+}
+
+namespace {
+
+// The order of two scans' current entries by the index's key columns after q_id.
+int compare_entries(const RingScan::Cursor& a, const RingScan::Cursor& b) {
+    Relation index = a.index;
+    int keys = IndexRelationGetNumberOfKeyAttributes(index);
+    for (AttrNumber column = 2; column <= keys; column++) {
+        bool a_null, b_null;
+        Datum x = index_getattr(a.scan->xs_itup, column, a.scan->xs_itupdesc, &a_null);
+        Datum y = index_getattr(b.scan->xs_itup, column, b.scan->xs_itupdesc, &b_null);
+        if (a_null || b_null) {  // aq's key columns are NOT NULL; a NULL sorts last, as in the index
+            if (a_null != b_null) return a_null ? 1 : -1;
+            continue;
+        }
+        FmgrInfo* order = index_getprocinfo(index, column, BTORDER_PROC);
+        int result = DatumGetInt32(FunctionCall2Coll(order, index->rd_indcollation[column - 1], x, y));
+        if (result != 0) return result;
+    }
+    return 0;
+}
+
+}  // namespace
+
+bool RingScan::next_visible(FloorWatch& watch) {
+    for (;;) {
+        CHECK_FOR_INTERRUPTS();
+        int first = -1;
+        for (int i = 0; i < count; i++) {
+            Cursor& c = cursors[i];
+            if (c.done) continue;
+            if (!c.pending) {
+                if (!index_getnext_tid(c.scan, ForwardScanDirection)) {
+                    c.done = true;
+                    continue;
+                }
+                c.pending = true;
+            }
+            if (first < 0 || (count > 1 && compare_entries(c, cursors[first]) < 0)) first = i;
+        }
+        if (first < 0) return false;
+        Cursor& c = cursors[first];
+        c.pending = false;
+        watch.before_fetch(c.scan);
+        bool visible = index_fetch_heap(c.scan, c.slot);
+        watch.after_fetch(c.scan, visible);
+        if (!visible) continue;
+        slot_getallattrs(c.slot);
+        last = first;
+        return true;
+    }
+}
+
+void RingScan::close() {
+    for (int i = 0; i < count; i++) {
+        Cursor& c = cursors[i];
+        if (c.slot) ExecDropSingleTupleTableSlot(c.slot);
+        if (c.scan) index_endscan(c.scan);
+        bool keep = i == 0 || c.claimed;  // 5
+        if (c.index) index_close(c.index, keep ? NoLock : AccessShareLock);
+        table_close(c.heap, keep ? NoLock : RowExclusiveLock);
+    }
+    count = 0;
+    last = -1;
+}
+
+}  // namespace index_walk
+
+}  // namespace aq::queue

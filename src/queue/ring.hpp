@@ -1,0 +1,112 @@
+// Ring storage: a queue table whose messages live in a fixed ring of segments, so that what is
+// consumed is reclaimed by TRUNCATE of a whole segment rather than by VACUUM, which a held xmin
+// horizon stops (docs/design-horizon-storage.md).
+//
+// A ring queue table (aq.create_queue_table(..., segments => N), N in 2..16) is the parent of N
+// inheritance children, its segments "qt$0" ... "qt$<N-1>" (aq.queue_segments), made LIKE the
+// parent, owned by its owner, with no grants of their own, each with aq's indexes.  The parent keeps
+// its name, OID, grants, views and identity sequence; its own heap (the legacy region) normally
+// stays empty, but rows written into it by hand or by the INSERT statement are found as any other.
+// aq.segment_log is the append-only switch ledger: the segment of generation g is g % N, and the
+// latest generation's is the current segment.
+//
+// Invariants:
+//  R1 (enqueue) An enqueue writes only into a segment that was the current one after it locked it:
+//     it reads the ledger's latest generation (the latest snapshot, not the transaction's), takes
+//     RowExclusiveLock on that segment, reads the ledger again, and if a switch came between, does
+//     it again with the new segment (at most 3 times, then it keeps the one it holds: any segment is
+//     a correct place for a message, invariant W1; the current one is only where it is best).
+//  R2 A segment is truncated only under ACCESS EXCLUSIVE while it is not current, so the lock of R1,
+//     held to the end of the enqueuing transaction, keeps it from truncation however late that
+//     transaction commits; a switch meanwhile only seals it.
+//  R3 Scan floors (scan_floor.hpp) stay positions in the queue's order, valid across segments: an
+//     enqueue lowers them as for a classic table, whichever segment it wrote.
+//  R4 msgid comes from the parent's identity sequence, drawn by aq per message (bulk_enqueue.hpp);
+//     a segment's msgid has no identity of its own, and each segment's primary key checks its rows.
+//  W1 (walks) A walk visits the parent and every segment: no message is ever in a place it does not
+//     look.  (Skipping segments known to be empty comes with truncation.)
+//  W2 Order across segments is by key, never by segment: a walk merges the order indexes of the
+//     parent and every segment (RingScan, ring_scan.hpp), so a late-committing enqueue's older
+//     position and a priority queue's new urgent message come first wherever they were written.
+//  W3 The claim, the rules and the floor watch are per entry, as in a classic walk (index_walk.hpp):
+//     the floor watch sees the merged stream.  The statements (statements.hpp) read a ring table
+//     through its parent without ONLY and identify a row by (tableoid, ctid).
+//  E1 (eligibility) A ring table's parent is checked as a classic table is (aq's columns, no
+//     triggers, rules or row-level security; its inheritance children are its segments), and each
+//     segment has the parent's columns in the same places, no triggers, rules, row-level security
+//     or children of its own.  The caller's privileges are checked on the parent: PostgreSQL checks
+//     only the parent's when a statement reads the segments through it.  Otherwise the walk or the
+//     bulk enqueue leaves it to the statement (index_walk.hpp, 1).
+//
+// Rotation and truncation (the time manager's, a unit per ring in its round: time_manager.hpp):
+//  T1 A segment is truncated only while it is not the current one, under ACCESS EXCLUSIVE taken
+//     without waiting (ConditionalLockRelationOid): never queued, so no dequeue, enqueue or reader
+//     waits behind it.  Not granted: skipped, tried again at the next rotation.
+//  T2 ... and only when every row version in it is gone for good (index_walk.hpp, 6: removed by a
+//     committed transaction, or inserted by an aborted one), proved by reading its heap under that
+//     lock (after a proof without it, which spares the lock when the segment is still in use): a
+//     message that is ready, delayed, held, locked, being enqueued or holding an attempt not
+//     counted yet (retries.hpp) keeps its segment.  Under the lock no transaction can add one.
+//  T3 No dequeue's outcome changes: every version a snapshot older than the truncation could see
+//     in it was removed by a committed transaction, which a claim passes at every level
+//     (claim_by_delete).  A REPEATABLE READ or SERIALIZABLE reader (browse, SELECT, the AQ$ view)
+//     whose snapshot predates the truncation stops seeing those consumed messages: not MVCC-stable,
+//     as PostgreSQL documents for TRUNCATE.
+//  T4 The switch to the next segment (a new generation in the ledger) happens when the current one
+//     has grown past aq.segment_size or has rows and was opened aq.segment_max_age ago, and only
+//     when the next segment is empty on disk; otherwise the current one grows (the backlog is real).
+//     Truncating a segment and switching into it may be one transaction.
+//  T5 A rotation is one transaction: kill -9 replays its commit or not.  Rotations and
+//     aq._switch_segment of a queue table are serialised by the transaction-level advisory lock
+//     (24945, queue table id) (a rotation that does not get it at once does nothing this time).
+//  T6 The truncation runs as the queue table's owner (base/run_as.hpp) on a segment without
+//     triggers: it runs no role's code.
+// Proved by: regress ring_storage (catalog, shape), ring (order across segments, statements);
+// isolation ring_order.
+//
+// PostgreSQL-side: called inside base::call.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "utils/relcache.h"
+}
+
+namespace aq::queue::ring {
+
+constexpr int max_segments = 16;
+
+// A queue table's segments (aq.queue_segments), by segment number; count 0: a classic table.
+struct Segments {
+    int count = 0;
+    Oid relids[max_segments];
+};
+
+// Whether this database's aq objects know rings (aq.queue_segments exists: 0.7.0 and later).
+bool available();
+
+// R1: the current segment, opened and locked RowExclusiveLock (kept to the end of the transaction).
+Relation open_current(int32 queue_table_id, const Segments& segments);
+
+// E1: whether the segment may be read and written directly like its parent (which the caller has
+// checked: plain_queue_table(parent, payload_type, true)).
+bool plain_segment(Relation parent, Relation segment);
+
+// aq.segment_size, aq.segment_max_age (T4), from _PG_init.
+void define_settings();
+
+// One rotation of a ring (T1-T6), in the caller's transaction (SPI connected).
+struct Rotation {
+    int truncated = 0;      // segments truncated
+    int skipped = 0;        // settled segments whose lock was not granted at once
+    bool switched = false;  // a new generation
+    bool holds_rows = false;  // some segment still has pages: rotate again later
+};
+Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments);
+
+// aq._rotate_segments(queue_table): one rotation now, in the caller's transaction, by its owner (or
+// a superuser); for tests and for operators who do not wait for the time manager.  22023 for a
+// table that is not a ring queue table, 42501 for another role's.  Requires SPI.
+Rotation rotate_now(Oid relid);
+
+}  // namespace aq::queue::ring
