@@ -106,8 +106,20 @@ void on_xact_event(XactEvent event, void*) {
     }
 }
 
+// The subtransaction of a look (look()), which no handler sees; entering_look while it begins.
+bool entering_look = false;
+SubTransactionId look_subxact = InvalidSubTransactionId;
+
 void on_subxact_event(SubXactEvent event, SubTransactionId mine, SubTransactionId parent, void*) {
     register_exit();
+    if (event == SUBXACT_EVENT_START_SUB && entering_look) {
+        look_subxact = mine;
+        return;
+    }
+    if (mine == look_subxact && look_subxact != InvalidSubTransactionId) {
+        if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB) look_subxact = InvalidSubTransactionId;
+        return;
+    }
     switch (event) {
         case SUBXACT_EVENT_START_SUB:
             for (int i = 0; i < table_count; i++)
@@ -183,6 +195,40 @@ void install() {
     RegisterXactCallback(on_xact_event, nullptr);
     RegisterSubXactCallback(on_subxact_event, nullptr);
     RegisterResourceReleaseCallback(on_resource_release, nullptr);
+}
+
+void look(void (*read)(void*), void* arg) {
+    MemoryContext outer = CurrentMemoryContext;
+    ResourceOwner owner = CurrentResourceOwner;
+    entering_look = true;
+    PG_TRY();
+    {
+        BeginInternalSubTransaction(nullptr);
+    }
+    PG_FINALLY();
+    {
+        entering_look = false;
+    }
+    PG_END_TRY();
+    MemoryContextSwitchTo(outer);
+    PG_TRY();
+    {
+        read(arg);
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(outer);
+        ErrorData* error = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer);
+        CurrentResourceOwner = owner;
+        ReThrowError(error);
+    }
+    PG_END_TRY();
+    RollbackAndReleaseCurrentSubTransaction();
+    MemoryContextSwitchTo(outer);
+    CurrentResourceOwner = owner;
 }
 
 }  // namespace aq::base::xact_end

@@ -49,6 +49,9 @@
 //  * Handlers of the must-not-raise events that throw a C++ exception are reported as a
 //    WARNING and the remaining handlers still run; one that raises a PostgreSQL error breaks the
 //    protocol (PostgreSQL then escalates).
+//  * A look (look()) is a subtransaction aq begins and rolls back around a read that writes
+//    nothing, so that the read's locks go at once (queue/ring.hpp, L1).  No handler sees it begin
+//    or end: it changes nothing a capability keeps per (sub)transaction.
 //  * Every handler holds plain data only (no C++ object with a destructor across a call into
 //    PostgreSQL that may raise).
 #pragma once
@@ -87,5 +90,10 @@ void add(const Handlers& handlers);
 // From _PG_init, once: registers the transaction and subtransaction callbacks, and the resource
 // release callback that delivers the unlocked events.
 void install();
+
+// Runs read(arg), which must write nothing and copy its results out of SPI, in a subtransaction
+// rolled back after it (also on an error, which is then raised again): the locks it took are
+// released.  PostgreSQL-side: call it from a plain-data frame.
+void look(void (*read)(void*), void* arg);
 
 }  // namespace aq::base::xact_end

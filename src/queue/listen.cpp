@@ -96,6 +96,25 @@ bool has_ready_message(const QueueInfo& q, const char* consumer) {
     return ready;
 }
 
+// A ring's look holds no lock on its segments past itself (ring.hpp, L1).
+struct ReadyLook {
+    const QueueInfo* q;
+    const char* consumer;
+    bool ready;
+};
+bool has_ready_message_released(const QueueInfo& q, const char* consumer) {
+    ReadyLook look{&q, consumer, false};
+    auto read = [](void* arg) {
+        auto* l = static_cast<ReadyLook*>(arg);
+        l->ready = has_ready_message(*l->q, l->consumer);
+    };
+    if (q.segments.count > 0)
+        ring::look_without_locks(read, &look);
+    else
+        read(&look);
+    return look.ready;
+}
+
 }  // namespace
 
 int listen(const ListenAgent* agents, int count, const Wait& wait) {
@@ -149,7 +168,7 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
                     // An exception queue has what expired in its queue table once it is moved there,
                     // which a dequeue from it does first (and so does LISTEN, but never read-only).
                     if (queues[i].exception_queue && !XactReadOnly) expire_messages_of(queues[i]);
-                    if (has_ready_message(queues[i], agents[i].name)) found = i;
+                    if (has_ready_message_released(queues[i], agents[i].name)) found = i;
                 }
                 return found >= 0 ? PassResult::found : PassResult::nothing;
             },

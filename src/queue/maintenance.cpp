@@ -18,12 +18,35 @@ extern "C" {
 
 namespace aq::queue {
 
+namespace {
+struct ExpiredLook {
+    const QueueInfo* q;
+    Datum* args;
+    bool any;
+};
+void look_for_expired(void* arg) {
+    auto* l = static_cast<ExpiredLook*>(arg);
+    SPIPlanPtr plan = statement_plan(*l->q, expired_exists, InvalidOid);
+    int rc = base::execute_plan_as(l->q->owner, plan, l->args, nullptr, true, 1);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: looking for expired messages failed: %s", SPI_result_code_string(rc));
+    bool isnull;
+    l->any = SPI_processed == 1 && DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+}  // namespace
+
 int64 expire_messages_of(const QueueInfo& q) {
     if (q.default_exception_id == 0 || !OidIsValid(q.owner)) return -1;
     if (pg_class_aclcheck(claim_relid(q), GetUserId(), ACL_DELETE) != ACLCHECK_OK) return -1;
-    SPIPlanPtr plan = statement_plan(q, expire_messages, InvalidOid);
     Datum args[3] = {Int32GetDatum(q.queue_table_id), Int32GetDatum(q.default_exception_id),
                      TimestampTzGetDatum(GetCurrentTimestamp())};
+    // A ring: the move (an UPDATE, whose locks stay to the end of the transaction) only when there
+    // is something to move, which a look finds without keeping any lock (ring.hpp, L1).
+    if (q.segments.count > 0) {
+        ExpiredLook look{&q, args, false};
+        ring::look_without_locks(look_for_expired, &look);
+        if (!look.any) return 0;
+    }
+    SPIPlanPtr plan = statement_plan(q, expire_messages, InvalidOid);
     int rc = base::execute_plan_as(q.owner, plan, args, nullptr, false, 0);
     if (rc != SPI_OK_UPDATE) elog(ERROR, "aq: moving expired messages failed: %s", SPI_result_code_string(rc));
     uint64 moved = SPI_processed;

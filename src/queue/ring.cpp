@@ -9,6 +9,8 @@ extern "C" {
 #include "access/skey.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/xact.h"
+#include "utils/resowner.h"
 #include "access/heapam.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -37,6 +39,7 @@ extern "C" {
 #include "compat/executor.hpp"
 #include "base/multi_insert.hpp"
 #include "base/run_as.hpp"
+#include "base/xact_end.hpp"
 #include "queue/bulk_enqueue.hpp"
 #include "queue/ring.hpp"
 #include "queue/ring_scan.hpp"
@@ -241,6 +244,10 @@ Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments) {
     if (rc != SPI_OK_INSERT) elog(ERROR, "aq: segment switch failed: %s", SPI_result_code_string(rc));
     r.switched = SPI_processed == 1;
     return r;
+}
+
+void look_without_locks(void (*read)(void*), void* arg) {
+    base::xact_end::look(read, arg);
 }
 
 Rotation rotate_now(Oid relid) {

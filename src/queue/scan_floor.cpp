@@ -85,6 +85,11 @@ Reading read(int32 queue_id, const char* consumer) {
         s.floor = head;
         new_epoch(s);
     }
+    // A spent epoch: an enqueue lowered the floor itself (epoch_low <= floor), so no raise of this
+    // epoch could move it again (each is capped at epoch_low), and without a new epoch the floor
+    // would stay there for good.  A new one begins with this reading: what was enqueued before it
+    // is at or above the floor read, seen by this reader's scan.
+    if (!(s.floor < s.epoch_low)) new_epoch(s);
     r.floor = s.floor;
     r.epoch = s.epoch;
     SpinLockRelease(&s.mutex);

@@ -26,11 +26,18 @@
 //     scan's start time (at the highest priority value) if the scan ran out without meeting
 //     one.  Then raise(q, reading, candidate): only if the epoch is still the one read,
 //     floor = max(floor, min(candidate, epoch_low)); when the floor moves, a new epoch
-//     begins (epoch++, epoch_low = +infinity).
+//     begins (epoch++, epoch_low = +infinity).  An epoch is spent when an enqueue lowered the
+//     floor itself (epoch_low <= floor: every raise of it is capped at or below the floor); the
+//     next read() then begins a new epoch, which is what it returns.  Without that, a spent epoch
+//     kept the floor where the enqueue put it for good: an enqueue after the queue ran dry (whose
+//     enq_time was taken before the dry scan's start, or in priority order any message below the
+//     highest priority value) or a delay's lowering (time_manager.hpp, 8) made every later scan
+//     start there, and under a held horizon read every message consumed since.
 // Why no message is skipped: an insert whose entries existed when the scan started is
 // seen by the scan (not surely dead), so the candidate stays at or below it; an insert
 // that ended between read() and raise() is in epoch_low (the epoch did not change, so
-// epoch_low covers every insert since the read), which caps the raise; an insert that
+// epoch_low covers every insert since the read; a new epoch begun by a read() covers every
+// insert since that read, and a reader of the old one raises nothing), which caps the raise; an insert that
 // ends after raise() lowers the floor again before it commits.  (A version bumped by
 // every insert would be as safe, but under a steady enqueue load it refused nearly every
 // raise.)  Rows

@@ -155,6 +155,14 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             q.multiple_consumers ? " AND ($4::text IS NULL OR consumer_name OPERATOR(pg_catalog.=) $4)" : "",
             rule_sql<rules::Available>("", "$2"), rule_sql<rules::Settled>("", "$2"),
             q.multiple_consumers ? "consumer_name, " : "", order_sql("", q.priority_order));
+    if (statement == expired_exists)
+        return psprintf(
+            "SELECT EXISTS (SELECT FROM %s%s x"
+            "    WHERE x.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
+            "            WHERE n.queue_table_id OPERATOR(pg_catalog.=) $1"
+            "              AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
+            "      AND %s)",
+            only, c, rule_sql<rules::Passed>("x.", "$3"));
     if (statement == expire_messages)
         // A message names its exception queue; if that is not an exception queue of the same
         // queue table, it goes to the queue table's default one (as Oracle's QMON does).  A
@@ -317,7 +325,7 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         argtypes[1] = INT8OID;
         argtypes[2] = TIMESTAMPTZOID;
         nargs = 3;
-    } else if (statement == expire_messages) {
+    } else if (statement == expire_messages || statement == expired_exists) {
         argtypes[0] = INT4OID;
         argtypes[1] = INT4OID;
         argtypes[2] = TIMESTAMPTZOID;

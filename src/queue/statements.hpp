@@ -44,6 +44,7 @@ enum Statement : int32 {
     find_next_group = 5,        // a grouped queue table: the first group after $2 with a message ready at $3
     next_expiry = 6,            // the queue's earliest expiration (the time manager)
     delays_passed = 7,          // per priority, the first position whose delay passed in ($2, $3]
+    expired_exists = 8,         // whether expire_messages would move any (a ring's look first: ring.hpp, L1)
     dequeue_base = 1024,  // + DequeueShape bits
 };
 

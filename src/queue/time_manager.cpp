@@ -113,10 +113,16 @@ TimestampTz earliest_expiration(const QueueInfo& q) {
 // Lowers the queue's scan floor to its messages whose delay passed in (since, now] (8): per
 // priority, their first position.  Single-consumer queues only (the walks of a multi-consumer
 // queue's deliveries pass no delayed row).  Returns whether there were any.  Requires SPI.
-bool lower_floors_of_passed(const QueueInfo& q, TimestampTz since, TimestampTz now) {
-    if (q.multiple_consumers || q.exception_queue) return false;
+struct PassedLook {
+    const QueueInfo* q;
+    TimestampTz since, now;
+    bool any;
+};
+void lower_passed(void* arg) {
+    auto* l = static_cast<PassedLook*>(arg);
+    const QueueInfo& q = *l->q;
     SPIPlanPtr plan = statement_plan(q, delays_passed, InvalidOid);
-    Datum args[3] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(since), TimestampTzGetDatum(now)};
+    Datum args[3] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(l->since), TimestampTzGetDatum(l->now)};
     uint64 n = base::spi::execute(plan, args, nullptr, 0, SPI_OK_SELECT, "passed delays lookup");
     for (uint64 i = 0; i < n; i++) {
         HeapTuple row = SPI_tuptable->vals[i];
@@ -126,7 +132,19 @@ bool lower_floors_of_passed(const QueueInfo& q, TimestampTz since, TimestampTz n
         scan_floor::lower(q.queue_id, first, nullptr, q.priority_order ? priority : 0);
     }
     base::spi::free_result();
-    return n > 0;
+    l->any = n > 0;
+}
+
+bool lower_floors_of_passed(const QueueInfo& q, TimestampTz since, TimestampTz now) {
+    if (q.multiple_consumers || q.exception_queue) return false;
+    PassedLook look{&q, since, now, false};
+    // A ring's look holds no lock on its segments past itself (ring.hpp, L1).  The floors it lowers
+    // are shared memory, not undone by the rollback of the look.
+    if (q.segments.count > 0)
+        ring::look_without_locks(lower_passed, &look);
+    else
+        lower_passed(&look);
+    return look.any;
 }
 
 void keep_earliest(TimestampTz* due, TimestampTz candidate) {

@@ -117,13 +117,31 @@ void let_go_of_xmin() {
     MyProc->xmin = InvalidTransactionId;
 }
 
-TimestampTz next_visible_time(const QueueInfo& q, TimestampTz after) {
-    SPIPlanPtr plan = statement_plan(q, next_delay, InvalidOid);
-    Datum args[2] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(after)};
+namespace {
+struct NextDelay {
+    const QueueInfo* q;
+    TimestampTz after;
+    TimestampTz next;
+};
+void read_next_delay(void* arg) {
+    auto* r = static_cast<NextDelay*>(arg);
+    SPIPlanPtr plan = statement_plan(*r->q, next_delay, InvalidOid);
+    Datum args[2] = {Int32GetDatum(r->q->queue_id), TimestampTzGetDatum(r->after)};
     base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, "next delay lookup");
     bool isnull;
     Datum next = base::spi::first_value(&isnull);
-    return isnull ? 0 : DatumGetTimestampTz(next);
+    r->next = isnull ? 0 : DatumGetTimestampTz(next);
+}
+}  // namespace
+
+TimestampTz next_visible_time(const QueueInfo& q, TimestampTz after) {
+    NextDelay r{&q, after, 0};
+    // A ring's look holds no lock on its segments past itself (ring.hpp, L1).
+    if (q.segments.count > 0)
+        ring::look_without_locks(read_next_delay, &r);
+    else
+        read_next_delay(&r);
+    return r.next;
 }
 
 long next_visible_in(const QueueInfo& q, TimestampTz now) {

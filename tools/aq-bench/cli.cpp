@@ -93,6 +93,8 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
         ("subscribers", po::value(&base.subscribers)->default_value(0),
          "aq: a multi-consumer queue with N subscribers (consumer k dequeues as subscriber k mod N), each checked "
          "exactly-once on its own, 0 = a single-consumer queue")
+        ("segments", po::value(&base.segments)->default_value(0),
+         "aq: a ring queue table of N segments (2 .. 16), reclaimed by truncation instead of VACUUM; 0 = classic")
         ("immediate", po::bool_switch(&base.immediate),
          "aq: enqueue and dequeue with visibility => 'immediate' (each call commits on its own, in aq's worker; "
          "still inside BEGIN ... COMMIT, whose outcome the checker then ignores)")
@@ -119,6 +121,7 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
     if (base.delay_seconds < 0) throw po::error("--delay must not be negative");
     if (base.conditions < 0) throw po::error("--conditions must not be negative");
     if (base.subscribers < 0) throw po::error("--subscribers must not be negative");
+    if (base.segments != 0 && (base.segments < 2 || base.segments > 16)) throw po::error("--segments must be 0 or 2 .. 16");
     if (base.subscribers > 0 && base.conditions > 0) throw po::error("--subscribers and --conditions do not go together");
     if (f.interval_seconds <= 0) throw po::error("--fault-interval must be positive");
     if (f.crashes < 0 || (f.crashes > 0 && f.data_directory.empty())) throw po::error("--crashes needs --datadir");

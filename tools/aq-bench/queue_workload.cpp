@@ -127,9 +127,15 @@ struct AqSystem : System {
         s.must("CREATE EXTENSION IF NOT EXISTS aq");
         s.must("CREATE SCHEMA IF NOT EXISTS aq_bench");
         teardown(s);
-        s.must("SELECT aq.create_queue_table('aqb_qt', 'text', sort_list => $1, queue_table_schema => 'aq_bench',"
-               " multiple_consumers => $2::boolean)",
-               {c.priorities > 1 ? "priority,enq_time" : "enq_time", c.subscribers > 0 ? "true" : "false"});
+        if (c.segments > 0)
+            s.must("SELECT aq.create_queue_table('aqb_qt', 'text', sort_list => $1, queue_table_schema => 'aq_bench',"
+                   " multiple_consumers => $2::boolean, segments => $3::int)",
+                   {c.priorities > 1 ? "priority,enq_time" : "enq_time", c.subscribers > 0 ? "true" : "false",
+                    std::to_string(c.segments)});
+        else
+            s.must("SELECT aq.create_queue_table('aqb_qt', 'text', sort_list => $1, queue_table_schema => 'aq_bench',"
+                   " multiple_consumers => $2::boolean)",
+                   {c.priorities > 1 ? "priority,enq_time" : "enq_time", c.subscribers > 0 ? "true" : "false"});
         s.must("SELECT aq.create_queue('aqb_q', 'aqb_qt')");
         s.must("SELECT aq.start_queue('aqb_q')");
         for (int i = 1; i <= c.subscribers; i++) s.must("SELECT aq.add_subscriber('aqb_q', aq.agent($1))", {subscriber(i - 1)});
@@ -223,7 +229,10 @@ struct AqSystem : System {
         return o;
     }
     std::string size_sql() const override {
+        // A ring's segments are its inheritance children (pg_total_relation_size counts one table).
         return "SELECT pg_total_relation_size(relid) + coalesce(pg_total_relation_size(delivery_relid), 0)"
+               "       + coalesce((SELECT sum(pg_total_relation_size(i.inhrelid)) FROM pg_inherits i"
+               "                    WHERE i.inhparent = relid), 0)"
                " FROM aq.queue_tables WHERE queue_table = 'aqb_qt'";
     }
     void teardown(Session& s) override {

@@ -57,6 +57,7 @@ struct QueueConfig {
     int conditions = 0;         // aq: consumer k dequeues with deq_condition "id % conditions = k % conditions"
     int subscribers = 0;        // aq: a multi-consumer queue with subscribers sub1..subN; consumer k dequeues as
                                 // sub(k % N + 1); each subscriber is checked exactly-once on its own
+    int segments = 0;           // aq: a ring queue table of this many segments (0: classic)
     bool immediate = false;     // aq: visibility => 'immediate' for the producers' enqueues and the consumers'
                                 // dequeues (not the final drain's), each still in BEGIN; call; COMMIT
     bool report_size = false;   // measure the queue's table(s) once the load is over, before the final drain

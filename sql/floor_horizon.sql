@@ -1,0 +1,43 @@
+-- The scan floor under a held xmin horizon (src/queue/scan_floor.hpp): an enqueue that lowers the
+-- floor itself must not keep every later dequeue starting at its message.  Here: a priority queue
+-- that runs dry (the empty dequeue's floor is at the highest priority value), then gets a message
+-- (priority 1, below it), round after round, while a prepared transaction holds the horizon, so
+-- that no consumed message's index entry is ever killed.  Each empty dequeue must read about one
+-- index entry, not every message consumed since the first round.
+SELECT aq.create_queue_table('floor_horizon_qt', 'text', sort_list => 'priority,enq_time');
+SELECT aq.create_queue('floor_horizon_q', 'floor_horizon_qt');
+SELECT aq.start_queue('floor_horizon_q');
+BEGIN;
+SELECT txid_current() IS NOT NULL AS holds_an_xid;
+PREPARE TRANSACTION 'floor_horizon_holder';
+
+CREATE PROCEDURE floor_horizon_rounds(n integer) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. n LOOP
+    PERFORM aq.enqueue('floor_horizon_q', 'm'::text);
+    COMMIT;
+    PERFORM count(*) FROM aq.dequeue_array('floor_horizon_q', NULL::text, 1, aq.dequeue_options(wait => 0));
+    COMMIT;
+    BEGIN  -- dry: QA228, no message available
+      PERFORM count(*) FROM aq.dequeue_array('floor_horizon_q', NULL::text, 1, aq.dequeue_options(wait => 0));
+    EXCEPTION WHEN SQLSTATE 'QA228' THEN NULL;
+    END;
+    COMMIT;
+  END LOOP;
+END $$;
+CREATE FUNCTION floor_horizon_reads() RETURNS bigint LANGUAGE sql AS $$
+  SELECT s.idx_tup_read FROM pg_stat_user_indexes s JOIN pg_index i ON i.indexrelid = s.indexrelid
+   WHERE i.indrelid = 'floor_horizon_qt'::regclass AND i.indnkeyatts = 4 $$;
+
+CALL floor_horizon_rounds(200);
+SELECT pg_stat_force_next_flush();
+SELECT floor_horizon_reads() AS reads \gset
+CALL floor_horizon_rounds(1);
+SELECT pg_stat_force_next_flush();
+-- One round: its message, the empty dequeue's look past it (a few entries, not 200).
+SELECT floor_horizon_reads() - :reads <= 10 AS bounded, :reads >= 200 AS rounds_read;
+
+ROLLBACK PREPARED 'floor_horizon_holder';
+DROP PROCEDURE floor_horizon_rounds(integer);
+DROP FUNCTION floor_horizon_reads();
+SELECT aq.drop_queue_table('floor_horizon_qt', force => true);
