@@ -686,7 +686,9 @@ END $$;
 -- with its TOAST table) and pg_indexes_size; last_vacuum: the later of the last VACUUM and the
 -- last autovacuum.  Of a ring table, the sums over the table and its segments (the latest
 -- vacuum of any).  Every queue table is listed; the counts are NULL where the caller may not
--- read it.
+-- read it.  storage: 'ring' (segment_count > 0) or 'classic'; of a ring, segments (how many),
+-- current_segment and generation (the ledger's latest row, aq.segment_log); NULL for a classic
+-- table (aq.ring_segments has a row per segment).
 CREATE VIEW aq.queue_health WITH (security_invoker = true) AS
 SELECT t.queue_table, q.queue_name AS queue, h.consumer_name, h.ready, h.waiting, h.expired,
        h.oldest_ready AS oldest_ready_enq_time, pg_catalog.now() - h.oldest_ready AS oldest_ready_age,
@@ -695,7 +697,10 @@ SELECT t.queue_table, q.queue_name AS queue, h.consumer_name, h.ready, h.waiting
        pg_catalog.pg_indexes_size(t.delivery_relid) AS delivery_index_bytes,
        sd.n_live_tup AS delivery_live_rows, sd.n_dead_tup AS delivery_dead_rows,
        greatest(sd.last_vacuum, sd.last_autovacuum) AS delivery_last_vacuum,
-       x.oldest_xmin_age
+       x.oldest_xmin_age,
+       CASE WHEN t.segment_count > 0 THEN 'ring' ELSE 'classic' END AS storage,
+       NULLIF(t.segment_count, 0)::integer AS segments,
+       cur.segment::integer AS current_segment, cur.generation
   FROM aq._queue_health() h
   JOIN aq.queues q ON q.queue_id = h.queue_id
   JOIN aq.queue_tables t ON t.queue_table_id = q.queue_table_id
@@ -708,11 +713,56 @@ SELECT t.queue_table, q.queue_name AS queue, h.consumer_name, h.ready, h.waiting
                 SELECT g.relid FROM aq.queue_segments g WHERE g.queue_table_id = t.queue_table_id) r (relid)
           LEFT JOIN pg_catalog.pg_stat_user_tables s ON s.relid = r.relid) st
   LEFT JOIN pg_catalog.pg_stat_user_tables sd ON sd.relid = t.delivery_relid
+  LEFT JOIN LATERAL (
+        SELECT l.segment, l.generation FROM aq.segment_log l
+         WHERE l.queue_table_id = t.queue_table_id AND t.segment_count > 0
+         ORDER BY l.generation DESC LIMIT 1) cur ON true
  CROSS JOIN (SELECT max(xh.xmin_age) AS oldest_xmin_age FROM aq.xmin_holders xh WHERE xh.holds_database) x
  ORDER BY t.queue_table, q.queue_name, h.consumer_name;
 GRANT SELECT ON aq.queue_health TO PUBLIC;
 COMMENT ON VIEW aq.queue_health IS
-    'Health at a glance: per queue and consumer, its ready, waiting and expired messages and the oldest ready one; its queue table''s sizes, live and dead rows and last vacuum; the age of the oldest xmin holding this database back';
+    'Health at a glance: per queue and consumer, its ready, waiting and expired messages and the oldest ready one; its queue table''s sizes, live and dead rows and last vacuum; the age of the oldest xmin holding this database back; its storage (classic or ring: segments, current segment, generation)';
+
+-- The segments of the ring queue tables: a row per segment (aq.queue_segments) of every ring
+-- queue table, by queue table and segment.
+--   state: 'current' (the segment of the ledger's latest generation, aq.segment_log), 'empty'
+--         (no pages on disk: truncated, or never written), 'sealed' (pages, not current: it waits
+--         for its messages to be gone for good, then the time manager truncates it); NULL when
+--         the segment's table is gone (dropped by hand; its sizes are NULL too);
+--   generation, opened: the latest generation that wrote this segment and when it began (NULL
+--         if none did yet);
+--   bytes, total_bytes: pg_relation_size and pg_total_relation_size (with indexes and TOAST);
+--   live_rows, dead_rows: pg_stat_all_tables' estimates;
+--   next_switch_blocked: the segment is the next one after the current and has pages, so the
+--         ring cannot switch until it is truncated (the current one grows meanwhile).
+-- Security_invoker, as aq.queue_health: the queue tables are those the caller sees in
+-- aq.queue_tables; sizes and statistics need no privilege on the segments.
+CREATE VIEW aq.ring_segments WITH (security_invoker = true) AS
+SELECT t.queue_table, s.segment::integer AS segment, s.relid,
+       CASE WHEN s.segment = cur.segment THEN 'current'
+            WHEN sz.bytes = 0 THEN 'empty'
+            WHEN sz.bytes > 0 THEN 'sealed' END AS state,
+       w.generation, w.opened, sz.bytes, sz.total_bytes,
+       st.n_live_tup AS live_rows, st.n_dead_tup AS dead_rows,
+       s.segment = (cur.generation + 1) % t.segment_count AND sz.bytes > 0 AS next_switch_blocked
+  FROM aq.queue_tables t
+  JOIN aq.queue_segments s ON s.queue_table_id = t.queue_table_id
+  LEFT JOIN pg_catalog.pg_class c ON c.oid = s.relid
+  LEFT JOIN pg_catalog.pg_stat_all_tables st ON st.relid = c.oid
+  CROSS JOIN LATERAL (SELECT pg_catalog.pg_relation_size(c.oid) AS bytes,
+                             pg_catalog.pg_total_relation_size(c.oid) AS total_bytes) sz
+  LEFT JOIN LATERAL (
+        SELECT l.segment, l.generation FROM aq.segment_log l
+         WHERE l.queue_table_id = t.queue_table_id ORDER BY l.generation DESC LIMIT 1) cur ON true
+  LEFT JOIN LATERAL (
+        SELECT l.generation, l.opened FROM aq.segment_log l
+         WHERE l.queue_table_id = t.queue_table_id AND l.segment = s.segment
+         ORDER BY l.generation DESC LIMIT 1) w ON true
+ WHERE t.segment_count > 0
+ ORDER BY t.queue_table, s.segment;
+GRANT SELECT ON aq.ring_segments TO PUBLIC;
+COMMENT ON VIEW aq.ring_segments IS
+    'The segments of the ring queue tables: per segment, its state (current, empty, sealed), the last generation that wrote it, its sizes and live and dead rows, and whether it blocks the next switch';
 
 -- The time manager (Oracle's QMON), per database it has served since the server started: its
 -- worker's pid (NULL: none runs now), the next time a delay or an expiration passes, its last

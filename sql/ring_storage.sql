@@ -145,6 +145,23 @@ SELECT nextval(pg_get_serial_sequence('"ring s"."Ring Prio"', 'msgid')), queue_i
 SELECT try_sql($$SELECT aq._switch_segment('Ring Prio')$$);
 SELECT t.queue_table, l.generation, l.segment FROM aq.segment_log l JOIN aq.queue_tables t USING (queue_table_id)
  ORDER BY t.queue_table, l.generation;
+-- aq.ring_segments, a row per segment: Ring Prio is at generation 3 (segment 3 current), its
+-- segments 1 and 2 are empty and segment 0, the next one, has a row, so the ring cannot switch
+-- until it is truncated; ring_qt is at generation 0 and its segment 1, next, has rows.
+SELECT pg_stat_force_next_flush();
+SELECT queue_table, segment, relid, state, generation, opened <= now() AS opened, bytes > 0 AS has_pages,
+       total_bytes > bytes AS has_more, live_rows, dead_rows, next_switch_blocked
+  FROM aq.ring_segments WHERE queue_table IN ('ring_qt', 'Ring Prio');
+-- aq.queue_health: the storage, and of a ring its segments, current segment and generation.
+SELECT queue_table, queue, storage, segments, current_segment, generation FROM aq.queue_health
+ WHERE queue_table IN ('ring_qt', 'Ring Prio', 'ring_classic_qt', 'ring_null_qt') ORDER BY queue_table, queue;
+-- A segment dropped by hand: its row stays, with NULL sizes and no state (unless current).
+BEGIN;
+DROP TABLE "ring s"."Ring Prio$2", "ring s"."Ring Prio$3";
+SELECT segment, state, generation, bytes IS NULL AS no_bytes, total_bytes IS NULL AS no_total_bytes, live_rows,
+       next_switch_blocked
+  FROM aq.ring_segments WHERE queue_table = 'Ring Prio';
+ROLLBACK;
 -- A classic queue table, an unknown one, a non-owner.
 SELECT try_sql($$SELECT aq._switch_segment('ring_classic_qt')$$);
 SELECT try_sql($$SELECT aq._switch_segment('ring_no_such_qt')$$);
@@ -155,6 +172,8 @@ SET ROLE regress_ring_other;
 SELECT split_part(try_sql($$SELECT aq._switch_segment('ring_qt')$$), ' (', 1) AS not_owner;
 -- The catalog rows are read by everyone; written by no one else.
 SELECT count(*) AS segments_seen FROM aq.queue_segments;
+SELECT count(*) AS ring_segments_seen, count(*) FILTER (WHERE bytes > 0) AS with_pages FROM aq.ring_segments
+ WHERE queue_table IN ('ring_qt', 'Ring Prio');
 SELECT try_sql($$INSERT INTO aq.segment_log (queue_table_id, generation, segment)
                  SELECT queue_table_id, 99, 1 FROM aq.queue_tables WHERE queue_table = 'ring_qt'$$);
 SELECT try_sql($$SELECT * FROM "ring_qt$0"$$);
@@ -168,6 +187,7 @@ SELECT aq.purge_queue_table('ring_qt', aq.purge_condition(queue_name => 'ring_q'
 SELECT queue, user_data FROM "aq$ring_qt" ORDER BY msg_id;
 -- Segment 1 has no message of ring_q left, but its pages stay (no truncation yet): still no switch.
 SELECT try_sql($$SELECT aq._switch_segment('ring_qt')$$);
+SELECT segment, state, bytes > 0 AS has_pages, next_switch_blocked FROM aq.ring_segments WHERE queue_table = 'ring_qt';
 -- drop_queue takes its messages out of the segments.
 SELECT aq.drop_queue('ring_q2');
 SELECT count(*) AS messages FROM ring_qt;
@@ -176,7 +196,8 @@ CREATE TABLE ring_classic_child () INHERITS (ring_classic_qt);
 INSERT INTO ring_classic_child (msgid, q_id, enq_time, user_data) VALUES (1, 0, now(), 'not a message');
 SELECT aq.purge_queue_table('ring_classic_qt') AS purged_classic;
 SELECT count(*) AS child_rows FROM ring_classic_child;
-SELECT queue, ready, waiting, live_rows FROM aq.queue_health WHERE queue_table = 'ring_classic_qt';
+SELECT queue, ready, waiting, live_rows, storage, segments, current_segment, generation
+  FROM aq.queue_health WHERE queue_table = 'ring_classic_qt';
 DROP TABLE ring_classic_child;
 
 -- Dropping a ring queue table drops its segments and their catalog rows.
@@ -184,9 +205,11 @@ SELECT aq.drop_queue_table('ring_qt', force => true);
 SELECT aq.drop_queue_table('Ring Prio');
 SELECT aq.drop_queue_table('ring_classic_qt');
 SELECT aq.drop_queue_table('ring_null_qt');
-SELECT c.relname FROM pg_class c WHERE c.relname LIKE 'ring%' OR c.relname LIKE 'Ring%' OR c.relname LIKE 'aq$%ring%'
+SELECT c.relname FROM pg_class c
+ WHERE (c.relname LIKE 'ring%' OR c.relname LIKE 'Ring%' OR c.relname LIKE 'aq$%ring%') AND c.relnamespace <> 'aq'::regnamespace
  ORDER BY 1;
 SELECT (SELECT count(*) FROM aq.queue_segments) AS segments, (SELECT count(*) FROM aq.segment_log) AS ledger,
        (SELECT count(*) FROM aq.queue_tables WHERE queue_table ILIKE 'ring%') AS queue_tables;
 DROP FUNCTION ring_msgid();
 DROP SCHEMA "ring s";
+SELECT count(*) AS ring_segments_left FROM aq.ring_segments;

@@ -29,8 +29,8 @@ BEGIN
     FOR t IN SELECT queue_table, relid FROM aq.queue_tables ORDER BY queue_table LOOP
         FOR line IN EXECUTE format(
             'SELECT concat_ws(''|'', ''message'', %L, m.msgid, q.queue_name, m.enq_time, m.priority, m.delay,'
-            ' m.expiration, m.corrid, m.retry_count, m.exception_queue, m.enq_uid, m.user_data)'
-            ' FROM ONLY %s m LEFT JOIN aq.queues q ON q.queue_id = m.q_id ORDER BY m.msgid',
+            ' m.expiration, m.corrid, m.retry_count, m.exception_queue, m.enq_uid, m.user_data, m.tableoid::regclass)'
+            ' FROM %s m LEFT JOIN aq.queues q ON q.queue_id = m.q_id ORDER BY m.msgid',
             t.queue_table, t.relid)
         LOOP
             RETURN NEXT line;
@@ -44,6 +44,10 @@ SELECT concat_ws('|', 'extension', extname, extversion, extnamespace::regnamespa
 SELECT concat_ws('|', 'queue_table', queue_table_id, queue_table, table_schema, relid, payload_type, sort_list,
                  comment, created)
   FROM aq.queue_tables ORDER BY queue_table_id;
+SELECT concat_ws('|', 'segment', t.queue_table, s.segment, s.relid)
+  FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id) ORDER BY t.queue_table, s.segment;
+SELECT concat_ws('|', 'segment_log', t.queue_table, l.generation, l.segment, l.opened)
+  FROM aq.segment_log l JOIN aq.queue_tables t USING (queue_table_id) ORDER BY t.queue_table, l.generation;
 SELECT concat_ws('|', 'queue', q.queue_id, q.queue_name, t.queue_table, q.queue_type, q.enqueue_enabled,
                  q.dequeue_enabled, q.max_retries, q.retry_delay, q.retention_time, q.comment, q.created)
   FROM aq.queues q JOIN aq.queue_tables t USING (queue_table_id) ORDER BY q.queue_id;

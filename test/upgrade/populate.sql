@@ -15,6 +15,7 @@
 --   - a started, a stopped and a dequeue-disabled queue;
 --   - queue privileges (ENQUEUE, DEQUEUE WITH GRANT OPTION, a grant made by that grantee),
 --     EXECUTE on the admin functions for the queue tables' owner;
+--   - a ring queue table (segments => 3) with messages in two of its segments;
 --   - a fast-ingest table with applied rows and rejected ones (kept with their error);
 --   - commit modes at database level (ALTER DATABASE ... SET), role level (ALTER ROLE ... SET)
 --     and role-in-database level (ALTER ROLE ... IN DATABASE ... SET).
@@ -138,6 +139,16 @@ SELECT aq.enqueue_array('notes_q', ARRAY['first note', 'second note', E'quote ''
        IS NOT NULL AS enqueued;
 SELECT aq.stop_queue('notes_q', enqueue => false);   -- enqueue only from now on
 SELECT aq.grant_queue_privilege('ENQUEUE', 'notes_q', 'aq_mv_producer');
+
+-- A ring queue table: messages in two segments, the current one (the third) empty, so that the
+-- time manager has nothing to switch or truncate before the dump.
+SELECT aq.create_queue_table('ring_qt', 'text', segments => 3);
+SELECT aq.create_queue('ring_q', 'ring_qt');
+SELECT aq.start_queue('ring_q');
+SELECT aq.enqueue_array('ring_q', ARRAY['ring 1', 'ring 2']) IS NOT NULL AS enqueued;
+SELECT aq._switch_segment('ring_qt');
+SELECT aq.enqueue('ring_q', 'ring 3'::text) IS NOT NULL AS enqueued;
+SELECT aq._switch_segment('ring_qt');
 
 ------------------------------------------------------------------------------ fast ingest
 CREATE TABLE app.readings (id bigint PRIMARY KEY, v text NOT NULL CHECK (v <> 'bad'),

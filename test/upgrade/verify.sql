@@ -207,6 +207,18 @@ SELECT aq_verify.ok(count(*) = 2, format('the new rejects have ids of their own 
   FROM aq.fast_ingest_rejects, aq_verify.before
  WHERE seqid > reject_max AND aq.seqid_epoch(seqid) <> ALL (coalesce(epochs, '{}'));
 
+------------------------------------------------------------------------------ a ring queue table
+\connect - postgres
+\set ON_ERROR_STOP 1
+-- The ring: its segments and ledger arrived by name; the messages come in order from two segments,
+-- and a new one goes into the current segment (the third).
+SELECT aq_verify.ok(aq.enqueue('ring_q', 'ring 4'::text) IS NOT NULL, 'enqueue into the ring');
+SELECT aq_verify.ok(tableoid = 'ring_qt$2'::regclass, format('the new message is in the current segment: %s', tableoid::regclass))
+  FROM ring_qt WHERE user_data = 'ring 4';
+SELECT aq_verify.ok(string_agg(payload, ',' ORDER BY ord) = 'ring 1,ring 2,ring 3,ring 4',
+                    format('the ring dequeues in order across its segments: %s', string_agg(payload, ',' ORDER BY ord)))
+  FROM aq.dequeue_array('ring_q', NULL::text, 10, aq.dequeue_options(wait => '0')) WITH ORDINALITY d(msgid, payload, props, ord);
+
 ------------------------------------------------------------------------------ the result
 \connect - postgres
 \set ON_ERROR_STOP 1
