@@ -45,7 +45,8 @@ SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wai
 SELECT aq.enqueue_array('ring_fifo_q', ARRAY['e1', 'e2']) IS NOT NULL AS enqueued;
 BEGIN;
 SELECT payload FROM aq.dequeue_array('ring_fifo_q', NULL::text, 10, aq.dequeue_options(wait => 0, dequeue_mode => 'locked'));
--- The two segments but the current one are all gone: truncated.
+-- The two segments but the current one are all gone: truncated, one a rotation.
+SELECT aq._rotate_segments('ring_fifo') AS truncated;
 SELECT aq._rotate_segments('ring_fifo') AS truncated;
 SELECT aq._switch_segment('ring_fifo');
 -- T2: the locked rows are this transaction's, so their segment, no longer current, stays.

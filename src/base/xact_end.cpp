@@ -198,6 +198,7 @@ void install() {
 }
 
 void look(void (*read)(void*), void* arg) {
+    Assert(look_subxact == InvalidSubTransactionId);  // no look inside a look: the handlers would see its children
     MemoryContext outer = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
     entering_look = true;

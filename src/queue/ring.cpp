@@ -37,6 +37,7 @@ extern "C" {
 #include <cstring>
 
 #include "compat/executor.hpp"
+#include "compat/relation.hpp"
 #include "base/multi_insert.hpp"
 #include "base/run_as.hpp"
 #include "base/xact_end.hpp"
@@ -136,32 +137,57 @@ int segment_max_age_s = 60;
 constexpr uint32 ring_lock_key = 24945;  // "aq" (0x6171); the second key is the queue table id
 constexpr uint16 ring_lock_kind = 2;     // the two-key form of pg_advisory_xact_lock
 
+// Whether every row version on the page is gone for good (index_walk.hpp, 6).
+bool page_gone(Relation rel, BlockNumber block, BufferAccessStrategy strategy) {
+    Buffer buffer = ReadBufferExtended(rel, MAIN_FORKNUM, block, RBM_NORMAL, strategy);
+    LockBuffer(buffer, BUFFER_LOCK_SHARE);
+    Page page = BufferGetPage(buffer);
+    OffsetNumber last = PageIsNew(page) ? InvalidOffsetNumber : PageGetMaxOffsetNumber(page);
+    bool all_gone = true;
+    for (OffsetNumber offset = FirstOffsetNumber; offset <= last && all_gone; offset++) {
+        ItemId item = PageGetItemId(page, offset);
+        if (!ItemIdIsNormal(item)) continue;
+        HeapTupleData tuple;
+        tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+        tuple.t_len = ItemIdGetLength(item);
+        tuple.t_tableOid = RelationGetRelid(rel);
+        ItemPointerSet(&tuple.t_self, block, offset);
+        TransactionId dead_after;
+        HTSV_Result state = HeapTupleSatisfiesVacuumHorizon(&tuple, buffer, &dead_after);
+        all_gone = state == HEAPTUPLE_DEAD || state == HEAPTUPLE_RECENTLY_DEAD;
+    }
+    UnlockReleaseBuffer(buffer);
+    return all_gone;
+}
+
+// Where the last proof of a segment (by its file) met a row not gone: the next proof without the
+// lock looks at that page first, so a segment held by one long-delayed message costs one page a
+// rotation, not a read of the whole segment.  A hint only: a proof that decides (T2, under the lock)
+// reads every page.  This process's (the time manager's), a few entries.
+struct ProofMark {
+    Oid relid;
+    Oid file;
+    BlockNumber block;
+};
+ProofMark proof_marks[64];
+
 // T2: whether every row version in the segment is gone for good.  The caller holds a lock on it.
-bool settled(Relation rel) {
+// hinted: start with the page where the last proof failed (the proof without the lock).
+bool settled(Relation rel, bool hinted) {
     BlockNumber blocks = RelationGetNumberOfBlocks(rel);
     BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
-    bool all_gone = true;
+    ProofMark& mark = proof_marks[RelationGetRelid(rel) % lengthof(proof_marks)];
+    Oid file = compat::relation_file_number(rel);
+    bool known = mark.relid == RelationGetRelid(rel) && mark.file == file && mark.block < blocks;
+    bool all_gone = !(hinted && known && !page_gone(rel, mark.block, strategy));
+    BlockNumber failed = InvalidBlockNumber;
     for (BlockNumber block = 0; block < blocks && all_gone; block++) {
         CHECK_FOR_INTERRUPTS();
-        Buffer buffer = ReadBufferExtended(rel, MAIN_FORKNUM, block, RBM_NORMAL, strategy);
-        LockBuffer(buffer, BUFFER_LOCK_SHARE);
-        Page page = BufferGetPage(buffer);
-        OffsetNumber last = PageIsNew(page) ? InvalidOffsetNumber : PageGetMaxOffsetNumber(page);
-        for (OffsetNumber offset = FirstOffsetNumber; offset <= last && all_gone; offset++) {
-            ItemId item = PageGetItemId(page, offset);
-            if (!ItemIdIsNormal(item)) continue;
-            HeapTupleData tuple;
-            tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
-            tuple.t_len = ItemIdGetLength(item);
-            tuple.t_tableOid = RelationGetRelid(rel);
-            ItemPointerSet(&tuple.t_self, block, offset);
-            TransactionId dead_after;
-            HTSV_Result state = HeapTupleSatisfiesVacuumHorizon(&tuple, buffer, &dead_after);
-            all_gone = state == HEAPTUPLE_DEAD || state == HEAPTUPLE_RECENTLY_DEAD;
-        }
-        UnlockReleaseBuffer(buffer);
+        all_gone = page_gone(rel, block, strategy);
+        if (!all_gone) failed = block;
     }
     FreeAccessStrategy(strategy);
+    if (failed != InvalidBlockNumber) mark = ProofMark{RelationGetRelid(rel), file, failed};
     return all_gone;
 }
 
@@ -195,54 +221,66 @@ Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments) {
     LedgerHead head = ledger_head(queue_table_id);
     if (head.segment < 0 || head.segment >= segments.count) return r;
 
+    // T4: the switch, first, while this transaction holds no segment lock but for moments (no lock
+    // order to keep against a concurrent ALTER TABLE of the queue table).
+    if (Relation current = try_table_open(segments.relids[head.segment], AccessShareLock)) {
+        uint64 bytes = uint64(RelationGetNumberOfBlocks(current)) * BLCKSZ;
+        table_close(current, AccessShareLock);
+        bool due = bytes >= uint64(segment_size_kb) * 1024 ||
+                   (bytes > 0 && GetCurrentTimestamp() - head.opened >= int64(segment_max_age_s) * USECS_PER_SEC);
+        int next = int((head.generation + 1) % segments.count);
+        Relation following = due ? try_table_open(segments.relids[next], AccessShareLock) : nullptr;
+        bool empty = following && RelationGetNumberOfBlocks(following) == 0;
+        if (following) table_close(following, AccessShareLock);
+        if (empty) {
+            Oid types[3] = {INT4OID, INT8OID, INT2OID};
+            Datum args[3] = {Int32GetDatum(queue_table_id), Int64GetDatum(head.generation + 1), Int16GetDatum(int16(next))};
+            int rc = SPI_execute_with_args("INSERT INTO aq.segment_log (queue_table_id, generation, segment) VALUES ($1, $2, $3)"
+                                           " ON CONFLICT DO NOTHING",
+                                           3, types, args, nullptr, false, 0);
+            if (rc != SPI_OK_INSERT) elog(ERROR, "aq: segment switch failed: %s", SPI_result_code_string(rc));
+            r.switched = SPI_processed == 1;
+        }
+    }
+    // The segment left by a switch just now may still be written by enqueues that locked it
+    // before: it is not a candidate until the next rotation.
+    int left = r.switched ? head.segment : -1;
+    if (r.switched) head.segment = int((head.generation + 1) % segments.count);
+
+    // T1, T2: the proofs without the lock, then at most one truncation, last: the ACCESS EXCLUSIVE
+    // lock, once granted, is held for that segment's proof and truncation only, to this
+    // transaction's end, a moment later (a dequeue that opens the segment meanwhile waits that long).
+    int chosen = -1;
     for (int k = 0; k < segments.count; k++) {
-        Oid relid = segments.relids[k];
-        Relation rel = try_table_open(relid, AccessShareLock);
+        Relation rel = try_table_open(segments.relids[k], AccessShareLock);
         if (!rel) continue;
         bool has_pages = RelationGetNumberOfBlocks(rel) > 0;
         if (has_pages) r.holds_rows = true;
-        // The proof without the lock (T2) spares a segment still in use the ACCESS EXCLUSIVE lock.
-        bool candidate = k != head.segment && has_pages && rel->trigdesc == nullptr && settled(rel);
+        bool candidate = k != head.segment && k != left && has_pages && rel->trigdesc == nullptr && settled(rel, true);
         table_close(rel, AccessShareLock);
         if (!candidate) continue;
-        if (!ConditionalLockRelationOid(relid, AccessExclusiveLock)) {  // T1
+        if (chosen >= 0) {  // another one, for the next rotation
+            r.more = true;
+            continue;
+        }
+        if (!ConditionalLockRelationOid(segments.relids[k], AccessExclusiveLock)) {  // T1
             r.skipped++;
             continue;
         }
-        rel = table_open(relid, NoLock);
-        bool proved = rel->trigdesc == nullptr && settled(rel);  // T2, under the lock
-        char* name = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
-        table_close(rel, NoLock);
-        if (!proved) continue;  // the lock goes at this transaction's end, a moment away
-        TruncateWork work{psprintf("TRUNCATE ONLY %s", name)};
-        base::run_as(base::RunAs{owner}, [](void* arg) {  // T6
-            int rc = SPI_execute(static_cast<TruncateWork*>(arg)->statement, false, 0);
-            if (rc != SPI_OK_UTILITY) elog(ERROR, "aq: truncation of a segment failed: %s", SPI_result_code_string(rc));
-        }, &work);
-        r.truncated++;
+        chosen = k;
     }
-
-    // T4: the switch.
-    Relation current = try_table_open(segments.relids[head.segment], AccessShareLock);
-    if (!current) return r;
-    uint64 bytes = uint64(RelationGetNumberOfBlocks(current)) * BLCKSZ;
-    table_close(current, AccessShareLock);
-    bool due = bytes >= uint64(segment_size_kb) * 1024 ||
-               (bytes > 0 && GetCurrentTimestamp() - head.opened >= int64(segment_max_age_s) * USECS_PER_SEC);
-    if (!due) return r;
-    int next = int((head.generation + 1) % segments.count);
-    Relation following = try_table_open(segments.relids[next], AccessShareLock);
-    if (!following) return r;
-    bool empty = RelationGetNumberOfBlocks(following) == 0;
-    table_close(following, AccessShareLock);
-    if (!empty) return r;
-    Oid types[3] = {INT4OID, INT8OID, INT2OID};
-    Datum args[3] = {Int32GetDatum(queue_table_id), Int64GetDatum(head.generation + 1), Int16GetDatum(int16(next))};
-    int rc = SPI_execute_with_args("INSERT INTO aq.segment_log (queue_table_id, generation, segment) VALUES ($1, $2, $3)"
-                                   " ON CONFLICT DO NOTHING",
-                                   3, types, args, nullptr, false, 0);
-    if (rc != SPI_OK_INSERT) elog(ERROR, "aq: segment switch failed: %s", SPI_result_code_string(rc));
-    r.switched = SPI_processed == 1;
+    if (chosen < 0) return r;
+    Relation rel = table_open(segments.relids[chosen], NoLock);
+    bool proved = rel->trigdesc == nullptr && settled(rel, false);  // T2, under the lock: every page
+    char* name = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
+    table_close(rel, NoLock);
+    if (!proved) return r;  // the lock goes at this transaction's end, a moment away
+    TruncateWork work{psprintf("TRUNCATE ONLY %s", name)};
+    base::run_as(base::RunAs{owner}, [](void* arg) {  // T6
+        int rc = SPI_execute(static_cast<TruncateWork*>(arg)->statement, false, 0);
+        if (rc != SPI_OK_UTILITY) elog(ERROR, "aq: truncation of a segment failed: %s", SPI_result_code_string(rc));
+    }, &work);
+    r.truncated++;
     return r;
 }
 

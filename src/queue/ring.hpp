@@ -55,7 +55,11 @@
 //  T4 The switch to the next segment (a new generation in the ledger) happens when the current one
 //     has grown past aq.segment_size or has rows and was opened aq.segment_max_age ago, and only
 //     when the next segment is empty on disk; otherwise the current one grows (the backlog is real).
-//     Truncating a segment and switching into it may be one transaction.
+//     A rotation switches first (holding no segment's lock but for moments), then truncates at most
+//     one segment, neither the current one nor the one it just left: the ACCESS EXCLUSIVE lock,
+//     once granted, is held for that one segment's proof and truncation, to the end of the
+//     rotation's transaction, a moment later.  A proof without the lock starts with the page where
+//     the last one failed, so a segment kept by one message costs a page a rotation.
 //  T5 A rotation is one transaction: kill -9 replays its commit or not.  Rotations and
 //     aq._switch_segment of a queue table are serialised by the transaction-level advisory lock
 //     (24945, queue table id) (a rotation that does not get it at once does nothing this time).
@@ -113,6 +117,7 @@ struct Rotation {
     int skipped = 0;        // settled segments whose lock was not granted at once
     bool switched = false;  // a new generation
     bool holds_rows = false;  // some segment still has pages: rotate again later
+    bool more = false;        // another segment could be truncated (one a rotation)
 };
 Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments);
 

@@ -4,8 +4,8 @@
 // Protocol:
 //  1. open() opens every relation of the queue table (RowExclusiveLock: a walk may delete from any of
 //     them) and its order index, and checks them as the walk's protocol requires (index_walk.hpp, 1;
-//     ring.hpp, E1); false: nothing may be read directly, the caller runs the statement (the locks
-//     stay, as a statement's would).
+//     ring.hpp, E1); false: nothing may be read directly, the caller runs the statement (close()
+//     then keeps the parent's lock and releases the segments', which the statement takes again).
 //  2. begin() starts one index scan per relation with the same keys (the queue, and the start
 //     position: start_key) and the walk's snapshot; every scan returns its index tuples
 //     (xs_want_itup), whose key columns order the merge.
