@@ -57,10 +57,9 @@ namespace aq::queue {
 using namespace index_walk;
 
 int bulk_dequeue(const BulkDequeue& r) {
-    static const ring::Segments classic{};
     RingScan ring;
     // A read-only transaction (or a standby) gets the statement's error (25006) from the statement.
-    bool eligible = ring.open(r.relid, r.segments ? *r.segments : classic, r.payload_type, r.priority_order) &&
+    bool eligible = ring.open(r.relid, *r.segments, r.payload_type, r.priority_order) &&
                     !XactReadOnly && !IsInParallelMode() && caller_may_remove(ring.parent());
     if (!eligible) {
         ring.close();

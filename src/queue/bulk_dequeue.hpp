@@ -61,7 +61,7 @@ struct BulkDequeuePosition {  // NEXT_MESSAGE: only messages after this one
 
 struct BulkDequeue {
     Oid relid;
-    const ring::Segments* segments;  // of a ring queue table (ring.hpp), or nullptr
+    const ring::Segments* segments;  // the queue table's ring (ring.hpp; count 0: classic)
     Oid payload_type;
     int32 queue_id;
     bool priority_order;

@@ -266,7 +266,7 @@ bool bulk_enqueue(const BulkEnqueue& r) {
     // Whatever the multi-insert path refuses (a read-only transaction among them: the statement
     // raises 25006) goes through the statement.
     bool grouped = has_group_column(rel);
-    bool ring = r.segments && r.segments->count > 0;
+    bool ring = r.segments->count > 0;
     if (!plain_queue_table(rel, r.payload_type, ring) || grouped != (r.group != nullptr)) {
         table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
         return false;

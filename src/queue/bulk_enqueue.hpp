@@ -53,7 +53,7 @@ enum QueueTableColumn {
 
 struct BulkEnqueue {
     Oid relid;
-    const ring::Segments* segments;  // of a ring queue table (ring.hpp): its messages go to the current one
+    const ring::Segments* segments;  // the queue table's ring (ring.hpp; count 0: classic): messages go to the current segment
     int32 queue_table_id;
     Oid payload_type;
     int32 queue_id;

@@ -202,7 +202,7 @@ int claim_in_bulk(const ClaimArgs& a) {
     BulkSinkState state{a.request, 0, 0, 0, {}};
     auto walk = [&](bool from_head) {
         BulkDequeue request{a.queue->relid,
-                            a.queue->segments.count > 0 ? &a.queue->segments : nullptr,
+                            &a.queue->segments,
                             a.queue->payload_type,
                             a.queue->queue_id,
                             a.queue->priority_order,

@@ -62,7 +62,7 @@ bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz en
         deconstruct_array(r.properties, ARR_ELEMTYPE(r.properties), -1, false, TYPALIGN_DOUBLE, &properties,
                           &properties_null, &n);
     Datum* ids = static_cast<Datum*>(palloc(sizeof(Datum) * count));
-    BulkEnqueue request{q.relid,          q.segments.count > 0 ? &q.segments : nullptr, q.queue_table_id,
+    BulkEnqueue request{q.relid,          &q.segments, q.queue_table_id,
                         q.payload_type,  q.queue_id, enq_time, count, payloads, properties, properties_null, ids,
                         messages};
     int64 group = 0;

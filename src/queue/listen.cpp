@@ -28,6 +28,7 @@ extern "C" {
 
 #include "base/guard.hpp"
 #include "base/spi.hpp"
+#include "base/xact_end.hpp"
 #include "queue/catalog.hpp"
 #include "queue/maintenance.hpp"
 #include "queue/queue_store.hpp"
@@ -109,7 +110,7 @@ bool has_ready_message_released(const QueueInfo& q, const char* consumer) {
         l->ready = has_ready_message(*l->q, l->consumer);
     };
     if (q.segments.count > 0)
-        ring::look_without_locks(read, &look);
+        base::xact_end::look(read, &look);
     else
         read(&look);
     return look.ready;

@@ -10,6 +10,7 @@ extern "C" {
 #include "base/guard.hpp"
 #include "base/once_a_second.hpp"
 #include "base/run_as.hpp"
+#include "base/xact_end.hpp"
 #include "queue/deliveries.hpp"
 #include "queue/maintenance.hpp"
 #include "queue/queue_store.hpp"
@@ -43,7 +44,7 @@ int64 expire_messages_of(const QueueInfo& q) {
     // is something to move, which a look finds without keeping any lock (ring.hpp, L1).
     if (q.segments.count > 0) {
         ExpiredLook look{&q, args, false};
-        ring::look_without_locks(look_for_expired, &look);
+        base::xact_end::look(look_for_expired, &look);
         if (!look.any) return 0;
     }
     SPIPlanPtr plan = statement_plan(q, expire_messages, InvalidOid);

@@ -284,10 +284,6 @@ Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments) {
     return r;
 }
 
-void look_without_locks(void (*read)(void*), void* arg) {
-    base::xact_end::look(read, arg);
-}
-
 Rotation rotate_now(Oid relid) {
     Oid types[1] = {OIDOID};
     Datum args[1] = {ObjectIdGetDatum(relid)};

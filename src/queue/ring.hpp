@@ -68,7 +68,7 @@
 //
 //  L1 (the looks) The statements that only look at a ring while a dequeue or LISTEN waits or
 //     catches up (the next delay, the ready candidates, the delays passed) run in a subtransaction
-//     that is rolled back once their results are copied out (look_without_locks): their locks on
+//     that is rolled back once their results are copied out (base/xact_end.hpp, look): their locks on
 //     the segments go with it, so a session waiting for minutes, inside its transaction, does not
 //     hold every segment from truncation.  A dequeue's move of expired messages (an UPDATE, whose
 //     locks stay) runs only after such a look found one to move.  What a dequeue takes, browses or
@@ -103,10 +103,6 @@ Relation open_current(int32 queue_table_id, const Segments& segments);
 // E1: whether the segment may be read and written directly like its parent (which the caller has
 // checked: plain_queue_table(parent, payload_type, true)).
 bool plain_segment(Relation parent, Relation segment);
-
-// L1: runs read(arg), which must write nothing and copy its results out of SPI, in a
-// subtransaction rolled back after it (also on an error, which is then raised again).
-void look_without_locks(void (*read)(void*), void* arg);
 
 // aq.segment_size, aq.segment_max_age (T4), from _PG_init.
 void define_settings();

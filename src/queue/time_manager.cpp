@@ -18,6 +18,7 @@ extern "C" {
 #include "base/guard.hpp"
 #include "base/spi.hpp"
 #include "compat/proc.hpp"
+#include "base/xact_end.hpp"
 #include "queue/catalog.hpp"
 #include "queue/maintenance.hpp"
 #include "queue/scan_floor.hpp"
@@ -141,7 +142,7 @@ bool lower_floors_of_passed(const QueueInfo& q, TimestampTz since, TimestampTz n
     // A ring's look holds no lock on its segments past itself (ring.hpp, L1).  The floors it lowers
     // are shared memory, not undone by the rollback of the look.
     if (q.segments.count > 0)
-        ring::look_without_locks(lower_passed, &look);
+        base::xact_end::look(lower_passed, &look);
     else
         lower_passed(&look);
     return look.any;

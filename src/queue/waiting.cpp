@@ -20,6 +20,7 @@ extern "C" {
 #include "compat/node_walker.hpp"
 
 #include "base/spi.hpp"
+#include "base/xact_end.hpp"
 #include "queue/statements.hpp"
 #include "queue/waiting.hpp"
 
@@ -138,7 +139,7 @@ TimestampTz next_visible_time(const QueueInfo& q, TimestampTz after) {
     NextDelay r{&q, after, 0};
     // A ring's look holds no lock on its segments past itself (ring.hpp, L1).
     if (q.segments.count > 0)
-        ring::look_without_locks(read_next_delay, &r);
+        base::xact_end::look(read_next_delay, &r);
     else
         read_next_delay(&r);
     return r.next;
