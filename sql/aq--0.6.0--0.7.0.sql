@@ -507,11 +507,13 @@ REVOKE EXECUTE ON FUNCTION aq._switch_segment(text) FROM PUBLIC;
 -- One rotation of a ring queue table now, as the time manager makes every second while the ring
 -- holds rows: truncates each segment but the current one whose messages are all gone (consumed by
 -- committed transactions), under a lock it takes only if granted at once, and switches to the next
--- segment when the current one is due (aq.segment_size, aq.segment_max_age) and the next is empty.
--- Returns how many segments it truncated.  Its owner or a superuser, with EXECUTE granted.
-CREATE FUNCTION aq._rotate_segments(queue_table regclass) RETURNS integer
+-- segment when the current one is due (aq.segment_size, aq.segment_max_age) and the next is empty;
+-- when the next one still holds a few messages (at most a tenth of its rows), it carries them
+-- forward into the current one.  switch_due: as if the current segment were due.  Returns how many
+-- segments it truncated.  Its owner or a superuser, with EXECUTE granted.
+CREATE FUNCTION aq._rotate_segments(queue_table regclass, switch_due boolean DEFAULT false) RETURNS integer
 LANGUAGE c VOLATILE STRICT AS 'MODULE_PATHNAME', 'aq_rotate_segments';
-REVOKE EXECUTE ON FUNCTION aq._rotate_segments(regclass) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION aq._rotate_segments(regclass, boolean) FROM PUBLIC;
 
 -- What each consumer of a queue has waiting, and what holds the queue's removal back (PgQ's
 -- get_consumer_info): a row per normal queue and consumer (consumer NULL on a single-consumer

@@ -95,16 +95,65 @@ SELECT aq.start_queue('aq$_ring_fifo_e', enqueue => false, dequeue => true);
 SELECT q.queue_name, m.tableoid::regclass AS segment, m.user_data FROM ring_fifo m JOIN aq.queues q ON q.queue_id = m.q_id ORDER BY m.msgid;
 SELECT payload FROM aq.dequeue('aq$_ring_fifo_e', NULL::text, aq.dequeue_options(wait => 0));
 
+-- C1: a message nobody came back for does not jam the ring.  Segment 0 keeps one message of
+-- twenty; when the ring comes round to it, the switch is blocked, the rotation carries the message
+-- forward into the current segment unchanged (msgid, enq_time, retry_count), the next rotation
+-- truncates segment 0 and the one after switches to it.
+SELECT aq.create_queue_table('ring_carry', 'text', segments => 3);
+SELECT aq.create_queue('ring_carry_q', 'ring_carry', max_retries => 9);
+SELECT aq.start_queue('ring_carry_q');
+SELECT count(*) AS enqueued FROM unnest(aq.enqueue_array('ring_carry_q', (SELECT array_agg('m' || i) FROM generate_series(1, 20) i)));
+SELECT count(*) AS taken FROM aq.dequeue_array('ring_carry_q', NULL::text, 19, aq.dequeue_options(wait => 0));
+-- An attempt rolled back: the settler rewrites the message in its segment, retry_count 1.
+BEGIN;
+SELECT payload FROM aq.dequeue('ring_carry_q', NULL::text, aq.dequeue_options(wait => 0));
+ROLLBACK;
+SELECT msgid AS left_msgid, enq_time AS left_enq_time, retry_count AS left_retries FROM ring_carry \gset
+SELECT :left_retries AS retry_count;
+SELECT aq._switch_segment('ring_carry');
+SELECT aq._switch_segment('ring_carry');
+SELECT aq._rotate_segments('ring_carry', switch_due => true) AS truncated;
+SELECT tableoid::regclass AS segment, user_data, msgid = :left_msgid AS same_msgid, enq_time = :'left_enq_time' AS same_enq_time,
+       retry_count = :left_retries AS same_retries FROM ring_carry;
+SELECT aq._rotate_segments('ring_carry', switch_due => true) AS truncated;
+SELECT aq._rotate_segments('ring_carry', switch_due => true) AS truncated;
+SELECT generation, segment FROM aq.segment_log l JOIN aq.queue_tables t USING (queue_table_id)
+ WHERE t.queue_table = 'ring_carry' ORDER BY generation DESC LIMIT 1;
+SELECT msgid = :left_msgid AS same_msgid, payload FROM aq.dequeue('ring_carry_q', NULL::text, aq.dequeue_options(wait => 0));
+SELECT count(*) AS left_in_table FROM ring_carry;
+SELECT aq._rotate_segments('ring_carry') AS truncated;
+-- A segment still held by more than a tenth of its rows (a real backlog) is not rewritten: the
+-- switch stays blocked and the current segment grows.
+SELECT count(*) AS enqueued FROM unnest(aq.enqueue_array('ring_carry_q', ARRAY['n1', 'n2', 'n3', 'n4', 'n5']));
+SELECT count(*) AS taken FROM aq.dequeue_array('ring_carry_q', NULL::text, 3, aq.dequeue_options(wait => 0));
+SELECT aq._switch_segment('ring_carry');
+SELECT aq._switch_segment('ring_carry');
+SELECT aq._rotate_segments('ring_carry', switch_due => true) AS truncated;
+SELECT tableoid::regclass AS segment, user_data FROM ring_carry ORDER BY msgid;
+SELECT payload FROM aq.dequeue_array('ring_carry_q', NULL::text, 10, aq.dequeue_options(wait => 0));
+SELECT aq.drop_queue_table('ring_carry', force => true);
+
 -- Errors.
 SELECT aq.create_queue_table('ring_plain', 'text');
 SELECT aq._rotate_segments('ring_plain');
 CREATE ROLE ring_stranger;
-GRANT EXECUTE ON FUNCTION aq._rotate_segments(regclass) TO ring_stranger;
+GRANT EXECUTE ON FUNCTION aq._rotate_segments(regclass, boolean) TO ring_stranger;
 SET ROLE ring_stranger;
 SELECT aq._rotate_segments('ring_fifo');
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION aq._rotate_segments(regclass) FROM ring_stranger;
+REVOKE EXECUTE ON FUNCTION aq._rotate_segments(regclass, boolean) FROM ring_stranger;
 DROP ROLE ring_stranger;
+
+-- E1: a table that inherits from a ring's parent would be read through it as messages: the queue
+-- refuses to work until the inheritance is removed.
+CREATE TABLE ring_fifo_extra () INHERITS (ring_fifo);
+SELECT aq.enqueue('ring_fifo_q', 'x1'::text);
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0));
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0, dequeue_mode => 'browse'));
+ALTER TABLE ring_fifo_extra NO INHERIT ring_fifo;
+SELECT aq.enqueue('ring_fifo_q', 'x1'::text) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0));
+DROP TABLE ring_fifo_extra;
 
 SELECT aq.drop_queue_table('ring_plain');
 SELECT aq.drop_queue_table('ring_fifo', force => true);

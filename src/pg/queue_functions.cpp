@@ -313,14 +313,15 @@ Datum check_rule_impl(FunctionCallInfo fcinfo) {
     PG_RETURN_VOID();
 }
 
-// aq._rotate_segments(queue_table regclass): one rotation of a ring queue table now (ring.hpp);
-// how many segments it truncated.
+// aq._rotate_segments(queue_table regclass, switch_due boolean): one rotation of a ring queue
+// table now (ring.hpp); how many segments it truncated.
 Datum rotate_segments_impl(FunctionCallInfo fcinfo) {
     Oid relid = PG_GETARG_OID(0);
+    bool switch_due = PG_NARGS() > 1 && PG_GETARG_BOOL(1);
     int truncated = 0;
     base::call([&] {
         base::spi::connect();
-        truncated = queue::ring::rotate_now(relid).truncated;
+        truncated = queue::ring::rotate_now(relid, switch_due).truncated;
         SPI_finish();
     });
     PG_RETURN_INT32(truncated);

@@ -329,6 +329,12 @@ Problem check_queue(bool found, const QueueInfo& q, Oid payload_type, bool for_e
     if (!found) return {QueueProblem::unknown};
     if (!OidIsValid(q.relid) || (q.multiple_consumers && !OidIsValid(q.delivery_relid)))
         return {QueueProblem::storage_missing};
+    if (q.segments.count > 0) {
+        // ring.hpp, E1: the statements read a ring through its parent, so a table inheriting from it
+        // would be read (and written) as if it were a segment.
+        Oid foreign = ring::foreign_inheritor(q.relid, q.segments);
+        if (OidIsValid(foreign)) return {QueueProblem::foreign_inheritor, InvalidOid, InvalidOid, foreign};
+    }
     if (payload_type != q.payload_type) return {QueueProblem::wrong_payload, q.payload_type, payload_type};
     if (for_enqueue && q.exception_queue) return {QueueProblem::exception_enqueue};
     if (for_enqueue && !q.enqueue_enabled) return {QueueProblem::enqueue_disabled};
@@ -396,6 +402,17 @@ std::string sql_literal(const char* text) {
                         "queue " + q + " is a single-consumer queue: consumer_name must be NULL",
                         "Only a queue of a queue table created with multiple_consumers => true has consumers.",
                         "Leave consumer_name NULL.");
+        case QueueProblem::foreign_inheritor: {
+            char* child = nullptr;
+            base::call([&] {
+                const char* name = get_rel_name(p.relation);
+                child = pstrdup(name ? quote_identifier(name) : "?");
+            });
+            throw Error(sqlstate::object_not_in_prerequisite_state,
+                        std::string("table ") + child + " inherits from the ring queue table of queue " + q,
+                        "A ring queue table's inheritance children are its segments, which every dequeue reads through it.",
+                        std::string("Remove the inheritance: ALTER TABLE ") + child + " NO INHERIT ...;");
+        }
         case QueueProblem::none:
             break;
     }

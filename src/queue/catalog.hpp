@@ -84,13 +84,15 @@ enum class QueueProblem {
     enqueue_disabled,
     dequeue_disabled,
     consumer_required,    // a multi-consumer queue's dequeue names no consumer
-    consumer_not_allowed  // a single-consumer queue's dequeue names one
+    consumer_not_allowed,  // a single-consumer queue's dequeue names one
+    foreign_inheritor      // a ring queue table inherited by a table that is not one of its segments
 };
 
 struct Problem {
     QueueProblem kind = QueueProblem::none;
     Oid expected_type = InvalidOid;
     Oid given_type = InvalidOid;
+    Oid relation = InvalidOid;  // foreign_inheritor: that table
 };
 
 // Whether the queue can be used so (payload_type: the caller's; for_enqueue or a dequeue).

@@ -24,6 +24,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/syscache.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_class.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -44,6 +45,9 @@ extern "C" {
 #include "queue/bulk_enqueue.hpp"
 #include "queue/ring.hpp"
 #include "queue/ring_scan.hpp"
+#include "queue/scan_floor.hpp"
+#include "queue/statements.hpp"
+#include "queue/wakeup.hpp"
 
 namespace aq::queue {
 
@@ -117,6 +121,20 @@ Relation open_current(int32 queue_table_id, const Segments& segments) {
     }
 }
 
+Oid foreign_inheritor(Oid parent, const Segments& segments) {
+    List* children = find_inheritance_children(parent, NoLock);
+    Oid foreign = InvalidOid;
+    ListCell* cell;
+    foreach (cell, children) {
+        Oid child = lfirst_oid(cell);
+        bool segment = false;
+        for (int i = 0; i < segments.count && !segment; i++) segment = segments.relids[i] == child;
+        if (!segment) foreign = child;
+    }
+    list_free(children);
+    return foreign;
+}
+
 bool plain_segment(Relation parent, Relation segment) {
     TupleDesc p = RelationGetDescr(parent), s = RelationGetDescr(segment);
     if (segment->rd_rel->relkind != RELKIND_RELATION || p->natts != s->natts) return false;
@@ -137,14 +155,19 @@ int segment_max_age_s = 60;
 constexpr uint32 ring_lock_key = 24945;  // "aq" (0x6171); the second key is the queue table id
 constexpr uint16 ring_lock_kind = 2;     // the two-key form of pg_advisory_xact_lock
 
-// Whether every row version on the page is gone for good (index_walk.hpp, 6).
-bool page_gone(Relation rel, BlockNumber block, BufferAccessStrategy strategy) {
+// A page's row versions: how many, and how many not gone for good (index_walk.hpp, 6).  first:
+// stop at the first one not gone (a proof's question).
+struct PageCount {
+    uint32 versions = 0;
+    uint32 not_gone = 0;
+};
+PageCount count_page(Relation rel, BlockNumber block, BufferAccessStrategy strategy, bool first) {
     Buffer buffer = ReadBufferExtended(rel, MAIN_FORKNUM, block, RBM_NORMAL, strategy);
     LockBuffer(buffer, BUFFER_LOCK_SHARE);
     Page page = BufferGetPage(buffer);
     OffsetNumber last = PageIsNew(page) ? InvalidOffsetNumber : PageGetMaxOffsetNumber(page);
-    bool all_gone = true;
-    for (OffsetNumber offset = FirstOffsetNumber; offset <= last && all_gone; offset++) {
+    PageCount count;
+    for (OffsetNumber offset = FirstOffsetNumber; offset <= last && !(first && count.not_gone > 0); offset++) {
         ItemId item = PageGetItemId(page, offset);
         if (!ItemIdIsNormal(item)) continue;
         HeapTupleData tuple;
@@ -154,10 +177,14 @@ bool page_gone(Relation rel, BlockNumber block, BufferAccessStrategy strategy) {
         ItemPointerSet(&tuple.t_self, block, offset);
         TransactionId dead_after;
         HTSV_Result state = HeapTupleSatisfiesVacuumHorizon(&tuple, buffer, &dead_after);
-        all_gone = state == HEAPTUPLE_DEAD || state == HEAPTUPLE_RECENTLY_DEAD;
+        count.versions++;
+        if (state != HEAPTUPLE_DEAD && state != HEAPTUPLE_RECENTLY_DEAD) count.not_gone++;
     }
     UnlockReleaseBuffer(buffer);
-    return all_gone;
+    return count;
+}
+bool page_gone(Relation rel, BlockNumber block, BufferAccessStrategy strategy) {
+    return count_page(rel, block, strategy, true).not_gone == 0;
 }
 
 // Where the last proof of a segment (by its file) met a row not gone: the next proof without the
@@ -195,6 +222,94 @@ struct TruncateWork {
     const char* statement;
 };
 
+// C1: a segment is carried forward when at most 1/carry_fraction of its row versions are not gone.
+constexpr uint64 carry_fraction = 10;
+constexpr int carry_batch = 5000;   // messages a rotation
+constexpr long carry_recount_s = 10;  // C4
+
+// C4: when a segment (by its file) was last found over the fraction.  This process's, a few entries.
+struct CensusMark {
+    Oid relid;
+    Oid file;
+    TimestampTz at;
+};
+CensusMark census_marks[64];
+
+// C1: whether the segment's rows not gone are few enough to carry forward (and some are).
+bool worth_carrying(Relation rel) {
+    CensusMark& mark = census_marks[RelationGetRelid(rel) % lengthof(census_marks)];
+    Oid file = compat::relation_file_number(rel);
+    TimestampTz now = GetCurrentTimestamp();
+    if (mark.relid == RelationGetRelid(rel) && mark.file == file && now - mark.at < carry_recount_s * USECS_PER_SEC)
+        return false;
+    BlockNumber blocks = RelationGetNumberOfBlocks(rel);
+    BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
+    uint64 versions = 0, not_gone = 0;
+    for (BlockNumber block = 0; block < blocks; block++) {
+        CHECK_FOR_INTERRUPTS();
+        PageCount count = count_page(rel, block, strategy, false);
+        versions += count.versions;
+        not_gone += count.not_gone;
+    }
+    FreeAccessStrategy(strategy);
+    bool worth = not_gone > 0 && not_gone * carry_fraction <= versions;
+    if (!worth) mark = CensusMark{RelationGetRelid(rel), file, now};
+    return worth;
+}
+
+// What a carry moved, per queue (C3), copied out of SPI's result as plain data.
+struct CarryWork {
+    const char* statement;
+    uint64 queues = 0;
+    int32* queue_ids = nullptr;
+    int32* priorities = nullptr;
+    TimestampTz* first_enq_times = nullptr;
+    int64 moved = 0;
+};
+void run_carry(void* arg) {
+    auto* w = static_cast<CarryWork*>(arg);
+    int rc = SPI_execute(w->statement, false, 0);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: carry-forward of a segment failed: %s", SPI_result_code_string(rc));
+    w->queues = SPI_processed;
+    w->queue_ids = static_cast<int32*>(palloc(sizeof(int32) * Max(w->queues, 1)));
+    w->priorities = static_cast<int32*>(palloc(sizeof(int32) * Max(w->queues, 1)));
+    w->first_enq_times = static_cast<TimestampTz*>(palloc(sizeof(TimestampTz) * Max(w->queues, 1)));
+    for (uint64 i = 0; i < w->queues; i++) {
+        HeapTuple row = SPI_tuptable->vals[i];
+        TupleDesc desc = SPI_tuptable->tupdesc;
+        bool isnull;
+        w->queue_ids[i] = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
+        w->priorities[i] = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
+        w->first_enq_times[i] = DatumGetTimestampTz(SPI_getbinval(row, desc, 3, &isnull));
+        w->moved += DatumGetInt64(SPI_getbinval(row, desc, 4, &isnull));
+    }
+    SPI_freetuptable(SPI_tuptable);
+}
+
+char* qualified_name(Relation rel) {
+    return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
+}
+
+// C1-C3: carries segment `from`'s rows not gone into segment `to` (the current one) when they are
+// few; returns how many messages it moved.
+int64 carry_forward(const RingTable& t, int from, int to) {
+    Relation source = try_table_open(t.segments.relids[from], RowExclusiveLock);
+    if (!source) return 0;
+    Relation target = try_table_open(t.segments.relids[to], RowExclusiveLock);
+    bool carry = target && ring::plain_segment(source, target) && ring::plain_segment(target, source) &&
+                 !settled(source, true) && worth_carrying(source);
+    CarryWork work{carry ? carry_forward_sql(qualified_name(source), qualified_name(target), carry_batch) : nullptr};
+    table_close(source, NoLock);  // the locks are kept to the end of the rotation's transaction
+    if (target) table_close(target, NoLock);
+    if (!carry) return 0;
+    base::run_as(base::RunAs{t.owner}, run_carry, &work);
+    for (uint64 i = 0; i < work.queues; i++) {  // C3, before the commit
+        scan_floor::lower(work.queue_ids[i], work.first_enq_times[i], nullptr, t.priority_order ? work.priorities[i] : 0);
+        wakeup::note_enqueue(work.queue_ids[i]);
+    }
+    return work.moved;
+}
+
 }  // namespace
 
 void define_settings() {
@@ -209,7 +324,9 @@ void define_settings() {
                             nullptr, &segment_max_age_s, 60, 1, 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
 }
 
-Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments) {
+Rotation rotate(const RingTable& t, bool switch_due) {
+    const Segments& segments = t.segments;
+    int32 queue_table_id = t.queue_table_id;
     Rotation r;
     if (segments.count < 2) return r;
     LOCKTAG tag;
@@ -226,7 +343,7 @@ Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments) {
     if (Relation current = try_table_open(segments.relids[head.segment], AccessShareLock)) {
         uint64 bytes = uint64(RelationGetNumberOfBlocks(current)) * BLCKSZ;
         table_close(current, AccessShareLock);
-        bool due = bytes >= uint64(segment_size_kb) * 1024 ||
+        bool due = switch_due || bytes >= uint64(segment_size_kb) * 1024 ||
                    (bytes > 0 && GetCurrentTimestamp() - head.opened >= int64(segment_max_age_s) * USECS_PER_SEC);
         int next = int((head.generation + 1) % segments.count);
         Relation following = due ? try_table_open(segments.relids[next], AccessShareLock) : nullptr;
@@ -240,6 +357,11 @@ Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments) {
                                            3, types, args, nullptr, false, 0);
             if (rc != SPI_OK_INSERT) elog(ERROR, "aq: segment switch failed: %s", SPI_result_code_string(rc));
             r.switched = SPI_processed == 1;
+        } else if (following) {
+            // T4 blocked: the next segment still has rows.  C1: a few are carried forward, so that
+            // the next rotations truncate it and switch.
+            r.carried = carry_forward(t, next, head.segment);
+            r.more = r.carried >= carry_batch;
         }
     }
     // The segment left by a switch just now may still be written by enqueues that locked it
@@ -272,11 +394,11 @@ Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments) {
     if (chosen < 0) return r;
     Relation rel = table_open(segments.relids[chosen], NoLock);
     bool proved = rel->trigdesc == nullptr && settled(rel, false);  // T2, under the lock: every page
-    char* name = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
+    char* name = qualified_name(rel);
     table_close(rel, NoLock);
     if (!proved) return r;  // the lock goes at this transaction's end, a moment away
     TruncateWork work{psprintf("TRUNCATE ONLY %s", name)};
-    base::run_as(base::RunAs{owner}, [](void* arg) {  // T6
+    base::run_as(base::RunAs{t.owner}, [](void* arg) {  // T6
         int rc = SPI_execute(static_cast<TruncateWork*>(arg)->statement, false, 0);
         if (rc != SPI_OK_UTILITY) elog(ERROR, "aq: truncation of a segment failed: %s", SPI_result_code_string(rc));
     }, &work);
@@ -284,13 +406,14 @@ Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments) {
     return r;
 }
 
-Rotation rotate_now(Oid relid) {
+Rotation rotate_now(Oid relid, bool switch_due) {
     Oid types[1] = {OIDOID};
     Datum args[1] = {ObjectIdGetDatum(relid)};
     int rc = SPI_execute_with_args(
-        "SELECT t.queue_table_id, pg_catalog.array_agg(s.relid::pg_catalog.oid ORDER BY s.segment)"
+        "SELECT t.queue_table_id, pg_catalog.array_agg(s.relid::pg_catalog.oid ORDER BY s.segment),"
+        "       t.sort_list OPERATOR(pg_catalog.=) 'priority,enq_time'"
         "  FROM aq.queue_tables t JOIN aq.queue_segments s ON s.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
-        " WHERE t.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 GROUP BY 1",
+        " WHERE t.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 GROUP BY 1, 3",
         1, types, args, nullptr, true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: ring lookup failed: %s", SPI_result_code_string(rc));
     if (SPI_processed == 0)
@@ -303,19 +426,19 @@ Rotation rotate_now(Oid relid) {
     int n;
     deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)), OIDOID,
                       sizeof(Oid), true, TYPALIGN_INT, &relids, nullptr, &n);
-    Segments segments;
-    segments.count = Min(n, max_segments);
-    for (int i = 0; i < segments.count; i++) segments.relids[i] = DatumGetObjectId(relids[i]);
-    Oid owner = InvalidOid;
+    RingTable t{queue_table_id, InvalidOid,
+                DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)), {}};
+    t.segments.count = Min(n, max_segments);
+    for (int i = 0; i < t.segments.count; i++) t.segments.relids[i] = DatumGetObjectId(relids[i]);
     HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
     if (HeapTupleIsValid(tuple)) {
-        owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+        t.owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
         ReleaseSysCache(tuple);
     }
-    if (!has_privs_of_role(GetUserId(), owner))
+    if (!has_privs_of_role(GetUserId(), t.owner))
         ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                         errmsg("must be the owner of queue table %s to rotate it", get_rel_name(relid))));
-    return rotate(queue_table_id, owner, segments);
+    return rotate(t, switch_due);
 }
 
 }  // namespace ring

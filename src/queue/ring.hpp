@@ -36,7 +36,10 @@
 //     segment has the parent's columns in the same places, no triggers, rules, row-level security
 //     or children of its own.  The caller's privileges are checked on the parent: PostgreSQL checks
 //     only the parent's when a statement reads the segments through it.  Otherwise the walk or the
-//     bulk enqueue leaves it to the statement (index_walk.hpp, 1).
+//     bulk enqueue leaves it to the statement (index_walk.hpp, 1).  A table that inherits from the
+//     parent and is not a segment would be read through it as messages: every enqueue, dequeue and
+//     LISTEN of the table's queues fails (55000, naming it), and the time manager leaves the table
+//     alone, until the inheritance is removed.
 //
 // Rotation and truncation (the time manager's, a unit per ring in its round: time_manager.hpp):
 //  T1 A segment is truncated only while it is not the current one, under ACCESS EXCLUSIVE taken
@@ -66,6 +69,32 @@
 //  T6 The truncation runs as the queue table's owner (base/run_as.hpp) on a segment without
 //     triggers: it runs no role's code.
 //
+// Carry-forward (what keeps a ring from jamming):
+//  C1 When a rotation finds the switch due but the next segment not empty (T4), and that segment is
+//     not all gone (T2) while its row versions not gone are at most a tenth of all of them — a
+//     message nobody came back for, an exception queue nobody reads, a long delay, a retried message
+//     (the settler rewrites a row within its segment) — the rotation moves them into the current
+//     segment, at most carry_batch a rotation, each unchanged (msgid, enq_time, priority, delay,
+//     expiration, retry_count, ...), deleting the original in the same transaction.  The next
+//     rotation truncates the segment (T2), the one after switches.  A segment held by more (a real
+//     backlog) is not rewritten: the current segment grows instead (T4), and aq.ring_segments says
+//     the next switch is blocked.
+//  C2 Only settled rows (rules.hpp, 3) that no other transaction holds are moved (FOR UPDATE SKIP
+//     LOCKED: statements.hpp, carry_forward_sql): a claimed, locked or still-enqueuing message
+//     stays, and so does a row holding an attempt not counted yet, which the settler counts first.
+//  C3 Not lost, not twice: the move is one transaction, so a snapshot sees the original or the copy,
+//     never both.  A dequeue whose snapshot predates the move meets the original removed by a
+//     committed transaction, which a claim passes at every level (T3); later ones take the copy.  A
+//     copy keeps its position in the queue's order (its key), so before the commit the move lowers
+//     each queue's scan floor to its first copy, as an enqueue does (R3), and its waiters are woken
+//     at the commit (wakeup.hpp).
+//  C4 The census behind C1 reads the whole segment (the time manager's process only); a segment
+//     found over the tenth is not counted again for carry_recount_s seconds.
+//  C5 kill -9 mid-move: the move did not commit, so every original is live again; its xmax is the
+//     aborted mover's, older than the crash restart, which retries.hpp (2) counts as a dequeue
+//     attempt, as it does a hand DELETE's: a crash mid-move may count one attempt too many for the
+//     messages it was moving, never one too few, and loses or doubles none.
+//
 //  L1 (the looks) The statements that only look at a ring while a dequeue or LISTEN waits or
 //     catches up (the next delay, the ready candidates, the delays passed) run in a subtransaction
 //     that is rolled back once their results are copied out (base/xact_end.hpp, look): their locks on
@@ -73,8 +102,9 @@
 //     hold every segment from truncation.  A dequeue's move of expired messages (an UPDATE, whose
 //     locks stay) runs only after such a look found one to move.  What a dequeue takes, browses or
 //     locks keeps its locks to the end of the transaction, as any statement's.
-// Proved by: regress ring_storage (catalog, shape), ring (order across segments, statements);
-// isolation ring_order.
+// Proved by: regress ring_storage (catalog, shape), ring (order across segments, statements, C1,
+// C2); isolation ring_order, ring_carry (C2, C3 at every isolation level); TAP 036_rotation (T1-T5
+// and C1 through the time manager; kill -9 of it mid-rotation).
 //
 // PostgreSQL-side: called inside base::call.
 #pragma once
@@ -100,6 +130,10 @@ bool available();
 // R1: the current segment, opened and locked RowExclusiveLock (kept to the end of the transaction).
 Relation open_current(int32 queue_table_id, const Segments& segments);
 
+// E1: a table that inherits from the ring's parent and is not one of its segments (InvalidOid:
+// none).  Its rows would be read through the parent as messages: the queue refuses to work (55000).
+Oid foreign_inheritor(Oid parent, const Segments& segments);
+
 // E1: whether the segment may be read and written directly like its parent (which the caller has
 // checked: plain_queue_table(parent, payload_type, true)).
 bool plain_segment(Relation parent, Relation segment);
@@ -107,19 +141,30 @@ bool plain_segment(Relation parent, Relation segment);
 // aq.segment_size, aq.segment_max_age (T4), from _PG_init.
 void define_settings();
 
-// One rotation of a ring (T1-T6), in the caller's transaction (SPI connected).
+// A ring queue table, as a rotation needs it.
+struct RingTable {
+    int32 queue_table_id;
+    Oid owner;
+    bool priority_order;  // sort_list priority,enq_time: the scan floors' positions (C3)
+    Segments segments;
+};
+
+// One rotation of a ring (T1-T6, C1-C5), in the caller's transaction (SPI connected).
+// switch_due: switch (or, the next segment not empty, carry forward) whatever the current
+// segment's size and age.
 struct Rotation {
     int truncated = 0;      // segments truncated
     int skipped = 0;        // settled segments whose lock was not granted at once
+    int64 carried = 0;      // messages carried forward (C1)
     bool switched = false;  // a new generation
     bool holds_rows = false;  // some segment still has pages: rotate again later
-    bool more = false;        // another segment could be truncated (one a rotation)
+    bool more = false;        // another segment could be truncated (one a rotation), or carried
 };
-Rotation rotate(int32 queue_table_id, Oid owner, const Segments& segments);
+Rotation rotate(const RingTable& t, bool switch_due = false);
 
-// aq._rotate_segments(queue_table): one rotation now, in the caller's transaction, by its owner (or
-// a superuser); for tests and for operators who do not wait for the time manager.  22023 for a
-// table that is not a ring queue table, 42501 for another role's.  Requires SPI.
-Rotation rotate_now(Oid relid);
+// aq._rotate_segments(queue_table, switch_due): one rotation now, in the caller's transaction, by
+// its owner (or a superuser); for tests and for operators who do not wait for the time manager.
+// 22023 for a table that is not a ring queue table, 42501 for another role's.  Requires SPI.
+Rotation rotate_now(Oid relid, bool switch_due);
 
 }  // namespace aq::queue::ring

@@ -365,4 +365,14 @@ SPIPlanPtr condition_plan(const QueueInfo& q, int32 statement, const char* text)
     return condition::prepared_plan(request);
 }
 
+char* carry_forward_sql(const char* from, const char* to, int limit) {
+    return psprintf(
+        "WITH picked AS MATERIALIZED (SELECT ctid FROM ONLY %1$s WHERE %3$s LIMIT %4$d FOR UPDATE SKIP LOCKED),"
+        " moved AS (DELETE FROM ONLY %1$s m WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM picked))"
+        "           RETURNING m.*),"
+        " copied AS (INSERT INTO %2$s SELECT * FROM moved RETURNING q_id, priority, enq_time)"
+        " SELECT q_id, pg_catalog.min(priority), pg_catalog.min(enq_time), pg_catalog.count(*) FROM copied GROUP BY q_id",
+        from, to, rule_sql<rules::Settled>("", "NULL"), limit);
+}
+
 }  // namespace aq::queue

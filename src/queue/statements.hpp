@@ -85,4 +85,11 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
 // condition text (condition.hpp).
 SPIPlanPtr condition_plan(const QueueInfo& q, int32 statement, const char* text);
 
+// A ring's carry-forward (ring.hpp, C2): moves at most `limit` settled rows (rules.hpp, 3) of the
+// segment `from` that no other transaction holds (FOR UPDATE SKIP LOCKED) into the segment `to`,
+// unchanged, and returns per queue (q_id) the lowest priority and enq_time moved and how many.
+// from, to: qualified names; both have the queue table's columns in its order.  Not prepared: it
+// runs when a ring is jammed, a few times a rotation at most.
+char* carry_forward_sql(const char* from, const char* to, int limit);
+
 }  // namespace aq::queue

@@ -157,8 +157,7 @@ struct Table {
     int first;  // its queues: queue_ids[first .. first + count)
     int count;
     // A ring queue table (ring.hpp), as its unit found it: rotated in a unit of its own (9).
-    Oid owner;
-    ring::Segments segments;
+    ring::RingTable ring;
 };
 
 // The normal queues of the database, by queue table (in the current memory context).
@@ -177,7 +176,7 @@ void list_queues(Table** tables, int* ntables, int32** queue_ids) {
         int32 table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
         (*queue_ids)[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
         if (*ntables == 0 || (*tables)[*ntables - 1].queue_table_id != table)
-            (*tables)[(*ntables)++] = Table{table, int(i), 0, InvalidOid, {}};
+            (*tables)[(*ntables)++] = Table{table, int(i), 0, ring::RingTable{table, InvalidOid, false, {}}};
         (*tables)[*ntables - 1].count++;
     }
     SPI_freetuptable(SPI_tuptable);
@@ -191,8 +190,8 @@ void table_unit(Table& t, const int32* queue_ids, TimestampTz since, TimestampTz
     for (int i = 0; i < t.count; i++) {
         QueueInfo q;
         if (!lookup_by_id(queue_ids[t.first + i], q) || !OidIsValid(q.relid) || !OidIsValid(claim_relid(q))) continue;
-        t.owner = q.owner;
-        t.segments = q.segments;
+        if (q.segments.count > 0 && OidIsValid(ring::foreign_inheritor(q.relid, q.segments))) continue;  // ring.hpp, E1
+        t.ring = ring::RingTable{t.queue_table_id, q.owner, q.priority_order, q.segments};
         TimestampTz passed = next_visible_time(q, since);
         if (passed != 0 && passed <= now) {
             // The first round since the server started lowers nothing: no walk passed a message
@@ -365,10 +364,9 @@ RoundResult round(TimestampTz since, TimestampTz now, int* failures_in_row) {
             result.failed = true;
         // 9: a ring's rotation, in a transaction of its own (its ACCESS EXCLUSIVE locks go at once).
         const Table& t = tables[i];
-        if (t.segments.count > 0 && OidIsValid(t.owner)) {
+        if (t.ring.segments.count > 0 && OidIsValid(t.ring.owner)) {
             ring::Rotation rotation;
-            if (!in_transaction("aq: time manager rotation", budget, &result,
-                                [&] { rotation = ring::rotate(t.queue_table_id, t.owner, t.segments); }))
+            if (!in_transaction("aq: time manager rotation", budget, &result, [&] { rotation = ring::rotate(t.ring); }))
                 result.failed = true;
             result.truncated += uint64(rotation.truncated);
             if (rotation.holds_rows || rotation.skipped > 0)
