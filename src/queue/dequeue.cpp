@@ -38,6 +38,7 @@ extern "C" {
 #include "base/guard.hpp"
 #include "base/once_a_second.hpp"
 #include "base/spi.hpp"
+#include "base/xact_end.hpp"
 #include "queue/bulk_dequeue.hpp"
 #include "queue/catalog.hpp"
 #include "queue/deliveries.hpp"
@@ -62,6 +63,7 @@ struct ClaimArgs {
     const DequeueRequest* request;
     const Position* after;  // nullptr: from the head of the queue
     const int64* group = nullptr;  // a grouped queue table: only this transaction group's messages
+    bool may_wait = false;  // the dequeue waits if this finds nothing (a ring's statement probes first)
 };
 
 // The priorities of removed deliveries, for the sweep (deliveries.hpp): up to 8, more is "any".
@@ -73,6 +75,7 @@ using Priorities = sweep_rules::Priorities;
 struct SinkReceiver {
     DestReceiver pub;  // first member: PostgreSQL sees a DestReceiver*
     const DequeueRequest* request;
+    bool probe;   // only whether the statement finds a row: counts the first and stops
     bool claims;  // remove and locked modes: the rows are claimed (retries.hpp)
     bool sweeps;            // multi-consumer remove: the messages left without deliveries go (deliveries.hpp)
     Priorities priorities;  // ... of these priorities
@@ -84,6 +87,10 @@ struct SinkReceiver {
 
 bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     auto* r = reinterpret_cast<SinkReceiver*>(self);
+    if (r->probe) {
+        r->rows++;
+        return false;  // the executor stops
+    }
     slot_getallattrs(slot);
     DequeuedRow row{slot->tts_values[0], slot->tts_values[1], slot->tts_values[2],
                     r->request->options->mode == DequeueMode::remove_nodata};
@@ -233,11 +240,7 @@ int claim_in_bulk(const ClaimArgs& a) {
     return rows;
 }
 
-// One dequeue statement (claim-and-delete, lock, or read); passes the rows to the sink.
-// Requires SPI.
-int claim(const ClaimArgs& a) {
-    int in_bulk = claim_in_bulk(a);
-    if (in_bulk >= 0) return in_bulk;
+int32 statement_shape(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
     int32 shape = 0;
     if (a.after) shape |= after_position;
@@ -251,6 +254,14 @@ int claim(const ClaimArgs& a) {
     if (a.queue->multiple_consumers) shape |= multi_consumer;
     if (o.consumer) shape |= by_consumer;
     if (a.group) shape |= by_group;
+    return shape;
+}
+
+// One dequeue statement of this shape (claim-and-delete, lock, or read); passes the rows to the
+// sink.  probe: only whether it finds a row (a read-only shape; nothing reaches the sink).
+// Requires SPI.
+int run_statement(const ClaimArgs& a, int32 shape, bool probe) {
+    const DequeueOptions& o = *a.request->options;
     SPIPlanPtr plan = o.condition ? condition_plan(*a.queue, dequeue_base + shape, o.condition)
                                   : statement_plan(*a.queue, dequeue_base + shape, InvalidOid);
 
@@ -267,7 +278,7 @@ int claim(const ClaimArgs& a) {
     };
     set(0, Int32GetDatum(a.queue->queue_id));
     set(1, TimestampTzGetDatum(GetCurrentTimestamp()));
-    set(2, Int64GetDatum(a.request->array_size));
+    set(2, Int64GetDatum(probe ? 1 : a.request->array_size));
     if (a.after) {
         set(3, TimestampTzGetDatum(a.after->enq_time));
         set(4, Int64GetDatum(a.after->msgid));
@@ -286,8 +297,9 @@ int claim(const ClaimArgs& a) {
     receiver.pub.rDestroy = receiver_destroy;
     receiver.pub.mydest = DestNone;
     receiver.request = a.request;
-    receiver.claims = o.mode != DequeueMode::browse;
-    receiver.sweeps = a.queue->multiple_consumers && !a.queue->exception_queue && removes(o.mode);
+    receiver.probe = probe;
+    receiver.claims = !probe && o.mode != DequeueMode::browse;
+    receiver.sweeps = !probe && a.queue->multiple_consumers && !a.queue->exception_queue && removes(o.mode);
 
     SPIExecuteOptions options;
     memset(&options, 0, sizeof options);
@@ -299,13 +311,14 @@ int claim(const ClaimArgs& a) {
     // correlation index is not in that order.)
     // A claim of this statement is recorded as a dequeue attempt even if the statement
     // fails after it (a cancel, statement_timeout): registered before it runs.
-    if (o.mode != DequeueMode::browse) retries::before_claim();
+    if (receiver.claims) retries::before_claim();
     int guc_level = plan_cache::index_plans_begin(shape & by_correlation);
     int rc = SPI_execute_plan_extended(plan, &options);
     plan_cache::index_plans_end(guc_level);
     // SPI reports a query whose rows went to another DestReceiver as SPI_OK_UTILITY.
     if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "aq: dequeue statement failed: %s", SPI_result_code_string(rc));
 
+    if (probe) return receiver.rows;
     if (receiver.rows > 0) {
         remember_position(a.queue->queue_id, o.consumer ? o.consumer : "", o.mode == DequeueMode::browse,
                           receiver.last_priority, receiver.last_enq_time, receiver.last_msgid, a.group);
@@ -324,6 +337,40 @@ int claim(const ClaimArgs& a) {
         deliveries::sweep(tables_of(*a.queue, a.request->queue_name), nullptr, 0, nullptr);
     }
     return receiver.rows;
+}
+
+// ring.hpp, L1: a ring's statement run in a look, whose locks on the segments go with it.
+struct StatementLook {
+    const ClaimArgs* args;
+    int32 shape;
+    bool probe;
+    int rows;
+};
+void statement_look(void* arg) {
+    auto* l = static_cast<StatementLook*>(arg);
+    l->rows = run_statement(*l->args, l->shape, l->probe);
+}
+int run_in_look(const ClaimArgs& a, int32 shape, bool probe) {
+    StatementLook look{&a, shape, probe, 0};
+    base::xact_end::look(statement_look, &look);
+    return look.rows;
+}
+
+// One dequeue: the walk when it applies, else the statement.  Requires SPI.
+int claim(const ClaimArgs& a) {
+    int in_bulk = claim_in_bulk(a);
+    if (in_bulk >= 0) return in_bulk;
+    int32 shape = statement_shape(a);
+    if (a.queue->segments.count > 0) {
+        // ring.hpp, L1: a statement reads every segment of a ring through its parent, and its locks
+        // would keep them all from truncation to the end of the transaction.  A browse only reads:
+        // it runs in a look (its rows reach the sink all the same).  A remove or locked dequeue
+        // that would wait when it finds nothing first looks whether the read-only form of its
+        // statement finds a message: when not, it waits holding nothing.
+        if (shape & mode_browse) return run_in_look(a, shape, false);
+        if (a.may_wait && run_in_look(a, (shape & ~mode_locked) | mode_browse, true) == 0) return 0;
+    }
+    return run_statement(a, shape, false);
 }
 
 // A grouped queue table's claim (groups.hpp): in the transaction's current group (NEXT_MESSAGE;
@@ -426,12 +473,14 @@ int dequeue(const DequeueRequest& r) {
                 } else {
                     const Position* after =
                         by_position ? find_position(q.queue_id, o.consumer ? o.consumer : "", browse) : nullptr;
-                    delivered = claim(ClaimArgs{&q, &r, after});
+                    bool may_wait = o.wait.forever || o.wait.seconds > 0;
+                    delivered = claim(ClaimArgs{&q, &r, after, nullptr, may_wait});
                     // Removing: messages may have come back (or arrived with a higher priority) before
                     // the position, so look from the head once more before waiting (navigation.hpp, 4).
                     // Browse and locked walk forward only: from the head they would return the same
                     // messages.
-                    if (delivered == 0 && after && removes(o.mode)) delivered = claim(ClaimArgs{&q, &r, nullptr});
+                    if (delivered == 0 && after && removes(o.mode))
+                        delivered = claim(ClaimArgs{&q, &r, nullptr, nullptr, may_wait});
                 }
                 return delivered > 0 ? PassResult::found : PassResult::nothing;
             },

@@ -100,10 +100,14 @@
 //     that is rolled back once their results are copied out (base/xact_end.hpp, look): their locks on
 //     the segments go with it, so a session waiting for minutes, inside its transaction, does not
 //     hold every segment from truncation.  A dequeue's move of expired messages (an UPDATE, whose
-//     locks stay) runs only after such a look found one to move.  What a dequeue takes, browses or
-//     locks keeps its locks to the end of the transaction, as any statement's.
+//     locks stay) runs only after such a look found one to move.  A browse only reads: its
+//     statement runs in a look (its rows reach the caller all the same).  A remove or locked dequeue
+//     that runs a statement (by msgid, correlation or condition, locked mode) and may wait first
+//     runs the read-only form of it in a look, and runs the statement only when that finds a
+//     message: a pass that finds none, and the sleep after it, hold no segment.  What a dequeue
+//     takes or locks keeps its segments' locks to the end of the transaction, as any statement's.
 // Proved by: regress ring_storage (catalog, shape), ring (order across segments, statements, C1,
-// C2); isolation ring_order, ring_carry (C2, C3 at every isolation level); TAP 036_rotation (T1-T5
+// C2); isolation ring_order (W2, T1, T2, L1), ring_carry (C2, C3 at every isolation level); TAP 036_rotation (T1-T5
 // and C1 through the time manager; kill -9 of it mid-rotation).
 //
 // PostgreSQL-side: called inside base::call.
