@@ -770,7 +770,8 @@ COMMENT ON VIEW aq.ring_segments IS
 -- worker's pid (NULL: none runs now), the next time a delay or an expiration passes, its last
 -- round and how late that round started after its due time (the largest lag too), how many
 -- rounds ran, messages it moved to exception queues, queues it woke because a delay passed,
--- and its failures with the last error.  Needs aq in shared_preload_libraries (55000 without).
+-- ring segments it truncated, messages it carried forward in rings, segments all gone that it
+-- left for later because a reader held them, and its failures with the last error.  Needs aq in shared_preload_libraries (55000 without).
 CREATE FUNCTION aq._queue_monitor(
     OUT database oid,
     OUT pid integer,
@@ -781,19 +782,22 @@ CREATE FUNCTION aq._queue_monitor(
     OUT rounds bigint,
     OUT expired bigint,
     OUT woken bigint,
+    OUT truncated bigint,
+    OUT carried bigint,
+    OUT rotation_skips bigint,
     OUT failures bigint,
     OUT last_error text)
 RETURNS SETOF record LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'aq_queue_monitor';
 
 CREATE VIEW aq.queue_monitor WITH (security_invoker = true) AS
 SELECT d.datname AS database, m.pid, m.next_due, m.last_round, m.last_lag, m.max_lag, m.rounds,
-       m.expired, m.woken, m.failures, m.last_error
+       m.expired, m.woken, m.truncated, m.carried, m.rotation_skips, m.failures, m.last_error
   FROM aq._queue_monitor() m
   LEFT JOIN pg_catalog.pg_database d ON d.oid = m.database
  ORDER BY d.datname;
 GRANT SELECT ON aq.queue_monitor TO PUBLIC;
 COMMENT ON VIEW aq.queue_monitor IS
-    'The time manager: per database, its worker, next due time, last round and lag, rounds, messages expired, queues woken for delays, failures';
+    'The time manager: per database, its worker, next due time, last round and lag, rounds, messages expired, queues woken for delays, ring segments truncated, messages carried forward, truncations put off, failures';
 
 -- ---------------------------------------------------------------- pg_dump
 

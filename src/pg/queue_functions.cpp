@@ -349,25 +349,29 @@ Datum queue_monitor_impl(FunctionCallInfo fcinfo) {
         };
         for (int i = 0; i < count; i++) {
             const auto& r = rows[i];
-            Datum values[11];
-            bool nulls[11] = {};
+            const auto& t = r.tally;
+            Datum values[14];
+            bool nulls[14] = {};
             values[0] = ObjectIdGetDatum(r.database);
             values[1] = Int32GetDatum(r.pid);
             nulls[1] = r.pid == 0;
             values[2] = timestamp(r.next_due, &nulls[2]);
-            values[3] = timestamp(r.last_round, &nulls[3]);
-            values[4] = interval_ms(r.last_lag_ms);
-            nulls[4] = r.last_round == 0;
-            values[5] = interval_ms(r.max_lag_ms);
-            nulls[5] = r.last_round == 0;
-            values[6] = Int64GetDatum(int64(r.rounds));
-            values[7] = Int64GetDatum(int64(r.expired));
-            values[8] = Int64GetDatum(int64(r.woken));
-            values[9] = Int64GetDatum(int64(r.failures));
+            values[3] = timestamp(t.last_round, &nulls[3]);
+            values[4] = interval_ms(t.last_lag_ms);
+            nulls[4] = t.last_round == 0;
+            values[5] = interval_ms(t.max_lag_ms);
+            nulls[5] = t.last_round == 0;
+            values[6] = Int64GetDatum(int64(t.rounds));
+            values[7] = Int64GetDatum(int64(t.expired));
+            values[8] = Int64GetDatum(int64(t.woken));
+            values[9] = Int64GetDatum(int64(t.truncated));
+            values[10] = Int64GetDatum(int64(t.carried));
+            values[11] = Int64GetDatum(int64(t.rotation_skips));
+            values[12] = Int64GetDatum(int64(t.failures));
             // An error may quote a queue table's data: like another session's query, only to
             // members of pg_read_all_stats.
-            nulls[10] = r.last_error[0] == 0 || !read_all_stats;
-            values[10] = nulls[10] ? (Datum)0 : CStringGetTextDatum(r.last_error);
+            nulls[13] = t.last_error[0] == 0 || !read_all_stats;
+            values[13] = nulls[13] ? (Datum)0 : CStringGetTextDatum(t.last_error);
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
         }
     });

@@ -173,15 +173,19 @@ void run_time_round(DatabaseSlot* slot) {
     t.round_running = false;
     t.lowered_in_round = 0;
     int64 lag = due_at != 0 && due_at < start ? (start - due_at) / 1000 : 0;
-    t.last_round = start;
-    t.last_lag_ms = lag;
-    t.max_lag_ms = Max(t.max_lag_ms, lag);
-    t.rounds++;
-    t.expired += r.expired;
-    t.woken += r.woken;
+    time_manager::Tally& tally = t.tally;
+    tally.last_round = start;
+    tally.last_lag_ms = lag;
+    tally.max_lag_ms = Max(tally.max_lag_ms, lag);
+    tally.rounds++;
+    tally.expired += r.expired;
+    tally.woken += r.woken;
+    tally.truncated += r.truncated;
+    tally.carried += r.carried;
+    tally.rotation_skips += r.rotation_skips;
     if (r.failed) {
-        t.failures++;
-        strlcpy(t.last_error, r.error, sizeof t.last_error);
+        tally.failures++;
+        strlcpy(tally.last_error, r.error, sizeof tally.last_error);
     }
     LWLockRelease(shared->lock);
 }
@@ -190,7 +194,7 @@ void run_time_round(DatabaseSlot* slot) {
 // would hold the next settle back under a stream of rollbacks).  Under the lock.
 void want_round_soon(DatabaseSlot* slot, TimestampTz now) {
     TimeState& t = slot->times;
-    TimestampTz at = Max(now, TimestampTzPlusMilliseconds(t.last_round, 100));
+    TimestampTz at = Max(now, TimestampTzPlusMilliseconds(t.tally.last_round, 100));
     if (t.next_due == 0 || at < t.next_due) t.next_due = at;
 }
 
@@ -212,7 +216,7 @@ bool may_start(const DatabaseSlot& slot, TimestampTz now) {
 bool served_first(const DatabaseSlot& slot, TimestampTz now) {
     for (const auto& other : shared->slots)
         if (&other != &slot && may_start(other, now) && time_due(other, now, 0) &&
-            other.times.last_round < slot.times.last_round)
+            other.times.tally.last_round < slot.times.tally.last_round)
             return false;
     return true;
 }

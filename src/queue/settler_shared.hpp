@@ -12,6 +12,8 @@ extern "C" {
 #include "datatype/timestamp.h"
 }
 
+#include "queue/time_manager.hpp"
+
 namespace aq::queue::settler {
 
 constexpr int max_databases = 64;
@@ -52,14 +54,7 @@ struct TimeState {
     TimestampTz lowered_in_round;  // the earliest time lowered while it runs (0: none)
     TimestampTz served_upto; // the start of the last round that did all its work (0: none yet)
     int failures_in_row;     // rounds in a row with a failed unit (their budgets double)
-    TimestampTz last_round;
-    int64 last_lag_ms;
-    int64 max_lag_ms;
-    uint64 rounds;
-    uint64 expired;
-    uint64 woken;
-    uint64 failures;
-    char last_error[160];
+    time_manager::Tally tally;  // aq.queue_monitor
 };
 
 struct DatabaseSlot {

@@ -369,6 +369,8 @@ RoundResult round(TimestampTz since, TimestampTz now, int* failures_in_row) {
             if (!in_transaction("aq: time manager rotation", budget, &result, [&] { rotation = ring::rotate(t.ring); }))
                 result.failed = true;
             result.truncated += uint64(rotation.truncated);
+            result.carried += uint64(rotation.carried);
+            result.rotation_skips += uint64(rotation.skipped);
             if (rotation.holds_rows || rotation.skipped > 0)
                 keep_earliest(&result.next_due, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), rotation_ms));
         }
@@ -395,14 +397,7 @@ bool monitor(MonitorRow* rows, int max_rows, int* count) {
         r.database = slot.database;
         r.pid = slot.worker_procno != no_proc ? compat::proc_pid(slot.worker_procno) : 0;
         r.next_due = t.next_due;
-        r.last_round = t.last_round;
-        r.last_lag_ms = t.last_lag_ms;
-        r.max_lag_ms = t.max_lag_ms;
-        r.rounds = t.rounds;
-        r.expired = t.expired;
-        r.woken = t.woken;
-        r.failures = t.failures;
-        strlcpy(r.last_error, t.last_error, sizeof r.last_error);
+        r.tally = t.tally;
     }
     LWLockRelease(shared->lock);
     return true;

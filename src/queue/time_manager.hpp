@@ -124,9 +124,27 @@ struct RoundResult {
     uint64 expired;     // messages moved to exception queues
     uint64 woken;       // queues woken because a delay passed
     uint64 truncated;   // ring segments truncated (9)
+    uint64 carried;     // messages carried forward in rings (9)
+    uint64 rotation_skips;  // ring segments all gone whose lock was not granted at once (9)
     bool failed;        // a table's unit failed (4)
     bool extension_missing;
     char error[160];    // the last failure's message
+};
+
+// What a database's time manager has done since the server started (7): kept in its settler
+// slot, shown by aq.queue_monitor.
+struct Tally {
+    TimestampTz last_round;  // 0: none yet
+    int64 last_lag_ms;       // how late the last round started after its due time
+    int64 max_lag_ms;
+    uint64 rounds;
+    uint64 expired;
+    uint64 woken;
+    uint64 truncated;
+    uint64 carried;
+    uint64 rotation_skips;
+    uint64 failures;
+    char last_error[160];
 };
 
 // One round of the worker (3), each queue table in a transaction of its own.  Never raises.
@@ -137,16 +155,9 @@ RoundResult round(TimestampTz since, TimestampTz now, int* failures_in_row);
 // memory.
 struct MonitorRow {
     Oid database;
-    int pid;                   // the worker's, 0: none running
-    TimestampTz next_due;      // 0: none
-    TimestampTz last_round;    // 0: none yet
-    int64 last_lag_ms;         // how late the last round started after its due time
-    int64 max_lag_ms;
-    uint64 rounds;
-    uint64 expired;
-    uint64 woken;
-    uint64 failures;
-    char last_error[160];
+    int pid;               // the worker's, 0: none running
+    TimestampTz next_due;  // 0: none
+    Tally tally;
 };
 bool monitor(MonitorRow* rows, int max_rows, int* count);
 constexpr int monitor_max_rows = 64;

@@ -94,6 +94,8 @@ my $classic = $node->safe_psql('postgres', q{SELECT pg_relation_size('rot_classi
 ok($classic > 5 * 1024 * 1024, "1: the held horizon keeps the classic table's consumed messages ($classic bytes)");
 cmp_ok($node->safe_psql('postgres', q{SELECT generations()}), '>=', 6, '1: the ring came round twice: its segments were truncated');
 wait_for(q{SELECT ring_bytes() <= 2 * 400 * 1024}, '1: and it ends small, horizon or not');
+cmp_ok($node->safe_psql('postgres', q{SELECT truncated FROM aq.queue_monitor WHERE database = 'postgres'}), '>=', 4,
+	'1: aq.queue_monitor counts the truncations');
 note '1: ring ' . $node->safe_psql('postgres', q{SELECT ring_bytes()}) . " bytes, classic $classic bytes";
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity WHERE backend_xid IS NOT NULL
 	AND state = 'idle in transaction' AND pid <> pg_backend_pid()}), '1', '1: the horizon was held throughout');
@@ -116,6 +118,8 @@ for my $i (1 .. 5)
 cmp_ok($node->safe_psql('postgres', q{SELECT generations()}), '>=', $gen2 + 5, '2: the ring came round past it');
 isnt($node->safe_psql('postgres', q{SELECT tableoid::regclass FROM rot_ring WHERE user_data = 'left behind'}), $left_in,
 	'2: the message was carried out of its segment');
+cmp_ok($node->safe_psql('postgres', q{SELECT carried FROM aq.queue_monitor WHERE database = 'postgres'}), '>=', 1,
+	'2: aq.queue_monitor counts the messages carried');
 is($node->safe_psql('postgres', q{SELECT msgid || ':' || payload FROM aq.dequeue('rot_idle_q', NULL::text, aq.dequeue_options(wait => 0))}),
 	"$left_msgid:left behind", '2: it is there, once and unchanged, when its consumer comes');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM rot_ring WHERE q_id = (SELECT queue_id FROM aq.queues WHERE queue_name = 'rot_idle_q')}),
@@ -140,6 +144,8 @@ ok($sealed > 0, "3: the segment left holds its consumed messages ($sealed bytes)
 my ($rounds, $failures) = split /\|/, $node->safe_psql('postgres', q{SELECT rounds, failures FROM aq.queue_monitor WHERE database = 'postgres'});
 wait_for(qq{SELECT rounds >= $rounds + 3 FROM aq.queue_monitor WHERE database = 'postgres'}, '3: the time manager goes on rotating');
 is($node->safe_psql('postgres', $sealed_sql), $sealed, '3: nothing the reader locked is truncated');
+cmp_ok($node->safe_psql('postgres', q{SELECT rotation_skips FROM aq.queue_monitor WHERE database = 'postgres'}), '>=', 1,
+	'3: aq.queue_monitor counts the truncations put off');
 is($node->safe_psql('postgres', q{SELECT failures FROM aq.queue_monitor WHERE database = 'postgres'}), $failures,
 	'3: no round failed or waited on it');
 query($reader, q{COMMIT;});
