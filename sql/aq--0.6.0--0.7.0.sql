@@ -193,11 +193,6 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Leave segments at 0 (classic storage).';
     END IF;
-    IF ring <> 0 AND grouping = 'transactional' THEN
-        RAISE EXCEPTION 'segments are not supported yet with message_grouping transactional'
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Leave segments at 0 (classic storage).';
-    END IF;
     IF EXISTS (SELECT FROM aq.queue_tables qt WHERE qt.queue_table = create_queue_table.queue_table) THEN
         RAISE EXCEPTION 'queue table "%" already exists', queue_table USING ERRCODE = 'duplicate_table';
     END IF;

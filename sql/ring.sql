@@ -133,6 +133,41 @@ SELECT tableoid::regclass AS segment, user_data FROM ring_carry ORDER BY msgid;
 SELECT payload FROM aq.dequeue_array('ring_carry_q', NULL::text, 10, aq.dequeue_options(wait => 0));
 SELECT aq.drop_queue_table('ring_carry', force => true);
 
+-- Transaction groups in a ring: a group whose messages span a switch is handed out whole and in
+-- order (the walks merge the segments' group indexes); one carried forward keeps its order too.
+SELECT aq.create_queue_table('ring_grp', 'text', message_grouping => 'transactional', segments => 3);
+SELECT aq.create_queue('ring_grp_q', 'ring_grp');
+SELECT aq.start_queue('ring_grp_q');
+CREATE FUNCTION ring_grp_take(navigation text, mode text DEFAULT 'remove') RETURNS text LANGUAGE sql AS $$
+  SELECT string_agg(payload || CASE WHEN (message_properties).end_of_group THEN '*' ELSE '' END, ' ' ORDER BY k)
+    FROM aq.dequeue_array('ring_grp_q', NULL::text, 30, aq.dequeue_options(navigation => navigation, dequeue_mode => mode, wait => 0))
+         WITH ORDINALITY AS d(msgid, payload, message_properties, k) $$;
+SELECT count(*) AS enqueued FROM unnest(aq.enqueue_array('ring_grp_q', (SELECT array_agg('c' || i) FROM generate_series(1, 20) i)));
+SELECT ring_grp_take('first_message') AS group_c;
+BEGIN;
+SELECT aq.enqueue_array('ring_grp_q', ARRAY['a1', 'a2']) IS NOT NULL AS enqueued;
+SELECT aq._switch_segment('ring_grp');
+SELECT aq.enqueue('ring_grp_q', 'a3'::text) > 0 AS enqueued;
+COMMIT;
+SELECT aq.enqueue_array('ring_grp_q', ARRAY['b1', 'b2']) IS NOT NULL AS enqueued;
+SELECT tableoid::regclass AS segment, user_data FROM ring_grp ORDER BY msgid;
+SELECT ring_grp_take('first_message', 'browse') AS browsed;
+BEGIN;
+SELECT ring_grp_take('first_message') AS group_a;
+SELECT ring_grp_take('next_transaction') AS group_b;
+ROLLBACK;
+-- Segment 0 holds a1 and a2 of its twenty-two rows: when the ring comes round to it, the rotation
+-- carries them forward (with their group's lock); a3 stays where it is, and the group stays whole.
+SELECT aq._switch_segment('ring_grp');
+SELECT aq._rotate_segments('ring_grp', switch_due => true) AS truncated;
+SELECT tableoid::regclass AS segment, user_data FROM ring_grp ORDER BY msgid;
+SELECT aq._rotate_segments('ring_grp', switch_due => true) AS truncated;
+SELECT ring_grp_take('first_message') AS group_a;
+SELECT ring_grp_take('next_transaction') AS group_b;
+SELECT count(*) AS left_in_table FROM ring_grp;
+SELECT aq.drop_queue_table('ring_grp', force => true);
+DROP FUNCTION ring_grp_take(text, text);
+
 -- Errors.
 SELECT aq.create_queue_table('ring_plain', 'text');
 SELECT aq._rotate_segments('ring_plain');

@@ -81,12 +81,17 @@ SELECT i.indrelid::regclass AS rel, count(*) AS indexes FROM pg_index i
  WHERE i.indrelid IN (SELECT relid FROM aq.queue_tables WHERE segment_count > 0 UNION ALL SELECT relid FROM aq.queue_segments)
  GROUP BY i.indrelid ORDER BY 1;
 
--- Arguments: 1, 17 and -1 segments; a ring for a multi-consumer or grouped queue table (not yet).
+-- Arguments: 1, 17 and -1 segments; a ring for a multi-consumer queue table (not yet).
 SELECT try_sql($$SELECT aq.create_queue_table('ring_bad_qt', 'text', segments => 1)$$);
 SELECT try_sql($$SELECT aq.create_queue_table('ring_bad_qt', 'text', segments => 17)$$);
 SELECT try_sql($$SELECT aq.create_queue_table('ring_bad_qt', 'text', segments => -1)$$);
 SELECT try_sql($$SELECT aq.create_queue_table('ring_bad_qt', 'text', multiple_consumers => true, segments => 4)$$);
-SELECT try_sql($$SELECT aq.create_queue_table('ring_bad_qt', 'text', message_grouping => 'transactional', segments => 4)$$);
+-- A grouped ring: every segment has the group order's index too.
+SELECT aq.create_queue_table('ring_grouped_qt', 'text', message_grouping => 'transactional', segments => 2);
+SELECT s.segment, pg_get_indexdef(i.indexrelid) LIKE '%(q_id, transaction_group, enq_time, msgid)%' AS group_index
+  FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id) JOIN pg_index i ON i.indrelid = s.relid
+ WHERE t.queue_table = 'ring_grouped_qt' AND pg_get_indexdef(i.indexrelid) LIKE '%transaction_group%' ORDER BY 1;
+SELECT aq.drop_queue_table('ring_grouped_qt');
 -- with its hint
 \set SHOW_CONTEXT never
 SELECT aq.create_queue_table('ring_bad_qt', 'text', multiple_consumers => true, segments => 2);

@@ -59,7 +59,7 @@ using namespace index_walk;
 int bulk_dequeue(const BulkDequeue& r) {
     RingScan ring;
     // A read-only transaction (or a standby) gets the statement's error (25006) from the statement.
-    bool eligible = ring.open(r.relid, *r.segments, r.payload_type, r.priority_order) &&
+    bool eligible = ring.open(r.relid, *r.segments, r.payload_type, order_of(r.priority_order)) &&
                     !XactReadOnly && !IsInParallelMode() && caller_may_remove(ring.parent());
     if (!eligible) {
         ring.close();

@@ -88,7 +88,15 @@ int bulk_dequeue_group(const BulkDequeue& request, int64 group);
 // From the head (after INT64_MIN) the search starts at the groups' scan floor unless from_head
 // (as FIRST_MESSAGE and a dequeue once a second do for the ungrouped order: rows written into
 // the table without aq.enqueue never lower a floor).
-int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, bool from_head, int64* group);
+struct GroupSearch {
+    Oid relid;
+    const ring::Segments* segments;  // the queue table's ring (count 0: classic)
+    Oid payload_type;
+    int32 queue_id;
+    int64 after;
+    bool from_head;
+};
+int next_group(const GroupSearch& search, int64* group);
 
 // The same for one consumer of a multi-consumer queue (deliveries.hpp): its delivery rows on
 // the delivery table's index (q_id, consumer_name, [priority,] enq_time, msgid), each message

@@ -397,8 +397,9 @@ int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted) 
         int64 group = 0;
         int found = from_floor_then_head(o.navigation == Navigation::first_message, after != PG_INT64_MIN,
                                          q.queue_id ^ 0x67727073, [&](bool from_head) {
-                                             return queue::next_group(q.relid, q.payload_type, q.queue_id, after,
-                                                                      from_head, &group);  // on the index
+                                             GroupSearch search{q.relid, &q.segments, q.payload_type, q.queue_id,
+                                                                after, from_head};
+                                             return queue::next_group(search, &group);  // on the index
                                          });
         if (found < 0) {
             SPIPlanPtr plan = statement_plan(q, find_next_group, InvalidOid);

@@ -50,25 +50,23 @@ extern "C" {
 #include "queue/settler.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/index_walk.hpp"
+#include "queue/ring_scan.hpp"
 
 namespace aq::queue {
 
 using namespace index_walk;
 
 int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
-    Relation rel = table_open(r.relid, RowExclusiveLock);
-    static const AttrNumber by_group[] = {col_q_id + 1, column_count + 1, col_enq_time + 1, col_msgid + 1};
-    Oid index_oid = InvalidOid;
-    if (!XactReadOnly && !IsInParallelMode() && plain_queue_table(rel, r.payload_type) && has_group_column(rel) &&
-        caller_may_remove(rel))
-        index_oid = find_index(rel, by_group, 4);
-    Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
-    if (!index || !in_sort_order(index)) {
-        if (index) index_close(index, AccessShareLock);
-        table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
+    // A ring's segments are merged in the group's order (ring_scan.hpp): a group's messages may span
+    // a switch, or be carried forward (ring.hpp, C1).
+    RingScan ring;
+    bool eligible = ring.open(r.relid, *r.segments, r.payload_type, Order::group) && !XactReadOnly &&
+                    !IsInParallelMode() && caller_may_remove(ring.parent());
+    if (!eligible) {
+        ring.close();  // the parent's lock is kept to the end of the transaction, as usual
         return -1;
     }
-    CheckCmdReplicaIdentity(rel, CMD_DELETE);
+    for (int i = 0; i < ring.count; i++) CheckCmdReplicaIdentity(ring.cursors[i].heap, CMD_DELETE);
     TupleDesc properties_desc = open_properties(true);
 
     WalkSnapshot walk = WalkSnapshot::begin();
@@ -79,9 +77,8 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
     ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(group));
     int nkeys = 2 + start_key(&keys[2], row, 3, false, r.after, nullptr);
-    IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, nkeys);
-    index_rescan(scan, keys, nkeys, nullptr, 0);
-    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    ring.begin(snapshot, keys, nkeys);
+    FloorWatch no_floor = FloorWatch::of_order(false, 3, false, now);  // a group's walk has no floor
     MemoryContext held_context = AllocSetContextCreate(CurrentMemoryContext, "aq group dequeue", ALLOCSET_SMALL_SIZES);
 
     // A taken message is handed on once the next row of the group is seen (its end_of_group is
@@ -91,33 +88,35 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
         Datum values[column_count];
         bool isnull[column_count];
         ItemPointerData tid;
+        Oid relid;  // its segment's, in a ring
     } held{};
-    TupleDesc desc = RelationGetDescr(rel);
+    TupleDesc desc = RelationGetDescr(ring.parent());  // every segment's columns are the parent's (ring.hpp, E1)
     auto hand_on = [&](bool end_of_group) {
         GroupMark mark{group, end_of_group};
         MemoryContext outer = MemoryContextSwitchTo(held_context);
         BulkDequeuedMessage message{held.values[col_msgid], held.values[col_user_data],
                                     properties_of(properties_desc, held.values, held.isnull, &mark),
                                     DatumGetInt32(held.values[col_priority]),
-                                    DatumGetTimestampTz(held.values[col_enq_time]), held.tid, RelationGetRelid(rel)};
+                                    DatumGetTimestampTz(held.values[col_enq_time]), held.tid, held.relid};
         MemoryContextSwitchTo(outer);
         r.sink(r.sink_context, message);
         MemoryContextReset(held_context);
         held.present = false;
     };
 
-    RowView row_view{slot, col_delay, col_expiration, retries::counting(), r.relid};
+    RowView row_view{nullptr, col_delay, col_expiration, retries::counting(), r.relid};
     bool registered = false;
     int removed = 0;
     bool later = false;  // a row of the group after the held message
     for (;;) {
-        CHECK_FOR_INTERRUPTS();
-        if (!index_getnext_slot(scan, ForwardScanDirection, slot)) break;
+        if (!ring.next_visible(no_floor)) break;
         if (held.present) later = true;
         if (removed >= r.max_messages) break;  // the array is full: this row only says the group goes on
-        slot_getallattrs(slot);
+        TupleTableSlot* slot = ring.slot();
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
+        row_view.slot = slot;
+        row_view.relid = RelationGetRelid(ring.heap());
         // In order (rules.hpp, the head rule): an expired message is passed; one not takeable yet
         // (a retry delay after a rollback, a dead consumer's claim not counted yet) ends the take,
         // and nothing after it is taken before it.
@@ -130,7 +129,8 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
         if (!registered) retries::before_claim();  // before the first claim (retries.hpp)
         registered = true;
         ItemPointerData tid = slot->tts_tid;
-        if (!claim_by_delete(rel, slot, command, snapshot)) continue;
+        if (!claim_by_delete(ring.heap(), slot, command, snapshot)) continue;
+        ring.claimed_last();
         if (held.present) hand_on(false);
         MemoryContext outer = MemoryContextSwitchTo(held_context);
         for (int c = 0; c < column_count; c++) {
@@ -140,6 +140,7 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
         }
         MemoryContextSwitchTo(outer);
         held.tid = tid;
+        held.relid = RelationGetRelid(ring.heap());
         held.present = true;
         later = false;
         removed++;
@@ -147,54 +148,47 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
     if (held.present) hand_on(!later);
 
     MemoryContextDelete(held_context);
-    ExecDropSingleTupleTableSlot(slot);
-    index_endscan(scan);
-    index_close(index, NoLock);
-    table_close(rel, NoLock);
+    ring.close();
     walk.end();
     ReleaseTupleDesc(properties_desc);
     if (removed > 0) CommandCounterIncrement();  // later commands of this transaction see the removals
     return removed;
 }
 
-int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, bool from_head, int64* group) {
-    Relation rel = table_open(relid, AccessShareLock);
-    static const AttrNumber by_group[] = {col_q_id + 1, column_count + 1, col_enq_time + 1, col_msgid + 1};
-    Oid index_oid = plain_queue_table(rel, payload_type) && has_group_column(rel) ? find_index(rel, by_group, 4)
-                                                                                  : InvalidOid;
-    Relation index = OidIsValid(index_oid) ? index_open(index_oid, AccessShareLock) : nullptr;
-    if (!index || !in_sort_order(index) || pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK) {
-        if (index) index_close(index, AccessShareLock);
-        table_close(rel, NoLock);
+int next_group(const GroupSearch& s, int64* group) {
+    RingScan ring;  // it only reads: AccessShareLock
+    if (!ring.open(s.relid, *s.segments, s.payload_type, Order::group, AccessShareLock) ||
+        pg_class_aclcheck(s.relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK) {
+        ring.close();
         return -1;
     }
     // From the head: from the groups' floor (groups.hpp), read before the snapshot.
     scan_floor::Reading floor;
-    bool floor_applies = after == PG_INT64_MIN;
-    if (floor_applies) floor = scan_floor::read(queue_id, groups::floor_key);
-    bool use_floor = floor_applies && !from_head;
+    bool floor_applies = s.after == PG_INT64_MIN;
+    if (floor_applies) floor = scan_floor::read(s.queue_id, groups::floor_key);
+    bool use_floor = floor_applies && !s.from_head;
     CommandCounterIncrement();
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
     TimestampTz now = GetCurrentTimestamp();
     ScanKeyData keys[2];
-    ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(queue_id));
-    int64 from = after;
+    ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(s.queue_id));
+    int64 from = s.after;
     bool inclusive = false;
     if (use_floor && floor.floor.enq_time != DT_NOBEGIN) from = floor.floor.enq_time, inclusive = true;
     ScanKeyInit(&keys[1], 2, inclusive ? BTGreaterEqualStrategyNumber : BTGreaterStrategyNumber,
                 inclusive ? F_INT8GE : F_INT8GT, Int64GetDatum(from));
-    IndexScanDesc scan = compat::index_begin_scan(rel, index, snapshot, 2);
-    scan->xs_want_itup = floor_applies;
-    index_rescan(scan, keys, 2, nullptr, 0);
-    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    ring.begin(snapshot, keys, 2);
     // The groups' floor is a position whose "enq_time" is a group id (a group's messages all
     // have it): it may pass the groups whose every entry is surely dead.
     FloorWatch watch{floor_applies, 2, 2, scan_floor::Position{PG_INT64_MAX, PG_INT64_MIN}};
     bool found = false;
     bool blocked = false;  // blocked_group's first message cannot be taken now
     int64 blocked_group = 0;
-    RowView row_view{slot, col_delay, col_expiration, retries::counting(), relid};
-    while (next_visible(scan, slot, watch)) {
+    RowView row_view{nullptr, col_delay, col_expiration, retries::counting(), s.relid};
+    while (ring.next_visible(watch)) {
+        TupleTableSlot* slot = ring.slot();
+        row_view.slot = slot;
+        row_view.relid = RelationGetRelid(ring.heap());
         int64 row_group = DatumGetInt64(slot->tts_values[column_count]);
         if (blocked && row_group == blocked_group) continue;
         // The group's first message that is not passed decides (rules.hpp, the head rule).
@@ -212,12 +206,9 @@ int next_group(Oid relid, Oid payload_type, int32 queue_id, int64 after, bool fr
     if (floor_applies) {
         scan_floor::Position candidate = watch.candidate;
         candidate.msgid = PG_INT64_MIN;  // the whole group (the "msgid" column read is the group too)
-        scan_floor::raise(queue_id, floor, candidate, groups::floor_key);
+        scan_floor::raise(s.queue_id, floor, candidate, groups::floor_key);
     }
-    ExecDropSingleTupleTableSlot(slot);
-    index_endscan(scan);
-    index_close(index, NoLock);
-    table_close(rel, NoLock);
+    ring.close();
     UnregisterSnapshot(snapshot);
     return found ? 1 : 0;
 }

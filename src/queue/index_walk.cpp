@@ -83,10 +83,16 @@ Oid find_index(Relation rel, const AttrNumber* keys, int nkeys) {
 }
 
 // aq's order index of the queue table.
-Oid find_order_index(Relation rel, bool priority_order) {
+Oid find_order_index(Relation rel, Order order) {
     static const AttrNumber by_time[] = {col_q_id + 1, col_enq_time + 1, col_msgid + 1};
     static const AttrNumber by_priority[] = {col_q_id + 1, col_priority + 1, col_enq_time + 1, col_msgid + 1};
-    return priority_order ? find_index(rel, by_priority, 4) : find_index(rel, by_time, 3);
+    static const AttrNumber by_group[] = {col_q_id + 1, column_count + 1, col_enq_time + 1, col_msgid + 1};
+    switch (order) {
+        case Order::priority: return find_index(rel, by_priority, 4);
+        case Order::group: return find_index(rel, by_group, 4);
+        case Order::queue: break;
+    }
+    return find_index(rel, by_time, 3);
 }
 
 // The default btree operator family of the key columns' types (int4, timestamptz, int8),

@@ -95,7 +95,11 @@ namespace aq::queue::index_walk {
 
 // 1. Eligibility (index_walk.cpp).
 Oid find_index(Relation rel, const AttrNumber* keys, int nkeys);
-Oid find_order_index(Relation rel, bool priority_order);
+// aq's order indexes: (q_id, enq_time, msgid), (q_id, priority, enq_time, msgid) of a table sorted
+// by priority, (q_id, transaction_group, enq_time, msgid) of a grouped one (groups.hpp).
+enum class Order { queue, priority, group };
+Oid find_order_index(Relation rel, Order order);
+inline Order order_of(bool priority_order) { return priority_order ? Order::priority : Order::queue; }
 Oid default_btree_family(Oid type);
 bool in_sort_order(Relation index);
 bool caller_may_remove(Relation rel);

@@ -43,6 +43,7 @@ extern "C" {
 #include "base/run_as.hpp"
 #include "base/xact_end.hpp"
 #include "queue/bulk_enqueue.hpp"
+#include "queue/groups.hpp"
 #include "queue/ring.hpp"
 #include "queue/ring_scan.hpp"
 #include "queue/scan_floor.hpp"
@@ -260,20 +261,42 @@ bool worth_carrying(Relation rel) {
 // What a carry moved, per queue (C3), copied out of SPI's result as plain data.
 struct CarryWork {
     const char* statement;
+    const char* groups_statement;  // grouped (C6): the groups that could move, else nullptr
+    Oid parent;
     uint64 queues = 0;
     int32* queue_ids = nullptr;
     int32* priorities = nullptr;
     TimestampTz* first_enq_times = nullptr;
+    int64* first_groups = nullptr;
     int64 moved = 0;
 };
 void run_carry(void* arg) {
     auto* w = static_cast<CarryWork*>(arg);
-    int rc = SPI_execute(w->statement, false, 0);
+    Datum groups_arg = (Datum)0;
+    if (w->groups_statement) {
+        // C6: the groups whose lock this transaction gets at once.
+        int rc = SPI_execute(w->groups_statement, true, 0);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "aq: carry-forward of a segment failed: %s", SPI_result_code_string(rc));
+        uint64 n = SPI_processed;
+        Datum* locked = static_cast<Datum*>(palloc(sizeof(Datum) * Max(n, 1)));
+        int count = 0;
+        for (uint64 i = 0; i < n; i++) {
+            bool isnull;
+            int64 group = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+            if (!isnull && groups::try_lock(w->parent, group)) locked[count++] = Int64GetDatum(group);
+        }
+        SPI_freetuptable(SPI_tuptable);
+        if (count == 0) return;
+        groups_arg = PointerGetDatum(construct_array(locked, count, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
+    }
+    Oid types[1] = {INT8ARRAYOID};
+    int rc = SPI_execute_with_args(w->statement, w->groups_statement ? 1 : 0, types, &groups_arg, nullptr, false, 0);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: carry-forward of a segment failed: %s", SPI_result_code_string(rc));
     w->queues = SPI_processed;
     w->queue_ids = static_cast<int32*>(palloc(sizeof(int32) * Max(w->queues, 1)));
     w->priorities = static_cast<int32*>(palloc(sizeof(int32) * Max(w->queues, 1)));
     w->first_enq_times = static_cast<TimestampTz*>(palloc(sizeof(TimestampTz) * Max(w->queues, 1)));
+    w->first_groups = static_cast<int64*>(palloc(sizeof(int64) * Max(w->queues, 1)));
     for (uint64 i = 0; i < w->queues; i++) {
         HeapTuple row = SPI_tuptable->vals[i];
         TupleDesc desc = SPI_tuptable->tupdesc;
@@ -282,6 +305,7 @@ void run_carry(void* arg) {
         w->priorities[i] = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
         w->first_enq_times[i] = DatumGetTimestampTz(SPI_getbinval(row, desc, 3, &isnull));
         w->moved += DatumGetInt64(SPI_getbinval(row, desc, 4, &isnull));
+        w->first_groups[i] = w->groups_statement ? DatumGetInt64(SPI_getbinval(row, desc, 5, &isnull)) : 0;
     }
     SPI_freetuptable(SPI_tuptable);
 }
@@ -298,13 +322,15 @@ int64 carry_forward(const RingTable& t, int from, int to) {
     Relation target = try_table_open(t.segments.relids[to], RowExclusiveLock);
     bool carry = target && ring::plain_segment(source, target) && ring::plain_segment(target, source) &&
                  !settled(source, true) && worth_carrying(source);
-    CarryWork work{carry ? carry_forward_sql(qualified_name(source), qualified_name(target), carry_batch) : nullptr};
+    CarryWork work{carry ? carry_forward_sql(qualified_name(source), qualified_name(target), carry_batch, t.grouped) : nullptr,
+                   carry && t.grouped ? carry_groups_sql(qualified_name(source), carry_batch) : nullptr, t.relid};
     table_close(source, NoLock);  // the locks are kept to the end of the rotation's transaction
     if (target) table_close(target, NoLock);
     if (!carry) return 0;
     base::run_as(base::RunAs{t.owner}, run_carry, &work);
     for (uint64 i = 0; i < work.queues; i++) {  // C3, before the commit
         scan_floor::lower(work.queue_ids[i], work.first_enq_times[i], nullptr, t.priority_order ? work.priorities[i] : 0);
+        if (t.grouped) scan_floor::lower(work.queue_ids[i], work.first_groups[i], groups::floor_key);
         wakeup::note_enqueue(work.queue_ids[i]);
     }
     return work.moved;
@@ -411,9 +437,10 @@ Rotation rotate_now(Oid relid, bool switch_due) {
     Datum args[1] = {ObjectIdGetDatum(relid)};
     int rc = SPI_execute_with_args(
         "SELECT t.queue_table_id, pg_catalog.array_agg(s.relid::pg_catalog.oid ORDER BY s.segment),"
-        "       t.sort_list OPERATOR(pg_catalog.=) 'priority,enq_time'"
+        "       t.sort_list OPERATOR(pg_catalog.=) 'priority,enq_time',"
+        "       t.message_grouping OPERATOR(pg_catalog.=) 'transactional'"
         "  FROM aq.queue_tables t JOIN aq.queue_segments s ON s.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
-        " WHERE t.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 GROUP BY 1, 3",
+        " WHERE t.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 GROUP BY 1, 3, 4",
         1, types, args, nullptr, true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: ring lookup failed: %s", SPI_result_code_string(rc));
     if (SPI_processed == 0)
@@ -426,8 +453,9 @@ Rotation rotate_now(Oid relid, bool switch_due) {
     int n;
     deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)), OIDOID,
                       sizeof(Oid), true, TYPALIGN_INT, &relids, nullptr, &n);
-    RingTable t{queue_table_id, InvalidOid,
-                DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)), {}};
+    RingTable t{queue_table_id, relid, InvalidOid,
+                DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)),
+                DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull)), {}};
     t.segments.count = Min(n, max_segments);
     for (int i = 0; i < t.segments.count; i++) t.segments.relids[i] = DatumGetObjectId(relids[i]);
     HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
@@ -445,24 +473,26 @@ Rotation rotate_now(Oid relid, bool switch_due) {
 
 namespace index_walk {
 
-bool RingScan::open(Oid relid, const ring::Segments& segments, Oid payload_type, bool priority_order) {
+bool RingScan::open(Oid relid, const ring::Segments& segments, Oid payload_type, Order order, LOCKMODE lockmode) {
     count = 0;
     last = -1;
+    lock = lockmode;
+    bool grouped = order == Order::group;
     bool ring = segments.count > 0;
     bool ok = true;
     for (int i = 0; i <= segments.count; i++) {
         Cursor& c = cursors[count];
         c = Cursor{nullptr, nullptr, nullptr, nullptr, false, false, false};
         if (i == 0) {
-            c.heap = table_open(relid, RowExclusiveLock);
-            ok = plain_queue_table(c.heap, payload_type, ring) && !has_group_column(c.heap);
+            c.heap = table_open(relid, lock);
+            ok = plain_queue_table(c.heap, payload_type, ring) && has_group_column(c.heap) == grouped;
         } else {
-            c.heap = try_table_open(segments.relids[i - 1], RowExclusiveLock);
+            c.heap = try_table_open(segments.relids[i - 1], lock);
             if (!c.heap) return false;  // dropped: the statement says so
             ok = ring::plain_segment(cursors[0].heap, c.heap);
         }
         count++;
-        Oid index_oid = ok ? find_order_index(c.heap, priority_order) : InvalidOid;
+        Oid index_oid = ok ? find_order_index(c.heap, order) : InvalidOid;
         if (OidIsValid(index_oid)) c.index = index_open(index_oid, AccessShareLock);
         if (!c.index || !in_sort_order(c.index)) return false;
     }
@@ -538,7 +568,7 @@ void RingScan::close() {
         if (c.scan) index_endscan(c.scan);
         bool keep = i == 0 || c.claimed;  // 5
         if (c.index) index_close(c.index, keep ? NoLock : AccessShareLock);
-        table_close(c.heap, keep ? NoLock : RowExclusiveLock);
+        table_close(c.heap, keep ? NoLock : lock);
     }
     count = 0;
     last = -1;

@@ -27,7 +27,8 @@
 //     look.  (Skipping segments known to be empty comes with truncation.)
 //  W2 Order across segments is by key, never by segment: a walk merges the order indexes of the
 //     parent and every segment (RingScan, ring_scan.hpp), so a late-committing enqueue's older
-//     position and a priority queue's new urgent message come first wherever they were written.
+//     position and a priority queue's new urgent message come first wherever they were written; a
+//     grouped table's group walks merge the group indexes, so a group spanning a switch is whole.
 //  W3 The claim, the rules and the floor watch are per entry, as in a classic walk (index_walk.hpp):
 //     the floor watch sees the merged stream.  The statements (statements.hpp) read a ring table
 //     through its parent without ONLY and identify a row by (tableoid, ctid).
@@ -90,6 +91,10 @@
 //     at the commit (wakeup.hpp).
 //  C4 The census behind C1 reads the whole segment (the time manager's process only); a segment
 //     found over the tenth is not counted again for carry_recount_s seconds.
+//  C6 A grouped table's messages are moved only with their group's lock (groups.hpp), taken without
+//     waiting and held to the end of the move's transaction: a group a consumer holds stays where
+//     it is this time, so its holder never meets one of its messages held by the move and takes a
+//     later one first.  The move lowers the groups' floor to the first group it moved (C3).
 //  C5 kill -9 mid-move: the move did not commit, so every original is live again; its xmax is the
 //     aborted mover's, older than the crash restart, which retries.hpp (2) counts as a dequeue
 //     attempt, as it does a hand DELETE's: a crash mid-move may count one attempt too many for the
@@ -107,8 +112,9 @@
 //     message: a pass that finds none, and the sleep after it, hold no segment.  What a dequeue
 //     takes or locks keeps its segments' locks to the end of the transaction, as any statement's.
 // Proved by: regress ring_storage (catalog, shape), ring (order across segments, statements, C1,
-// C2); isolation ring_order (W2, T1, T2, L1), ring_carry (C2, C3 at every isolation level); TAP 036_rotation (T1-T5
-// and C1 through the time manager; kill -9 of it mid-rotation).
+// C2, groups across segments); isolation ring_order (W2, T1, T2, L1), ring_carry (C2, C3 at every
+// isolation level), ring_groups (C6); TAP 036_rotation (T1-T5 and C1 through the time manager;
+// kill -9 of it mid-rotation), 037_ring_holders (every kind of horizon holder; a standby).
 //
 // PostgreSQL-side: called inside base::call.
 #pragma once
@@ -148,8 +154,10 @@ void define_settings();
 // A ring queue table, as a rotation needs it.
 struct RingTable {
     int32 queue_table_id;
+    Oid relid;  // the parent
     Oid owner;
     bool priority_order;  // sort_list priority,enq_time: the scan floors' positions (C3)
+    bool grouped;         // message_grouping transactional (C6)
     Segments segments;
 };
 

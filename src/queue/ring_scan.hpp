@@ -3,7 +3,8 @@
 //
 // Protocol:
 //  1. open() opens every relation of the queue table (RowExclusiveLock: a walk may delete from any of
-//     them) and its order index, and checks them as the walk's protocol requires (index_walk.hpp, 1;
+//     them; AccessShareLock for one that only reads) and its order index (the queue's order, by
+//     priority, or a grouped table's group order), and checks them as the walk's protocol requires (index_walk.hpp, 1;
 //     ring.hpp, E1); false: nothing may be read directly, the caller runs the statement (close()
 //     then keeps the parent's lock and releases the segments', which the statement takes again).
 //  2. begin() starts one index scan per relation with the same keys (the queue, and the start
@@ -54,10 +55,12 @@ struct RingScan {
     Cursor cursors[ring::max_segments + 1];
     int count = 0;
     int last = -1;
+    LOCKMODE lock = RowExclusiveLock;
 
     // 1.  relid: the queue table; segments: its ring (count 0: classic).  False: the caller runs the
     // statement.  Either way close() ends it.
-    bool open(Oid relid, const ring::Segments& segments, Oid payload_type, bool priority_order);
+    bool open(Oid relid, const ring::Segments& segments, Oid payload_type, Order order,
+              LOCKMODE lockmode = RowExclusiveLock);
     // 2.
     void begin(Snapshot snapshot, ScanKey keys, int nkeys);
     // 3.

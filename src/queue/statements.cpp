@@ -28,7 +28,7 @@ namespace {
 
 // aq.message_properties of a dequeued row, from the columns under prefix p ("d." ...) and the
 // message's correlation (an expression).
-// group: the grouped queue table's name, when the message is of group $10 (groups.hpp): the
+// group: the grouped queue table's name as read (ONLY ...), when the message is of group $10 (groups.hpp): the
 // properties then say so, and whether no later message of the group is left.  outer: the
 // qualification of the row's columns in that subquery (unqualified, they would be its own).
 char* properties_sql(const char* p, const char* corrid, bool expired, const char* group = nullptr,
@@ -36,7 +36,7 @@ char* properties_sql(const char* p, const char* corrid, bool expired, const char
     const char* tail = !catalog_has_consumers() ? ""
                        : !group
                            ? ", NULL, NULL, NULL"
-                           : psprintf(", NULL, $10::pg_catalog.text, NOT EXISTS (SELECT FROM ONLY %1$s x"
+                           : psprintf(", NULL, $10::pg_catalog.text, NOT EXISTS (SELECT FROM %1$s x"
                                       " WHERE x.q_id OPERATOR(pg_catalog.=) $1"
                                       "   AND x.transaction_group OPERATOR(pg_catalog.=) $10"
                                       "   AND ROW(x.enq_time, x.msgid) OPERATOR(pg_catalog.>) ROW(%2$senq_time, %2$smsgid))",
@@ -85,7 +85,7 @@ char* build_sql(const QueueInfo& q, int32 statement) {
     const char* c = claim_table(q);
     // A ring queue table is read through its parent, which reads its segments too (ring.hpp, W3): a
     // row is then known by (tableoid, ctid), a ctid alone being ambiguous.  Rings are
-    // single-consumer and ungrouped (the multi-consumer and group statements keep ONLY).
+    // single-consumer (the multi-consumer statements keep ONLY).
     bool ring = q.segments.count > 0;
     const char* only = ring ? "" : "ONLY ";
     // A grouped queue table's enqueues carry the transaction's group ($4 or $5: groups.hpp).
@@ -114,15 +114,15 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         // The group's first message that is not passed offers it (rules.hpp, the head rule): h
         // is the first unexpired message of its group, and it can be taken now.
         return psprintf(
-            "SELECT h.transaction_group FROM ONLY %1$s h WHERE h.q_id OPERATOR(pg_catalog.=) $1"
+            "SELECT h.transaction_group FROM %4$s%1$s h WHERE h.q_id OPERATOR(pg_catalog.=) $1"
             "   AND h.transaction_group OPERATOR(pg_catalog.>) $2"
             "   AND %2$s"
-            "   AND NOT EXISTS (SELECT FROM ONLY %1$s e WHERE e.q_id OPERATOR(pg_catalog.=) $1"
+            "   AND NOT EXISTS (SELECT FROM %4$s%1$s e WHERE e.q_id OPERATOR(pg_catalog.=) $1"
             "         AND e.transaction_group OPERATOR(pg_catalog.=) h.transaction_group"
             "         AND ROW(e.enq_time, e.msgid) OPERATOR(pg_catalog.<) ROW(h.enq_time, h.msgid)"
             "         AND NOT %3$s)"
             " ORDER BY h.q_id, h.transaction_group LIMIT 1",
-            t, rule_sql<rules::OffersGroup>("h.", "$3"), rule_sql<rules::Passed>("e.", "$3"));
+            t, rule_sql<rules::OffersGroup>("h.", "$3"), rule_sql<rules::Passed>("e.", "$3"), only);
     if (statement == delays_passed)
         // By the (q_id, delay) index: the messages (deliveries) that became ready in ($2, $3].
         return psprintf(
@@ -220,11 +220,11 @@ char* build_sql(const QueueInfo& q, int32 statement) {
         if (!(shape & mode_browse)) {
             const char* o = (shape & with_condition) ? "tab." : psprintf("%s.", t);
             where = psprintf(
-                "%1$s AND NOT EXISTS (SELECT FROM ONLY %2$s e WHERE e.q_id OPERATOR(pg_catalog.=) $1"
+                "%1$s AND NOT EXISTS (SELECT FROM %5$s%2$s e WHERE e.q_id OPERATOR(pg_catalog.=) $1"
                 "   AND e.transaction_group OPERATOR(pg_catalog.=) $10"
                 "   AND ROW(e.enq_time, e.msgid) OPERATOR(pg_catalog.<) ROW(%3$senq_time, %3$smsgid)"
                 "   AND %4$s)",
-                where, t, o, rule_sql<rules::BlocksGroup>("e.", "$2"));
+                where, t, o, rule_sql<rules::BlocksGroup>("e.", "$2"), only);
         }
     }
     // A row version that holds an attempt not counted yet is not claimed (rules.hpp, 3).
@@ -235,7 +235,7 @@ char* build_sql(const QueueInfo& q, int32 statement) {
                                  : (shape & by_group)  ? psprintf("%stransaction_group, ", p)
                                                        : "",
                                  prefixed_order);
-    const char* group = (shape & by_group) ? q.qualified_table : nullptr;
+    const char* group = (shape & by_group) ? psprintf("%s%s", only, q.qualified_table) : nullptr;
     const char* lock = multi ? " FOR UPDATE OF d SKIP LOCKED" : " FOR UPDATE SKIP LOCKED";
     bool expired = shape & exception_queue;
     if (shape & (mode_browse | mode_locked)) {
@@ -365,14 +365,21 @@ SPIPlanPtr condition_plan(const QueueInfo& q, int32 statement, const char* text)
     return condition::prepared_plan(request);
 }
 
-char* carry_forward_sql(const char* from, const char* to, int limit) {
+char* carry_forward_sql(const char* from, const char* to, int limit, bool grouped) {
     return psprintf(
-        "WITH picked AS MATERIALIZED (SELECT ctid FROM ONLY %1$s WHERE %3$s LIMIT %4$d FOR UPDATE SKIP LOCKED),"
+        "WITH picked AS MATERIALIZED (SELECT ctid FROM ONLY %1$s WHERE %3$s%5$s LIMIT %4$d FOR UPDATE SKIP LOCKED),"
         " moved AS (DELETE FROM ONLY %1$s m WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM picked))"
         "           RETURNING m.*),"
-        " copied AS (INSERT INTO %2$s SELECT * FROM moved RETURNING q_id, priority, enq_time)"
-        " SELECT q_id, pg_catalog.min(priority), pg_catalog.min(enq_time), pg_catalog.count(*) FROM copied GROUP BY q_id",
-        from, to, rule_sql<rules::Settled>("", "NULL"), limit);
+        " copied AS (INSERT INTO %2$s SELECT * FROM moved RETURNING q_id, priority, enq_time%6$s)"
+        " SELECT q_id, pg_catalog.min(priority), pg_catalog.min(enq_time), pg_catalog.count(*)%7$s FROM copied GROUP BY q_id",
+        from, to, rule_sql<rules::Settled>("", "NULL"), limit,
+        grouped ? " AND transaction_group OPERATOR(pg_catalog.=) ANY ($1)" : "", grouped ? ", transaction_group" : "",
+        grouped ? ", pg_catalog.min(transaction_group)" : "");
+}
+
+char* carry_groups_sql(const char* from, int limit) {
+    return psprintf("SELECT DISTINCT transaction_group FROM ONLY %s WHERE %s LIMIT %d", from,
+                    rule_sql<rules::Settled>("", "NULL"), limit);
 }
 
 }  // namespace aq::queue

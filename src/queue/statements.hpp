@@ -87,9 +87,12 @@ SPIPlanPtr condition_plan(const QueueInfo& q, int32 statement, const char* text)
 
 // A ring's carry-forward (ring.hpp, C2): moves at most `limit` settled rows (rules.hpp, 3) of the
 // segment `from` that no other transaction holds (FOR UPDATE SKIP LOCKED) into the segment `to`,
-// unchanged, and returns per queue (q_id) the lowest priority and enq_time moved and how many.
-// from, to: qualified names; both have the queue table's columns in its order.  Not prepared: it
-// runs when a ring is jammed, a few times a rotation at most.
-char* carry_forward_sql(const char* from, const char* to, int limit);
+// unchanged, and returns per queue (q_id) the lowest priority and enq_time moved, how many, and
+// (grouped) the lowest transaction group.  from, to: qualified names; both have the queue table's
+// columns in its order.  grouped: only the rows of the groups in $1 (int8[]: C6), and a fifth
+// column.  Not prepared: it runs when a ring is jammed, a few times a rotation at most.
+char* carry_forward_sql(const char* from, const char* to, int limit, bool grouped);
+// The groups of a grouped segment's rows that carry_forward_sql could move, at most `limit`.
+char* carry_groups_sql(const char* from, int limit);
 
 }  // namespace aq::queue

@@ -72,7 +72,7 @@ int bulk_sweep(BulkSweep& r) {
         compat::namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
         pg_class_aclcheck(r.delivery_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK) {
         index_oid = r.priority_order ? find_index(rel, by_priority, 5) : find_index(rel, by_time, 4);
-        order_oid = find_order_index(messages, r.priority_order);
+        order_oid = find_order_index(messages, order_of(r.priority_order));
     }
     Relation index, order;
     if (!open_sorted_indexes(index_oid, order_oid, &index, &order)) {

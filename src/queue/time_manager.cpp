@@ -176,7 +176,7 @@ void list_queues(Table** tables, int* ntables, int32** queue_ids) {
         int32 table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
         (*queue_ids)[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
         if (*ntables == 0 || (*tables)[*ntables - 1].queue_table_id != table)
-            (*tables)[(*ntables)++] = Table{table, int(i), 0, ring::RingTable{table, InvalidOid, false, {}}};
+            (*tables)[(*ntables)++] = Table{table, int(i), 0, ring::RingTable{table, InvalidOid, InvalidOid, false, false, {}}};
         (*tables)[*ntables - 1].count++;
     }
     SPI_freetuptable(SPI_tuptable);
@@ -191,7 +191,7 @@ void table_unit(Table& t, const int32* queue_ids, TimestampTz since, TimestampTz
         QueueInfo q;
         if (!lookup_by_id(queue_ids[t.first + i], q) || !OidIsValid(q.relid) || !OidIsValid(claim_relid(q))) continue;
         if (q.segments.count > 0 && OidIsValid(ring::foreign_inheritor(q.relid, q.segments))) continue;  // ring.hpp, E1
-        t.ring = ring::RingTable{t.queue_table_id, q.owner, q.priority_order, q.segments};
+        t.ring = ring::RingTable{t.queue_table_id, q.relid, q.owner, q.priority_order, q.grouped, q.segments};
         TimestampTz passed = next_visible_time(q, since);
         if (passed != 0 && passed <= now) {
             // The first round since the server started lowers nothing: no walk passed a message
