@@ -398,8 +398,15 @@ CREATE POLICY everyone_reads ON aq.queue_tables FOR SELECT USING (true);
 CREATE POLICY owner_registers ON aq.queue_tables FOR INSERT
     WITH CHECK (aq._registrable(relid) AND (delivery_relid IS NULL OR aq._registrable(delivery_relid)));
 CREATE POLICY owner_deletes ON aq.queue_tables FOR DELETE USING (aq._manages(relid));
+CREATE POLICY owner_alters ON aq.queue_tables FOR UPDATE
+    USING (aq._manages(relid))
+    WITH CHECK (aq._manages(relid)
+                AND segment_count = (SELECT count(*) FROM aq.queue_segments s
+                                      WHERE s.queue_table_id = queue_tables.queue_table_id)
+                AND has_function_privilege('aq.alter_queue_table(text, text, integer)', 'EXECUTE'));
 GRANT INSERT (queue_table, table_schema, relid, payload_type, sort_list, comment,
               multiple_consumers, message_grouping, delivery_relid, segment_count),
+      UPDATE (comment, segment_count),
       DELETE ON aq.queue_tables TO PUBLIC;
 
 ALTER TABLE aq.queues ENABLE ROW LEVEL SECURITY;
@@ -456,6 +463,7 @@ CREATE POLICY owner_switches ON aq.segment_log FOR INSERT
     WITH CHECK (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = segment_log.queue_table_id
                                                         AND aq._manages(t.relid))
                 AND (has_function_privilege('aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer)', 'EXECUTE')
+                     OR has_function_privilege('aq.alter_queue_table(text, text, integer)', 'EXECUTE')
                      OR has_function_privilege('aq._switch_segment(text)', 'EXECUTE')));
 CREATE POLICY owner_deletes ON aq.segment_log FOR DELETE
     USING (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = segment_log.queue_table_id
@@ -592,6 +600,37 @@ END $$;
 
 -- ---------------------------------------------------------------- DBMS_AQADM: queue tables and queues
 
+-- The ring of queue table t (t.segment_count segments, none for 0): its segments <table>$0 ..
+-- made as inheritance children of the table, every column inherited (none of the segment's own), so
+-- a segment has the table's columns in the table's order, its NOT NULL and CHECK constraints,
+-- defaults and storage options, and follows an ALTER TABLE of the table; identity is not
+-- inherited, so a segment's msgid is NOT NULL with no default (msgid comes from the table's
+-- identity sequence).  Then the ledger's first generation, in segment 0.
+CREATE FUNCTION aq._create_segments(t aq.queue_tables) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    segment_options text;
+    segment_name text;
+    seg regclass;
+BEGIN
+    PERFORM aq._check_owner(t);
+    SELECT ' WITH (' || string_agg(format('%I = %L', o.option_name, o.option_value), ', ') || ')'
+      INTO segment_options
+      FROM pg_class c, pg_options_to_table(c.reloptions) o WHERE c.oid = t.relid;
+    FOR k IN 0 .. t.segment_count - 1 LOOP
+        segment_name := format('%s$%s', t.queue_table, k);
+        EXECUTE format('CREATE TABLE %I.%I () INHERITS (%s)%s',
+                       t.table_schema, segment_name, t.relid, coalesce(segment_options, ''));
+        seg := format('%I.%I', t.table_schema, segment_name)::regclass;
+        PERFORM aq._segment_indexes(t, seg);
+        EXECUTE format('COMMENT ON TABLE %s IS %L', seg, format('aq segment %s of queue table %s', k, t.queue_table));
+        INSERT INTO aq.queue_segments (queue_table_id, segment, relid) VALUES (t.queue_table_id, k, seg);
+    END LOOP;
+    IF t.segment_count > 0 THEN
+        INSERT INTO aq.segment_log (queue_table_id, generation, segment) VALUES (t.queue_table_id, 0, 0);
+    END IF;
+END $$;
+
 -- Creates the queue table: an ordinary heap table in queue_table_schema (the caller's current
 -- schema by default) with the payload column user_data of the payload type itself, and the
 -- objects around it (aq._queue_table_objects).  sort_list: 'enq_time' (first in, first out)
@@ -604,7 +643,7 @@ END $$;
 -- <queue_table>$0 .. $<segments-1> (aq.queue_segments), each with the table's columns, options
 -- and indexes (aq._segment_indexes), owned by the same role, with no grants of their own
 -- (a read through the table checks only the table's privileges).  Single-consumer queue tables
--- without message grouping only, for now.
+-- only, for now.
 CREATE FUNCTION aq.create_queue_table(
     queue_table text,
     queue_payload_type regtype,
@@ -622,9 +661,6 @@ DECLARE
     ring integer := coalesce(segments, 0);
     t aq.queue_tables;
     deliveries regclass;
-    segment_options text;
-    segment_name text;
-    seg regclass;
 BEGIN
     PERFORM aq._check_name('queue_table', queue_table);
     IF octet_length(queue_table) > 57 THEN
@@ -741,24 +777,52 @@ BEGIN
     RETURNING * INTO t;
     PERFORM aq._queue_table_objects(t);
 
-    -- The ring: every column inherited (none of the segment's own), so a segment has the table's
-    -- columns in the table's order, its NOT NULL and CHECK constraints and defaults, and follows an
-    -- ALTER TABLE of the table; identity is not inherited, so a segment's msgid is NOT NULL with no
-    -- default (msgid comes from the table's identity sequence).
-    SELECT ' WITH (' || string_agg(format('%I = %L', o.option_name, o.option_value), ', ') || ')'
-      INTO segment_options
-      FROM pg_class c, pg_options_to_table(c.reloptions) o WHERE c.oid = t.relid;
-    FOR k IN 0 .. ring - 1 LOOP
-        segment_name := format('%s$%s', queue_table, k);
-        EXECUTE format('CREATE TABLE %I.%I () INHERITS (%I.%I)%s',
-                       queue_table_schema, segment_name, queue_table_schema, queue_table, coalesce(segment_options, ''));
-        seg := format('%I.%I', queue_table_schema, segment_name)::regclass;
-        PERFORM aq._segment_indexes(t, seg);
-        EXECUTE format('COMMENT ON TABLE %s IS %L', seg, format('aq segment %s of queue table %s', k, queue_table));
-        INSERT INTO aq.queue_segments (queue_table_id, segment, relid) VALUES (t.queue_table_id, k, seg);
-    END LOOP;
-    IF ring > 0 THEN
-        INSERT INTO aq.segment_log (queue_table_id, generation, segment) VALUES (t.queue_table_id, 0, 0);
+    PERFORM aq._create_segments(t);
+END $$;
+
+-- Oracle's DBMS_AQADM.ALTER_QUEUE_TABLE: a new comment (NULL leaves it), and, aq's own, segments:
+-- a classic queue table (segments 0) becomes a ring of that many (2..16), as create_queue_table
+-- makes one.  Its messages stay where they are, in the table itself, where every dequeue finds them
+-- in the queue's order as before (and VACUUM reclaims them once consumed); new messages go into the
+-- segments.  It waits for the transactions using the table (ACCESS EXCLUSIVE).  A ring's number of
+-- segments cannot be changed (0A000), nor can a multi-consumer queue table become one; a table
+-- that another table inherits from cannot either (55000).
+CREATE FUNCTION aq.alter_queue_table(queue_table text, comment text DEFAULT NULL, segments integer DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t aq.queue_tables := aq._queue_table(queue_table);
+    inheritor regclass;
+BEGIN
+    PERFORM aq._check_owner(t);
+    IF segments IS NOT NULL AND segments <> t.segment_count THEN
+        IF segments <> 0 AND segments NOT BETWEEN 2 AND 16 THEN
+            RAISE EXCEPTION 'segments must be 0 or between 2 and 16, not %', segments USING ERRCODE = 'invalid_parameter_value',
+                DETAIL = '0 keeps the messages in the queue table itself; 2 to 16 make a ring of that many segments.';
+        END IF;
+        IF t.segment_count <> 0 THEN
+            RAISE EXCEPTION 'the segments of ring queue table "%" cannot be changed', queue_table
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = format('It has %s segments.', t.segment_count);
+        END IF;
+        IF t.multiple_consumers THEN
+            RAISE EXCEPTION 'segments are not supported yet for multi-consumer queue tables'
+                USING ERRCODE = 'feature_not_supported';
+        END IF;
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', t.relid);
+        SELECT i.inhrelid::regclass INTO inheritor FROM pg_inherits i WHERE i.inhparent = t.relid LIMIT 1;
+        IF inheritor IS NOT NULL THEN
+            RAISE EXCEPTION 'table % inherits from queue table "%"', inheritor, queue_table
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = 'A ring queue table''s inheritance children are its segments, which every dequeue reads through it.',
+                      HINT = format('Remove the inheritance first: ALTER TABLE %s NO INHERIT %s.', inheritor, t.relid);
+        END IF;
+        t.segment_count := segments;
+        PERFORM aq._create_segments(t);
+        UPDATE aq.queue_tables qt SET segment_count = segments WHERE qt.queue_table_id = t.queue_table_id;
+    END IF;
+    IF comment IS NOT NULL THEN
+        UPDATE aq.queue_tables qt SET comment = alter_queue_table.comment WHERE qt.queue_table_id = t.queue_table_id;
+        EXECUTE format('COMMENT ON TABLE %s IS %L', t.relid, comment);
     END IF;
 END $$;
 
@@ -1351,6 +1415,7 @@ END $$;
 -- queue tables they own.
 REVOKE EXECUTE ON FUNCTION
     aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer),
+    aq.alter_queue_table(text, text, integer),
     aq.drop_queue_table(text, boolean),
     aq.purge_queue_table(text, aq.purge_condition),
     aq.create_queue(text, text, integer, interval, interval, text, text),

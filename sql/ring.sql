@@ -168,6 +168,59 @@ SELECT count(*) AS left_in_table FROM ring_grp;
 SELECT aq.drop_queue_table('ring_grp', force => true);
 DROP FUNCTION ring_grp_take(text, text);
 
+-- aq.alter_queue_table(..., segments => N) makes a classic queue table a ring: its messages stay in
+-- the table itself and are taken first, in the queue's order; new ones go into the segments.
+SELECT aq.create_queue_table('ring_conv', 'text', sort_list => 'priority,enq_time', comment => 'before');
+SELECT aq.create_queue('ring_conv_q', 'ring_conv');
+SELECT aq.start_queue('ring_conv_q');
+SELECT aq.enqueue_array('ring_conv_q', ARRAY['old1', 'old2', 'old3']) IS NOT NULL AS enqueued;
+SELECT msgid AS old1 FROM ring_conv WHERE user_data = 'old1' \gset
+-- (A dequeue by msgid before: this session's statement was prepared for the classic table.)
+SELECT payload FROM aq.dequeue('ring_conv_q', NULL::text, aq.dequeue_options(wait => 0, msgid => :old1));
+SELECT aq.enqueue('ring_conv_q', 'old urgent'::text, aq.message_properties(priority => 0)) > 0 AS enqueued;
+SELECT aq.alter_queue_table('ring_conv', comment => 'after', segments => 2);
+SELECT segment_count, comment, obj_description('ring_conv'::regclass, 'pg_class') AS table_comment
+  FROM aq.queue_tables WHERE queue_table = 'ring_conv';
+SELECT s.segment, s.relid FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id)
+ WHERE t.queue_table = 'ring_conv' ORDER BY 1;
+SELECT aq.enqueue('ring_conv_q', 'new urgent'::text, aq.message_properties(priority => 0)) > 0 AS enqueued;
+SELECT aq.enqueue('ring_conv_q', 'new1'::text) > 0 AS enqueued;
+SELECT tableoid::regclass AS segment, priority, user_data FROM ring_conv ORDER BY msgid;
+SELECT payload FROM aq.dequeue_array('ring_conv_q', NULL::text, 10, aq.dequeue_options(wait => 0, dequeue_mode => 'browse'));
+SELECT msgid AS new1 FROM ring_conv WHERE user_data = 'new1' \gset
+SELECT payload FROM aq.dequeue('ring_conv_q', NULL::text, aq.dequeue_options(wait => 0, msgid => :new1));
+SELECT payload FROM aq.dequeue_array('ring_conv_q', NULL::text, 10, aq.dequeue_options(wait => 0));
+SELECT aq._rotate_segments('ring_conv') AS truncated;
+-- Its errors: a ring's segments cannot change; bad counts; a multi-consumer table; a table
+-- inherited from; another role's table.
+SELECT aq.alter_queue_table('ring_conv', segments => 3);
+SELECT aq.alter_queue_table('ring_conv', segments => 2);  -- as it is: nothing to do
+SELECT aq.create_queue_table('ring_conv2', 'text');
+SELECT aq.alter_queue_table('ring_conv2', segments => 1);
+SELECT aq.alter_queue_table('ring_conv2', segments => 17);
+CREATE TABLE ring_conv2_child () INHERITS (ring_conv2);
+SELECT aq.alter_queue_table('ring_conv2', segments => 4);
+DROP TABLE ring_conv2_child;
+SELECT aq.create_queue_table('ring_conv3', 'text', multiple_consumers => true);
+SELECT aq.alter_queue_table('ring_conv3', segments => 4);
+CREATE ROLE ring_conv_stranger;
+SET ROLE ring_conv_stranger;
+SELECT aq.alter_queue_table('ring_conv2', segments => 4);
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION aq.alter_queue_table(text, text, integer) TO ring_conv_stranger;
+SET ROLE ring_conv_stranger;
+SELECT aq.alter_queue_table('ring_conv2', segments => 4);
+WITH w AS (UPDATE aq.queue_tables SET comment = 'not mine' WHERE queue_table = 'ring_conv2' RETURNING 1) SELECT count(*) AS updated FROM w;
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION aq.alter_queue_table(text, text, integer) FROM ring_conv_stranger;
+DROP ROLE ring_conv_stranger;
+SELECT aq.alter_queue_table('ring_conv2', segments => 0);
+SELECT aq.alter_queue_table('ring_nonesuch', segments => 2);
+SELECT queue_table, segment_count FROM aq.queue_tables WHERE queue_table LIKE 'ring\_conv%' ORDER BY 1;
+SELECT aq.drop_queue_table('ring_conv', force => true);
+SELECT aq.drop_queue_table('ring_conv2');
+SELECT aq.drop_queue_table('ring_conv3');
+
 -- Errors.
 SELECT aq.create_queue_table('ring_plain', 'text');
 SELECT aq._rotate_segments('ring_plain');

@@ -278,8 +278,12 @@ char* build_sql(const QueueInfo& q, int32 statement) {
 }
 
 // The names a statement was built with (plan_cache.hpp).
+// What a statement is built with: the tables' names, and whether it reads a ring's segments through
+// the table (a classic table made a ring by aq.alter_queue_table gets new statements).
 const char* statement_names(const QueueInfo& q) {
-    return q.multiple_consumers ? psprintf("%s %s", q.qualified_table, q.qualified_deliveries) : q.qualified_table;
+    const char* names =
+        q.multiple_consumers ? psprintf("%s %s", q.qualified_table, q.qualified_deliveries) : q.qualified_table;
+    return q.segments.count > 0 ? psprintf("%s (ring)", names) : names;
 }
 
 struct BuildArgs {

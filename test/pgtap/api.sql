@@ -81,7 +81,7 @@ SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", count(*)::int FROM pg_proc p
        WHERE p.pronamespace = 'aq'::regnamespace AND p.proname NOT LIKE E'\\_%'
        GROUP BY p.proname ORDER BY p.proname$$,
-    $$VALUES ('add_subscriber', 1), ('agent', 1), ('alter_queue', 1), ('alter_subscriber', 1), ('commit', 1), ('commit_mode', 1), ('commit_settings', 1), ('commit_stats', 1),
+    $$VALUES ('add_subscriber', 1), ('agent', 1), ('alter_queue', 1), ('alter_queue_table', 1), ('alter_subscriber', 1), ('commit', 1), ('commit_mode', 1), ('commit_settings', 1), ('commit_stats', 1),
              ('consumer_info', 1), ('create_queue', 1), ('create_queue_table', 1), ('dequeue', 1),
              ('dequeue_array', 1), ('dequeue_options', 1), ('disable_fast_ingest', 1), ('drop_queue', 1),
              ('drop_queue_table', 1), ('enable_fast_ingest', 1),
@@ -136,6 +136,7 @@ SELECT results_eq(
       ('add_subscriber', ARRAY['queue_name','subscriber','rule','transformation','queue_to_queue','delivery_mode'], 4),
       ('agent', ARRAY['name','address','protocol'], 3),
       ('alter_queue', ARRAY['queue_name','max_retries','retry_delay','retention_time','comment'], 4),
+      ('alter_queue_table', ARRAY['queue_table','comment','segments'], 2),
       ('alter_subscriber', ARRAY['queue_name','subscriber','rule','transformation'], 1),
       ('commit', ARRAY['mode'], 1),
       ('commit_mode', ARRAY['commit_wait','commit_logging','synchronous_commit','wait_decided_by',

@@ -5,7 +5,7 @@
 -- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.  Run as a superuser;
 -- everything (roles included) is rolled back.
 BEGIN;
-SELECT plan(169);
+SELECT plan(172);
 
 SET LOCAL search_path = public;
 SET LOCAL client_min_messages = warning;
@@ -15,6 +15,7 @@ SET LOCAL client_min_messages = warning;
 CREATE TEMP TABLE t_admin (sig text PRIMARY KEY);
 INSERT INTO t_admin VALUES
     ('aq.create_queue_table(text,regtype,text,text,text,boolean,text,integer)'),
+    ('aq.alter_queue_table(text,text,integer)'),
     ('aq.add_subscriber(text,aq.agent,text,text,boolean,text)'),
     ('aq.alter_subscriber(text,aq.agent,text,text)'),
     ('aq.remove_subscriber(text,aq.agent)'),
@@ -72,7 +73,8 @@ SELECT ok(has_table_privilege('public', 'aq.queues', 'SELECT'), 'PUBLIC may read
 SELECT ok(has_table_privilege('public', 'aq.queue_tables', 'SELECT'), 'PUBLIC may read aq.queue_tables');
 -- 0.4.0: the catalog is writable by PUBLIC in the columns the admin functions write, and row-level
 -- security limits each role to the rows of the queue tables it manages.  The identity columns and
--- "created" are never granted; aq.queue_tables is never updated.
+-- "created" are never granted; of aq.queue_tables only the comment and the segment count are
+-- updated (aq.alter_queue_table), and the count only to the number of the table's segments.
 SELECT ok(has_table_privilege('public', 'aq.queues', 'DELETE') AND has_table_privilege('public', 'aq.queue_tables', 'DELETE'),
           'PUBLIC has DELETE on aq.queues and aq.queue_tables');
 SELECT ok(NOT has_table_privilege('public', 'aq.queues', 'INSERT') AND NOT has_table_privilege('public', 'aq.queues', 'UPDATE')
@@ -94,7 +96,8 @@ SELECT set_eq($$SELECT pg_temp.public_columns('aq.queues', 'INSERT')$$,
 SELECT set_eq($$SELECT pg_temp.public_columns('aq.queues', 'UPDATE')$$,
               ARRAY['enqueue_enabled', 'dequeue_enabled', 'max_retries', 'retry_delay', 'retention_time', 'comment'],
               'PUBLIC may UPDATE exactly the queue settings of aq.queues (not its name, queue table, type or ids)');
-SELECT ok(NOT has_any_column_privilege('public', 'aq.queue_tables', 'UPDATE'), 'PUBLIC may UPDATE no column of aq.queue_tables');
+SELECT set_eq($$SELECT pg_temp.public_columns('aq.queue_tables', 'UPDATE')$$, ARRAY['comment', 'segment_count'],
+              'PUBLIC may UPDATE only the comment and segment count of aq.queue_tables (aq.alter_queue_table)');
 SELECT ok(NOT has_table_privilege('public', 'aq.queues', 'TRUNCATE, REFERENCES, TRIGGER'),
           'PUBLIC has no TRUNCATE, REFERENCES or TRIGGER on aq.queues');
 SELECT ok(NOT has_table_privilege('public', 'aq.queue_tables', 'TRUNCATE, REFERENCES, TRIGGER'),
@@ -104,13 +107,14 @@ SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'aq.queue_tables'::re
           'aq.queue_tables has row-level security');
 SELECT policies_are('aq', 'queues', ARRAY['everyone_reads', 'owner_creates', 'owner_alters', 'owner_deletes'],
                     'aq.queues has the policies everyone_reads, owner_creates, owner_alters, owner_deletes');
-SELECT policies_are('aq', 'queue_tables', ARRAY['everyone_reads', 'owner_registers', 'owner_deletes'],
-                    'aq.queue_tables has the policies everyone_reads, owner_registers, owner_deletes');
+SELECT policies_are('aq', 'queue_tables', ARRAY['everyone_reads', 'owner_registers', 'owner_alters', 'owner_deletes'],
+                    'aq.queue_tables has the policies everyone_reads, owner_registers, owner_alters, owner_deletes');
 SELECT policy_cmd_is('aq', 'queues', p, c, format('policy %s of aq.queues is for %s', p, c))
   FROM (VALUES ('everyone_reads', 'SELECT'), ('owner_creates', 'INSERT'), ('owner_alters', 'UPDATE'),
                ('owner_deletes', 'DELETE')) AS v(p, c);
 SELECT policy_cmd_is('aq', 'queue_tables', p, c, format('policy %s of aq.queue_tables is for %s', p, c))
-  FROM (VALUES ('everyone_reads', 'SELECT'), ('owner_registers', 'INSERT'), ('owner_deletes', 'DELETE')) AS v(p, c);
+  FROM (VALUES ('everyone_reads', 'SELECT'), ('owner_registers', 'INSERT'), ('owner_alters', 'UPDATE'),
+               ('owner_deletes', 'DELETE')) AS v(p, c);
 
 ------------------------------------------------------------------------------ set-up: roles, queue tables, queues
 
@@ -240,9 +244,11 @@ SELECT is(pg_temp.changed($$UPDATE aq.queues SET enqueue_enabled = false, dequeu
           'a role''s UPDATE of aq.queues changes no row of a queue table it does not own');
 SELECT is(pg_temp.changed($$DELETE FROM aq.queues$$), '0',
           'a role''s DELETE from aq.queues removes no row of a queue table it does not own');
-SELECT is(pg_temp.changed($$UPDATE aq.queue_tables SET comment = 'hijacked'$$),
+SELECT is(pg_temp.changed($$UPDATE aq.queue_tables SET comment = 'hijacked'$$), '0',
+          'a role''s UPDATE of aq.queue_tables changes no row of a queue table it does not own');
+SELECT is(pg_temp.changed($$UPDATE aq.queue_tables SET queue_table = 'hijacked'$$),
           'ERROR 42501: permission denied for table queue_tables',
-          'a role''s UPDATE of aq.queue_tables gives 42501 (no UPDATE on aq.queue_tables)');
+          'a role''s UPDATE of a queue table''s name in aq.queue_tables gives 42501 (not a granted column)');
 SELECT is(pg_temp.changed($$UPDATE aq.queues SET queue_name = 'hijacked'$$),
           'ERROR 42501: permission denied for table queues',
           'a role''s UPDATE of a queue''s name in aq.queues gives 42501 (not a granted column)');
