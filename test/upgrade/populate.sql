@@ -15,7 +15,9 @@
 --   - a started, a stopped and a dequeue-disabled queue;
 --   - queue privileges (ENQUEUE, DEQUEUE WITH GRANT OPTION, a grant made by that grantee),
 --     EXECUTE on the admin functions for the queue tables' owner;
---   - a ring queue table (segments => 3) with messages in two of its segments;
+--   - a ring queue table (segments => 3) with messages in two of its segments, a classic queue
+--     table made a ring (messages in the table and in a segment), and a grouped ring (a group
+--     spanning a switch);
 --   - a fast-ingest table with applied rows and rejected ones (kept with their error);
 --   - commit modes at database level (ALTER DATABASE ... SET), role level (ALTER ROLE ... SET)
 --     and role-in-database level (ALTER ROLE ... IN DATABASE ... SET).
@@ -149,6 +151,24 @@ SELECT aq.enqueue_array('ring_q', ARRAY['ring 1', 'ring 2']) IS NOT NULL AS enqu
 SELECT aq._switch_segment('ring_qt');
 SELECT aq.enqueue('ring_q', 'ring 3'::text) IS NOT NULL AS enqueued;
 SELECT aq._switch_segment('ring_qt');
+-- A classic queue table made a ring (aq.alter_queue_table): two messages in the table itself, one
+-- in its first segment.
+SELECT aq.create_queue_table('conv_qt', 'text');
+SELECT aq.create_queue('conv_q', 'conv_qt');
+SELECT aq.start_queue('conv_q');
+SELECT aq.enqueue_array('conv_q', ARRAY['conv 1', 'conv 2']) IS NOT NULL AS enqueued;
+SELECT aq.alter_queue_table('conv_qt', segments => 2);
+SELECT aq.enqueue('conv_q', 'conv 3'::text) IS NOT NULL AS enqueued;
+-- A grouped ring: a group whose messages span a switch, and one more group.
+SELECT aq.create_queue_table('grp_ring_qt', 'text', message_grouping => 'transactional', segments => 2);
+SELECT aq.create_queue('grp_ring_q', 'grp_ring_qt');
+SELECT aq.start_queue('grp_ring_q');
+BEGIN;
+SELECT aq.enqueue_array('grp_ring_q', ARRAY['a 1', 'a 2']) IS NOT NULL AS enqueued;
+SELECT aq._switch_segment('grp_ring_qt');
+SELECT aq.enqueue('grp_ring_q', 'a 3'::text) IS NOT NULL AS enqueued;
+COMMIT;
+SELECT aq.enqueue('grp_ring_q', 'b 1'::text) IS NOT NULL AS enqueued;
 
 ------------------------------------------------------------------------------ fast ingest
 CREATE TABLE app.readings (id bigint PRIMARY KEY, v text NOT NULL CHECK (v <> 'bad'),

@@ -218,6 +218,23 @@ SELECT aq_verify.ok(tableoid = 'ring_qt$2'::regclass, format('the new message is
 SELECT aq_verify.ok(string_agg(payload, ',' ORDER BY ord) = 'ring 1,ring 2,ring 3,ring 4',
                     format('the ring dequeues in order across its segments: %s', string_agg(payload, ',' ORDER BY ord)))
   FROM aq.dequeue_array('ring_q', NULL::text, 10, aq.dequeue_options(wait => '0')) WITH ORDINALITY d(msgid, payload, props, ord);
+-- The converted ring: the table's own messages first, then its segment's; a new one goes into the
+-- current segment.
+SELECT aq_verify.ok(aq.enqueue('conv_q', 'conv 4'::text) IS NOT NULL, 'enqueue into the converted ring');
+SELECT aq_verify.ok(tableoid = 'conv_qt$0'::regclass, format('the new message is in the current segment: %s', tableoid::regclass))
+  FROM conv_qt WHERE user_data = 'conv 4';
+SELECT aq_verify.ok(string_agg(payload, ',' ORDER BY ord) = 'conv 1,conv 2,conv 3,conv 4',
+                    format('the converted ring dequeues in order: %s', string_agg(payload, ',' ORDER BY ord)))
+  FROM aq.dequeue_array('conv_q', NULL::text, 10, aq.dequeue_options(wait => '0')) WITH ORDINALITY d(msgid, payload, props, ord);
+-- The grouped ring: group a whole and in order from both segments, then group b.
+SELECT aq_verify.ok(string_agg(payload || CASE WHEN (props).end_of_group THEN '*' ELSE '' END, ',' ORDER BY ord) = 'a 1,a 2,a 3*',
+                    format('the grouped ring hands out a group spanning a switch whole: %s',
+                           string_agg(payload || CASE WHEN (props).end_of_group THEN '*' ELSE '' END, ',' ORDER BY ord)))
+  FROM aq.dequeue_array('grp_ring_q', NULL::text, 10, aq.dequeue_options(wait => '0', navigation => 'first_message'))
+       WITH ORDINALITY d(msgid, payload, props, ord);
+SELECT aq_verify.ok(string_agg(payload, ',' ORDER BY ord) = 'b 1', format('then the next group: %s', string_agg(payload, ',' ORDER BY ord)))
+  FROM aq.dequeue_array('grp_ring_q', NULL::text, 10, aq.dequeue_options(wait => '0', navigation => 'next_transaction'))
+       WITH ORDINALITY d(msgid, payload, props, ord);
 
 ------------------------------------------------------------------------------ the result
 \connect - postgres
