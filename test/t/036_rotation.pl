@@ -17,6 +17,8 @@
 #   4. kill -9 of the time manager's worker while it rotates (a crash restart): no message is lost
 #      or delivered twice, and rotation goes on after the restart (the ledger and the segments on
 #      disk are the state; nothing of shared memory is needed).
+#   5. A ring owned by a role with no rights but over its own queue table: the time manager
+#      switches, carries forward and truncates as that owner, and no round fails.
 #
 # No fixed sleeps: poll_query_until.
 use strict;
@@ -173,6 +175,44 @@ my $gen5 = $node->safe_psql('postgres', q{SELECT generations()});
 $node->safe_psql('postgres', q{CALL churn('rot_q', 5, 1000, 'after')});
 wait_for(qq{SELECT generations() > $gen5}, '4: rotation goes on after the crash restart');
 wait_for(q{SELECT ring_bytes() <= 2 * 400 * 1024}, '4: and truncates');
+
+# ============================================================ 5. a ring owned by a role with no other rights
+# The time manager switches, carries forward and truncates as the queue table's owner (run_as), a
+# role that may do no more than manage its own queue table: no round fails for want of a privilege.
+$node->safe_psql('postgres', q{
+CREATE ROLE rot_owner NOLOGIN;
+GRANT EXECUTE ON FUNCTION aq.create_queue_table, aq.create_queue(text, text, integer, interval, interval, text, text),
+      aq.start_queue TO rot_owner;
+CREATE SCHEMA rot_app AUTHORIZATION rot_owner;
+SET ROLE rot_owner;
+SELECT aq.create_queue_table('own_ring', 'text', segments => 3, queue_table_schema => 'rot_app');
+SELECT aq.create_queue('own_q', 'own_ring');
+SELECT aq.start_queue('own_q');
+SELECT aq.create_queue('own_idle_q', 'own_ring');
+SELECT aq.start_queue('own_idle_q');
+SELECT aq.enqueue('own_idle_q', 'kept'::text);
+RESET ROLE;
+CREATE FUNCTION own_generations() RETURNS bigint LANGUAGE sql AS $$
+  SELECT max(generation) FROM aq.segment_log l JOIN aq.queue_tables t USING (queue_table_id) WHERE t.queue_table = 'own_ring' $$;
+});
+my ($failures5, $truncated5, $carried5) = split /\|/,
+	$node->safe_psql('postgres', q{SELECT failures, truncated, carried FROM aq.queue_monitor WHERE database = 'postgres'});
+my $gen6 = $node->safe_psql('postgres', q{SELECT own_generations()});
+for my $i (1 .. 5)
+{
+	my $g = $node->safe_psql('postgres', q{SELECT own_generations()});
+	$node->safe_psql('postgres', qq{CALL churn('own_q', 5, 1000, 'own$i')});
+	wait_for(qq{SELECT own_generations() > $g}, "5: the owner's ring switches ($i)");
+}
+cmp_ok($node->safe_psql('postgres', q{SELECT own_generations()}), '>=', $gen6 + 5,
+	"5: it came round past the kept message's segment: truncated and carried forward as its owner");
+my ($failures6, $truncated6, $carried6) = split /\|/,
+	$node->safe_psql('postgres', q{SELECT failures, truncated, carried FROM aq.queue_monitor WHERE database = 'postgres'});
+is($failures6, $failures5, '5: no round failed');
+cmp_ok($truncated6, '>', $truncated5, '5: segments truncated');
+cmp_ok($carried6, '>', $carried5, '5: the kept message carried forward');
+is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('own_idle_q', NULL::text, aq.dequeue_options(wait => 0))}),
+	'kept', '5: and it is there once');
 
 query($holder, q{ROLLBACK;});
 finish($holder);
