@@ -786,6 +786,12 @@ QueueResult run_queue(const QueueConfig& c, FaultInjector* faults) {
     r.table_bytes = table_bytes;
     Session admin(c.conninfo);
     admin.connect(std::chrono::seconds(120));
+    if (c.segments > 0) {  // how far the ring turned during the run (its switches; each came round only past truncations)
+        Result g = admin.must("SELECT coalesce(max(l.generation), 0) FROM aq.segment_log l JOIN aq.queue_tables t"
+                              " USING (queue_table_id) WHERE t.queue_table = 'aqb_qt'");
+        std::fprintf(stderr, "aq-bench: ring: %s switches of %d segments during the run\n", PQgetvalue(g.get(), 0, 0),
+                     c.segments);
+    }
     system->teardown(admin);
     return r;
 }
