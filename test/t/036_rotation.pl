@@ -17,6 +17,7 @@
 #   4. kill -9 of the time manager's worker while it rotates (a crash restart): no message is lost
 #      or delivered twice, and rotation goes on after the restart (the ledger and the segments on
 #      disk are the state; nothing of shared memory is needed).
+#   4b. The same through an immediate shutdown of the postmaster mid-rotation (crash recovery).
 #   5. A ring owned by a role with no rights but over its own queue table: the time manager
 #      switches, carries forward and truncates as that owner, and no round fails.
 #
@@ -175,6 +176,31 @@ my $gen5 = $node->safe_psql('postgres', q{SELECT generations()});
 $node->safe_psql('postgres', q{CALL churn('rot_q', 5, 1000, 'after')});
 wait_for(qq{SELECT generations() > $gen5}, '4: rotation goes on after the crash restart');
 wait_for(q{SELECT ring_bytes() <= 2 * 400 * 1024}, '4: and truncates');
+
+# ============================================================ 4b. an immediate shutdown mid-rotation
+# The postmaster itself stops at once (no checkpoint: crash recovery at the next start) while the
+# time manager rotates under a churn; after recovery nothing is lost or doubled and the ring goes on.
+$node->safe_psql('postgres', q{SELECT aq.enqueue_array('rot_q', (SELECT array_agg('keep2-' || i) FROM generate_series(1, 3000) i))});
+($churn_out, $churn_err) = ('', '');
+$churn = IPC::Run::start([ 'psql', '-X', '-q', '-d', $node->connstr('postgres'), '-c', q{CALL churn('rot_q', 60, 500, 'stop')} ],
+	'>', \$churn_out, '2>', \$churn_err);
+my $gen4b = $node->safe_psql('postgres', q{SELECT generations()});
+wait_for(qq{SELECT generations() > $gen4b}, '4b: the time manager is rotating');
+$node->stop('immediate');
+$churn->finish;    # its backend went with the server
+$node->start;
+finish($holder);    # the idle transaction went with the server (with part 4's crash restart already)
+$holder = session($node, 'postgres');    # hold the horizon again
+query($holder, q{BEGIN; SELECT txid_current();});
+$node->safe_psql('postgres', q{INSERT INTO got SELECT payload FROM aq.dequeue_array('rot_q', NULL::text, 10000, aq.dequeue_options(wait => 0))});
+is($node->safe_psql('postgres', q{SELECT count(*) FROM got WHERE payload LIKE 'keep2-%'}), '3000',
+	'4b: every message enqueued before the immediate shutdown is taken');
+is($node->safe_psql('postgres', q{SELECT count(*) - count(DISTINCT payload) FROM got}), '0', '4b: none twice');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM rot_ring}), '0', '4b: none left');
+my $gen4c = $node->safe_psql('postgres', q{SELECT generations()});
+$node->safe_psql('postgres', q{CALL churn('rot_q', 5, 1000, 'after2')});
+wait_for(qq{SELECT generations() > $gen4c}, '4b: rotation goes on after recovery');
+wait_for(q{SELECT ring_bytes() <= 2 * 400 * 1024}, '4b: and truncates');
 
 # ============================================================ 5. a ring owned by a role with no other rights
 # The time manager switches, carries forward and truncates as the queue table's owner (run_as), a
