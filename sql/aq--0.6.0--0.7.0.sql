@@ -54,6 +54,7 @@ CREATE POLICY owner_alters ON aq.queue_tables FOR UPDATE
     WITH CHECK (aq._manages(relid)
                 AND segment_count = (SELECT count(*) FROM aq.queue_segments s
                                       WHERE s.queue_table_id = queue_tables.queue_table_id)
+                AND (segment_count = 0 OR NOT multiple_consumers)
                 AND has_function_privilege('aq.alter_queue_table(text, text, integer)', 'EXECUTE'));
 GRANT UPDATE (comment, segment_count) ON aq.queue_tables TO PUBLIC;
 

@@ -239,6 +239,10 @@ SELECT aq.enqueue('ring_fifo_q', 'x1'::text);
 SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0));
 SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0, dequeue_mode => 'browse'));
 ALTER TABLE ring_fifo_extra NO INHERIT ring_fifo;
+-- ... and so would one that inherits from a segment.
+ALTER TABLE ring_fifo_extra INHERIT "ring_fifo$1";
+SELECT aq.enqueue('ring_fifo_q', 'x1'::text);
+ALTER TABLE ring_fifo_extra NO INHERIT "ring_fifo$1";
 SELECT aq.enqueue('ring_fifo_q', 'x1'::text) > 0 AS enqueued;
 SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0));
 DROP TABLE ring_fifo_extra;

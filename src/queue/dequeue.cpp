@@ -20,6 +20,7 @@
 //  6. The wait is the one wait loop (waiting.hpp).
 extern "C" {
 #include "postgres.h"
+#include "access/detoast.h"
 #include "access/xact.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -76,6 +77,8 @@ struct SinkReceiver {
     DestReceiver pub;  // first member: PostgreSQL sees a DestReceiver*
     const DequeueRequest* request;
     bool probe;   // only whether the statement finds a row: counts the first and stops
+    bool in_look;  // the statement runs in a look (ring.hpp, L1): its rows must outlive it
+    bool varlena_payload;
     bool claims;  // remove and locked modes: the rows are claimed (retries.hpp)
     bool sweeps;            // multi-consumer remove: the messages left without deliveries go (deliveries.hpp)
     Priorities priorities;  // ... of these priorities
@@ -94,7 +97,17 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     slot_getallattrs(slot);
     DequeuedRow row{slot->tts_values[0], slot->tts_values[1], slot->tts_values[2],
                     r->request->options->mode == DequeueMode::remove_nodata};
-    r->request->sink(r->request->sink_context, row);
+    if (!r->in_look) {
+        r->request->sink(r->request->sink_context, row);
+    } else {
+        // ring.hpp, L1: the look's locks go before the caller reads the rows, and with them what
+        // kept the segment (and its TOAST table) from truncation: a payload stored out of line is
+        // fetched now.  (A tuplestore sink's temporary file belongs to the owner it was made under,
+        // before the look: tuplestore.c.)
+        if (r->varlena_payload && !slot->tts_isnull[1] && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(row.payload)))
+            row.payload = PointerGetDatum(detoast_external_attr(reinterpret_cast<struct varlena*>(DatumGetPointer(row.payload))));
+        r->request->sink(r->request->sink_context, row);
+    }
     r->rows++;
     r->last_msgid = DatumGetInt64(slot->tts_values[0]);
     if (r->sweeps) r->priorities.note(DatumGetInt32(slot->tts_values[4]));
@@ -118,6 +131,7 @@ void receiver_startup(DestReceiver* self, int, TupleDesc desc) {
                         errdetail("Its user_data column is of type %s.",
                                   OidIsValid(payload) ? format_type_be(payload) : "unknown"),
                         errhint("Queue tables must not be altered; recreate the queue table.")));
+    r->varlena_payload = TupleDescAttr(desc, 1)->attlen == -1;
 }
 void receiver_shutdown(DestReceiver*) {}
 void receiver_destroy(DestReceiver*) {}
@@ -260,7 +274,7 @@ int32 statement_shape(const ClaimArgs& a) {
 // One dequeue statement of this shape (claim-and-delete, lock, or read); passes the rows to the
 // sink.  probe: only whether it finds a row (a read-only shape; nothing reaches the sink).
 // Requires SPI.
-int run_statement(const ClaimArgs& a, int32 shape, bool probe) {
+int run_statement(const ClaimArgs& a, int32 shape, bool probe, bool in_look = false) {
     const DequeueOptions& o = *a.request->options;
     SPIPlanPtr plan = o.condition ? condition_plan(*a.queue, dequeue_base + shape, o.condition)
                                   : statement_plan(*a.queue, dequeue_base + shape, InvalidOid);
@@ -298,6 +312,7 @@ int run_statement(const ClaimArgs& a, int32 shape, bool probe) {
     receiver.pub.mydest = DestNone;
     receiver.request = a.request;
     receiver.probe = probe;
+    receiver.in_look = in_look;
     receiver.claims = !probe && o.mode != DequeueMode::browse;
     receiver.sweeps = !probe && a.queue->multiple_consumers && !a.queue->exception_queue && removes(o.mode);
 
@@ -348,7 +363,7 @@ struct StatementLook {
 };
 void statement_look(void* arg) {
     auto* l = static_cast<StatementLook*>(arg);
-    l->rows = run_statement(*l->args, l->shape, l->probe);
+    l->rows = run_statement(*l->args, l->shape, l->probe, true);
 }
 int run_in_look(const ClaimArgs& a, int32 shape, bool probe) {
     StatementLook look{&a, shape, probe, 0};

@@ -129,7 +129,14 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
         if (!registered) retries::before_claim();  // before the first claim (retries.hpp)
         registered = true;
         ItemPointerData tid = slot->tts_tid;
-        if (!claim_by_delete(ring.heap(), slot, command, snapshot)) continue;
+        if (!claim_by_delete(ring.heap(), slot, command, snapshot)) {
+            // Removed or held by another transaction since this walk's snapshot (a carry-forward's
+            // move seen by a REPEATABLE READ snapshot taken before it, the settler counting an
+            // attempt): nothing after it is taken before it, as the head rule says of a message
+            // not takeable yet.
+            later = true;
+            break;
+        }
         ring.claimed_last();
         if (held.present) hand_on(false);
         MemoryContext outer = MemoryContextSwitchTo(held_context);

@@ -133,6 +133,14 @@ Oid foreign_inheritor(Oid parent, const Segments& segments) {
         if (!segment) foreign = child;
     }
     list_free(children);
+    // A table inheriting from a segment is read through the parent too (a statement expands the
+    // inheritance recursively).  relhassubclass is cleared only lazily: confirmed by a look.
+    for (int i = 0; i < segments.count && !OidIsValid(foreign); i++) {
+        if (!has_subclass(segments.relids[i])) continue;
+        List* grandchildren = find_inheritance_children(segments.relids[i], NoLock);
+        if (grandchildren != NIL) foreign = linitial_oid(grandchildren);
+        list_free(grandchildren);
+    }
     return foreign;
 }
 
@@ -226,6 +234,7 @@ struct TruncateWork {
 // C1: a segment is carried forward when at most 1/carry_fraction of its row versions are not gone.
 constexpr uint64 carry_fraction = 10;
 constexpr int carry_batch = 5000;   // messages a rotation
+constexpr int carry_groups = 64;    // groups a rotation (C6: a lock each, in the shared lock table)
 constexpr long carry_recount_s = 10;  // C4
 
 // C4: when a segment (by its file) was last found over the fraction.  This process's, a few entries.
@@ -323,7 +332,7 @@ int64 carry_forward(const RingTable& t, int from, int to) {
     bool carry = target && ring::plain_segment(source, target) && ring::plain_segment(target, source) &&
                  !settled(source, true) && worth_carrying(source);
     CarryWork work{carry ? carry_forward_sql(qualified_name(source), qualified_name(target), carry_batch, t.grouped) : nullptr,
-                   carry && t.grouped ? carry_groups_sql(qualified_name(source), carry_batch) : nullptr, t.relid};
+                   carry && t.grouped ? carry_groups_sql(qualified_name(source), carry_groups) : nullptr, t.relid};
     table_close(source, NoLock);  // the locks are kept to the end of the rotation's transaction
     if (target) table_close(target, NoLock);
     if (!carry) return 0;

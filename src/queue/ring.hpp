@@ -85,16 +85,20 @@
 //     stays, and so does a row holding an attempt not counted yet, which the settler counts first.
 //  C3 Not lost, not twice: the move is one transaction, so a snapshot sees the original or the copy,
 //     never both.  A dequeue whose snapshot predates the move meets the original removed by a
-//     committed transaction, which a claim passes at every level (T3); later ones take the copy.  A
+//     committed transaction, which a claim passes at every level (T3); later ones take the copy (to
+//     the first, the message was taken by another consumer: it may take messages after it first).  A
 //     copy keeps its position in the queue's order (its key), so before the commit the move lowers
 //     each queue's scan floor to its first copy, as an enqueue does (R3), and its waiters are woken
 //     at the commit (wakeup.hpp).
 //  C4 The census behind C1 reads the whole segment (the time manager's process only); a segment
 //     found over the tenth is not counted again for carry_recount_s seconds.
 //  C6 A grouped table's messages are moved only with their group's lock (groups.hpp), taken without
-//     waiting and held to the end of the move's transaction: a group a consumer holds stays where
-//     it is this time, so its holder never meets one of its messages held by the move and takes a
-//     later one first.  The move lowers the groups' floor to the first group it moved (C3).
+//     waiting and held to the end of the move's transaction, at most 64 groups a rotation (a lock
+//     each): a group a consumer holds stays where it is this time, so its holder never meets one of
+//     its messages held by the move and takes a later one first.  A consumer whose REPEATABLE READ
+//     snapshot predates a move meets the moved originals removed: its group walk stops there, as at
+//     any message of the group it cannot take (the head rule), and takes nothing after it.  The move
+//     lowers the groups' floor to the first group it moved (C3).
 //  C5 kill -9 mid-move: the move did not commit, so every original is live again; its xmax is the
 //     aborted mover's, older than the crash restart, which retries.hpp (2) counts as a dequeue
 //     attempt, as it does a hand DELETE's: a crash mid-move may count one attempt too many for the
@@ -106,10 +110,13 @@
 //     the segments go with it, so a session waiting for minutes, inside its transaction, does not
 //     hold every segment from truncation.  A dequeue's move of expired messages (an UPDATE, whose
 //     locks stay) runs only after such a look found one to move.  A browse only reads: its
-//     statement runs in a look (its rows reach the caller all the same).  A remove or locked dequeue
-//     that runs a statement (by msgid, correlation or condition, locked mode) and may wait first
-//     runs the read-only form of it in a look, and runs the statement only when that finds a
-//     message: a pass that finds none, and the sleep after it, hold no segment.  What a dequeue
+//     statement runs in a look (its rows reach the caller all the same, a payload stored out of
+//     line fetched in the look: once the look's locks are gone its segment and TOAST table may be
+//     truncated).  A remove or locked dequeue that runs a statement (by msgid, correlation or
+//     condition, locked mode) and may wait first runs the read-only form of it in a look, and runs
+//     the statement only when that finds a message: a pass that finds none, and the sleep after it,
+//     hold no segment.  (The read-only form also finds a message another transaction holds; such a
+//     pass runs the statement, which takes nothing and keeps its locks like any statement.)  What a dequeue
 //     takes or locks keeps its segments' locks to the end of the transaction, as any statement's.
 // Proved by: regress ring_storage (catalog, shape), ring (order across segments, statements, C1,
 // C2, groups across segments); isolation ring_order (W2, T1, T2, L1), ring_carry (C2, C3 at every
@@ -140,8 +147,8 @@ bool available();
 // R1: the current segment, opened and locked RowExclusiveLock (kept to the end of the transaction).
 Relation open_current(int32 queue_table_id, const Segments& segments);
 
-// E1: a table that inherits from the ring's parent and is not one of its segments (InvalidOid:
-// none).  Its rows would be read through the parent as messages: the queue refuses to work (55000).
+// E1: a table that inherits from the ring's parent and is not one of its segments, or from a segment
+// (InvalidOid: none).  Its rows would be read through the parent as messages: the queue refuses to work (55000).
 Oid foreign_inheritor(Oid parent, const Segments& segments);
 
 // E1: whether the segment may be read and written directly like its parent (which the caller has

@@ -382,7 +382,7 @@ char* carry_forward_sql(const char* from, const char* to, int limit, bool groupe
 }
 
 char* carry_groups_sql(const char* from, int limit) {
-    return psprintf("SELECT DISTINCT transaction_group FROM ONLY %s WHERE %s LIMIT %d", from,
+    return psprintf("SELECT DISTINCT transaction_group FROM ONLY %s WHERE %s ORDER BY 1 LIMIT %d", from,
                     rule_sql<rules::Settled>("", "NULL"), limit);
 }
 

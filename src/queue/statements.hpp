@@ -92,7 +92,8 @@ SPIPlanPtr condition_plan(const QueueInfo& q, int32 statement, const char* text)
 // columns in its order.  grouped: only the rows of the groups in $1 (int8[]: C6), and a fifth
 // column.  Not prepared: it runs when a ring is jammed, a few times a rotation at most.
 char* carry_forward_sql(const char* from, const char* to, int limit, bool grouped);
-// The groups of a grouped segment's rows that carry_forward_sql could move, at most `limit`.
+// The groups of a grouped segment's rows that carry_forward_sql could move, the first `limit` of
+// them in the groups' order.
 char* carry_groups_sql(const char* from, int limit);
 
 }  // namespace aq::queue

@@ -366,8 +366,11 @@ RoundResult round(TimestampTz since, TimestampTz now, int* failures_in_row) {
         const Table& t = tables[i];
         if (t.ring.segments.count > 0 && OidIsValid(t.ring.owner)) {
             ring::Rotation rotation;
-            if (!in_transaction("aq: time manager rotation", budget, &result, [&] { rotation = ring::rotate(t.ring); }))
+            if (!in_transaction("aq: time manager rotation", budget, &result, [&] { rotation = ring::rotate(t.ring); })) {
                 result.failed = true;
+                rotation = ring::Rotation{};  // rolled back: nothing of it to count
+                rotation.holds_rows = true;   // try again
+            }
             result.truncated += uint64(rotation.truncated);
             result.carried += uint64(rotation.carried);
             result.rotation_skips += uint64(rotation.skipped);

@@ -116,7 +116,10 @@ $primary->wait_for_catchup($standby);
 my $conflicts = $standby->safe_psql('postgres', q{SELECT confl_lock FROM pg_stat_database_conflicts WHERE datname = 'postgres'});
 my $browser = session($standby, 'postgres');
 query($browser, q{SET application_name = 'rh_browser';});
-$browser->{in} .= q{SELECT payload FROM aq.dequeue('rh_q', NULL::text, aq.dequeue_options(dequeue_mode => 'browse', wait => '120'));} . "\n";
+# (By correlation: the churn's own messages, seen in passing, are not what it waits for.)
+$browser->{out} = $browser->{err} = '';
+$browser->{in} .= q{SELECT payload FROM aq.dequeue('rh_q', NULL::text,
+	aq.dequeue_options(dequeue_mode => 'browse', wait => '120', correlation => 'for the standby'));} . "\n";
 $browser->{h}->pump_nb while length $browser->{in};
 ok($standby->poll_query_until('postgres', q{
 	SELECT count(*) = 1 FROM pg_stat_activity
@@ -126,8 +129,9 @@ turn(3, 'browsed');
 $primary->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', q{SELECT confl_lock FROM pg_stat_database_conflicts WHERE datname = 'postgres'}),
 	$conflicts, '2: replaying the truncations never waited for the sleeping browse');
-$primary->safe_psql('postgres', q{SELECT aq.enqueue('rh_q', 'seen on the standby'::text)});
-$browser->{h}->pump until $browser->{out} =~ /seen on the standby/ || $browser->{err} =~ /ERROR/;
+$primary->safe_psql('postgres',
+	q{SELECT aq.enqueue('rh_q', 'seen on the standby'::text, aq.message_properties(correlation => 'for the standby'))});
+$browser->{h}->pump until $browser->{out} =~ /\n/ || $browser->{err} =~ /ERROR/;
 like($browser->{out}, qr/seen on the standby/, '2: and it gets the message enqueued during its wait');
 unlike($browser->{err}, qr/ERROR|FATAL/, '2: with no error (no recovery conflict cancelled it)');
 finish($browser);
