@@ -811,7 +811,7 @@ SELECT t.queue_table, s.segment::integer AS segment, s.relid,
        w.generation, w.opened, sz.bytes, sz.total_bytes,
        st.n_live_tup AS live_rows, st.n_dead_tup AS dead_rows,
        s.segment = (cur.generation + 1) % t.segment_count AND sz.bytes > 0 AS next_switch_blocked,
-       hold.pids AS held_by
+       hold.pids AS held_by, hold.gids AS held_by_prepared
   FROM aq.queue_tables t
   JOIN aq.queue_segments s ON s.queue_table_id = t.queue_table_id
   LEFT JOIN pg_catalog.pg_class c ON c.oid = s.relid
@@ -825,18 +825,25 @@ SELECT t.queue_table, s.segment::integer AS segment, s.relid,
         SELECT l.generation, l.opened FROM aq.segment_log l
          WHERE l.queue_table_id = t.queue_table_id AND l.segment = s.segment
          ORDER BY l.generation DESC LIMIT 1) w ON true
-  -- The other sessions holding a lock on the segment: a truncation waits for none of them (it
-  -- is tried again a second later), so they are what keeps a segment all gone from truncation.
+  -- The other sessions and the prepared transactions holding a lock on the segment: a truncation
+  -- waits for none of them (it is tried again a second later), so they are what keeps a segment all
+  -- gone from truncation.  A prepared transaction's locks have no pid: it is found by the lock on
+  -- its transaction id, which it holds under the same virtual transaction.
   LEFT JOIN LATERAL (
-        SELECT pg_catalog.array_agg(DISTINCT lk.pid ORDER BY lk.pid) AS pids FROM pg_catalog.pg_locks lk
+        SELECT pg_catalog.array_agg(DISTINCT lk.pid ORDER BY lk.pid) FILTER (WHERE lk.pid IS NOT NULL) AS pids,
+               pg_catalog.array_agg(DISTINCT p.gid ORDER BY p.gid) FILTER (WHERE p.gid IS NOT NULL) AS gids
+          FROM pg_catalog.pg_locks lk
+          LEFT JOIN (pg_catalog.pg_locks x JOIN pg_catalog.pg_prepared_xacts p ON p.transaction = x.transactionid)
+            ON lk.pid IS NULL AND x.pid IS NULL AND x.locktype = 'transactionid'
+           AND x.virtualtransaction = lk.virtualtransaction
          WHERE lk.locktype = 'relation' AND lk.relation = s.relid AND lk.granted
            AND lk.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
-           AND lk.pid <> pg_catalog.pg_backend_pid()) hold ON true
+           AND lk.pid IS DISTINCT FROM pg_catalog.pg_backend_pid()) hold ON true
  WHERE t.segment_count > 0
  ORDER BY t.queue_table, s.segment;
 GRANT SELECT ON aq.ring_segments TO PUBLIC;
 COMMENT ON VIEW aq.ring_segments IS
-    'The segments of the ring queue tables: per segment, its state (current, empty, sealed), the last generation that wrote it, its sizes and live and dead rows, whether it blocks the next switch, and the other sessions holding a lock on it (what keeps it from truncation)';
+    'The segments of the ring queue tables: per segment, its state (current, empty, sealed), the last generation that wrote it, its sizes and live and dead rows, whether it blocks the next switch, and the other sessions and prepared transactions holding a lock on it (what keeps it from truncation)';
 
 -- The time manager (Oracle's QMON), per database it has served since the server started: its
 -- worker's pid (NULL: none runs now), the next time a delay or an expiration passes, its last

@@ -221,6 +221,16 @@ SELECT aq.drop_queue_table('ring_conv', force => true);
 SELECT aq.drop_queue_table('ring_conv2');
 SELECT aq.drop_queue_table('ring_conv3');
 
+-- aq.ring_segments.held_by_prepared: a prepared transaction that dequeued from a segment holds it
+-- (its locks have no pid: held_by does not show it).
+SELECT aq.enqueue('ring_fifo_q', 'held'::text) > 0 AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue('ring_fifo_q', NULL::text, aq.dequeue_options(wait => 0));
+PREPARE TRANSACTION 'ring_holds_a_segment';
+SELECT segment, held_by, held_by_prepared FROM aq.ring_segments WHERE queue_table = 'ring_fifo' AND held_by_prepared IS NOT NULL;
+COMMIT PREPARED 'ring_holds_a_segment';
+SELECT count(*) AS still_held FROM aq.ring_segments WHERE queue_table = 'ring_fifo' AND held_by_prepared IS NOT NULL;
+
 -- Errors.
 SELECT aq.create_queue_table('ring_plain', 'text');
 SELECT aq._rotate_segments('ring_plain');

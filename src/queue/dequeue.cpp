@@ -104,9 +104,11 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
         // kept the segment (and its TOAST table) from truncation: a payload stored out of line is
         // fetched now.  (A tuplestore sink's temporary file belongs to the owner it was made under,
         // before the look: tuplestore.c.)
-        if (r->varlena_payload && !slot->tts_isnull[1] && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(row.payload)))
+        bool fetched = r->varlena_payload && !slot->tts_isnull[1] && VARATT_IS_EXTERNAL(DatumGetPointer(row.payload));
+        if (fetched)
             row.payload = PointerGetDatum(detoast_external_attr(reinterpret_cast<struct varlena*>(DatumGetPointer(row.payload))));
-        r->request->sink(r->request->sink_context, row);
+        r->request->sink(r->request->sink_context, row);  // which copies it
+        if (fetched) pfree(DatumGetPointer(row.payload));
     }
     r->rows++;
     r->last_msgid = DatumGetInt64(slot->tts_values[0]);

@@ -235,6 +235,7 @@ struct TruncateWork {
 constexpr uint64 carry_fraction = 10;
 constexpr int carry_batch = 5000;   // messages a rotation
 constexpr int carry_groups = 64;    // groups a rotation (C6: a lock each, in the shared lock table)
+constexpr int carry_group_candidates = 1024;  // ... tried in order until that many are locked
 constexpr long carry_recount_s = 10;  // C4
 
 // C4: when a segment (by its file) was last found over the fraction.  This process's, a few entries.
@@ -292,7 +293,7 @@ void run_carry(void* arg) {
         for (uint64 i = 0; i < n; i++) {
             bool isnull;
             int64 group = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-            if (!isnull && groups::try_lock(w->parent, group)) locked[count++] = Int64GetDatum(group);
+            if (count < carry_groups && !isnull && groups::try_lock(w->parent, group)) locked[count++] = Int64GetDatum(group);
         }
         SPI_freetuptable(SPI_tuptable);
         if (count == 0) return;
@@ -332,7 +333,7 @@ int64 carry_forward(const RingTable& t, int from, int to) {
     bool carry = target && ring::plain_segment(source, target) && ring::plain_segment(target, source) &&
                  !settled(source, true) && worth_carrying(source);
     CarryWork work{carry ? carry_forward_sql(qualified_name(source), qualified_name(target), carry_batch, t.grouped) : nullptr,
-                   carry && t.grouped ? carry_groups_sql(qualified_name(source), carry_groups) : nullptr, t.relid};
+                   carry && t.grouped ? carry_groups_sql(qualified_name(source), carry_group_candidates) : nullptr, t.relid};
     table_close(source, NoLock);  // the locks are kept to the end of the rotation's transaction
     if (target) table_close(target, NoLock);
     if (!carry) return 0;

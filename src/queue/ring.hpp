@@ -94,8 +94,10 @@
 //     found over the tenth is not counted again for carry_recount_s seconds.
 //  C6 A grouped table's messages are moved only with their group's lock (groups.hpp), taken without
 //     waiting and held to the end of the move's transaction, at most 64 groups a rotation (a lock
-//     each): a group a consumer holds stays where it is this time, so its holder never meets one of
-//     its messages held by the move and takes a later one first.  A consumer whose REPEATABLE READ
+//     each; the first 1,024 groups tried in order), each group's messages in its order, so that a
+//     batch cut short leaves a group's last messages, never its first: a group a consumer holds
+//     stays where it is this time, so its holder never meets one of its messages held by the move
+//     and takes a later one first.  A consumer whose REPEATABLE READ
 //     snapshot predates a move meets the moved originals removed: its group walk stops there, as at
 //     any message of the group it cannot take (the head rule), and takes nothing after it.  The move
 //     lowers the groups' floor to the first group it moved (C3).

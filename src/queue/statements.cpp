@@ -371,14 +371,16 @@ SPIPlanPtr condition_plan(const QueueInfo& q, int32 statement, const char* text)
 
 char* carry_forward_sql(const char* from, const char* to, int limit, bool grouped) {
     return psprintf(
-        "WITH picked AS MATERIALIZED (SELECT ctid FROM ONLY %1$s WHERE %3$s%5$s LIMIT %4$d FOR UPDATE SKIP LOCKED),"
+        "WITH picked AS MATERIALIZED (SELECT ctid FROM ONLY %1$s WHERE %3$s%5$s%8$s LIMIT %4$d FOR UPDATE SKIP LOCKED),"
         " moved AS (DELETE FROM ONLY %1$s m WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM picked))"
         "           RETURNING m.*),"
         " copied AS (INSERT INTO %2$s SELECT * FROM moved RETURNING q_id, priority, enq_time%6$s)"
         " SELECT q_id, pg_catalog.min(priority), pg_catalog.min(enq_time), pg_catalog.count(*)%7$s FROM copied GROUP BY q_id",
         from, to, rule_sql<rules::Settled>("", "NULL"), limit,
         grouped ? " AND transaction_group OPERATOR(pg_catalog.=) ANY ($1)" : "", grouped ? ", transaction_group" : "",
-        grouped ? ", pg_catalog.min(transaction_group)" : "");
+        grouped ? ", pg_catalog.min(transaction_group)" : "",
+        // A batch cut short leaves a group's last messages, never its first ones (C6).
+        grouped ? " ORDER BY transaction_group, enq_time, msgid" : "");
 }
 
 char* carry_groups_sql(const char* from, int limit) {

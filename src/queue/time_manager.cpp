@@ -368,8 +368,7 @@ RoundResult round(TimestampTz since, TimestampTz now, int* failures_in_row) {
             ring::Rotation rotation;
             if (!in_transaction("aq: time manager rotation", budget, &result, [&] { rotation = ring::rotate(t.ring); })) {
                 result.failed = true;
-                rotation = ring::Rotation{};  // rolled back: nothing of it to count
-                rotation.holds_rows = true;   // try again
+                rotation = ring::Rotation{};  // rolled back: nothing of it to count (the failure's backoff retries)
             }
             result.truncated += uint64(rotation.truncated);
             result.carried += uint64(rotation.carried);
