@@ -152,13 +152,15 @@ SELECT aq._switch_segment('ring_qt');
 SELECT aq.enqueue('ring_q', 'ring 3'::text) IS NOT NULL AS enqueued;
 SELECT aq._switch_segment('ring_qt');
 -- A classic queue table made a ring (aq.alter_queue_table): two messages in the table itself, one
--- in its first segment.
+-- in its first segment, the second one current.
 SELECT aq.create_queue_table('conv_qt', 'text');
 SELECT aq.create_queue('conv_q', 'conv_qt');
 SELECT aq.start_queue('conv_q');
 SELECT aq.enqueue_array('conv_q', ARRAY['conv 1', 'conv 2']) IS NOT NULL AS enqueued;
 SELECT aq.alter_queue_table('conv_qt', segments => 2);
 SELECT aq.enqueue('conv_q', 'conv 3'::text) IS NOT NULL AS enqueued;
+-- Its current segment left empty, as ring_qt's: the time manager has nothing to switch before the dump.
+SELECT aq._switch_segment('conv_qt');
 -- A grouped ring: a group whose messages span a switch, and one more group.
 SELECT aq.create_queue_table('grp_ring_qt', 'text', message_grouping => 'transactional', segments => 2);
 SELECT aq.create_queue('grp_ring_q', 'grp_ring_qt');

@@ -221,7 +221,7 @@ SELECT aq_verify.ok(string_agg(payload, ',' ORDER BY ord) = 'ring 1,ring 2,ring 
 -- The converted ring: the table's own messages first, then its segment's; a new one goes into the
 -- current segment.
 SELECT aq_verify.ok(aq.enqueue('conv_q', 'conv 4'::text) IS NOT NULL, 'enqueue into the converted ring');
-SELECT aq_verify.ok(tableoid = 'conv_qt$0'::regclass, format('the new message is in the current segment: %s', tableoid::regclass))
+SELECT aq_verify.ok(tableoid = 'conv_qt$1'::regclass, format('the new message is in the current segment: %s', tableoid::regclass))
   FROM conv_qt WHERE user_data = 'conv 4';
 SELECT aq_verify.ok(string_agg(payload, ',' ORDER BY ord) = 'conv 1,conv 2,conv 3,conv 4',
                     format('the converted ring dequeues in order: %s', string_agg(payload, ',' ORDER BY ord)))
