@@ -426,6 +426,219 @@ BEGIN
     END IF;
 END $$;
 
+-- The view aq$<queue_table> of a single-consumer queue table: its messages with their queue and
+-- state, READY, WAITING, EXPIRED (in an exception queue, or past its expiration) or PROCESSED (a
+-- message a dequeue removed from a queue with a retention_time, kept until deq_timestamp plus that
+-- time: src/queue/retention.hpp stores it with q_id = minus its queue's id, its dequeue time in
+-- delay and the end of its retention in expiration).  Created, or replaced in place (keeping its
+-- owner and grants): create_queue and alter_queue replace a view made before 0.7.0, which knew no
+-- PROCESSED, when they give a queue a retention_time (only_existing: a view found by its dependency
+-- on the table; one dropped by hand stays dropped).
+CREATE FUNCTION aq._message_view(t aq.queue_tables, only_existing boolean DEFAULT false) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM aq._check_owner(t);
+    IF only_existing AND NOT EXISTS (
+            SELECT FROM pg_class tbl JOIN pg_class v ON v.relnamespace = tbl.relnamespace
+             WHERE tbl.oid = t.relid AND v.relname = aq._queue_table_view(t.queue_table) AND v.relkind = 'v'
+               AND EXISTS (SELECT FROM pg_rewrite r JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                            WHERE r.ev_class = v.oid AND d.refclassid = 'pg_class'::regclass AND d.refobjid = t.relid)) THEN
+        RETURN;
+    END IF;
+    EXECUTE format(
+        'CREATE OR REPLACE VIEW %I.%I WITH (security_invoker = true) AS'
+        ' SELECT q.queue_name AS queue, m.msgid AS msg_id, m.corrid AS corr_id, m.priority AS msg_priority,'
+        '        CASE WHEN m.q_id < 0 THEN ''PROCESSED'''
+        '             WHEN q.queue_type = ''exception_queue'' OR m.expiration <= pg_catalog.now() THEN ''EXPIRED'''
+        '             WHEN m.delay > pg_catalog.now() THEN ''WAITING'' ELSE ''READY'' END AS msg_state,'
+        '        CASE WHEN m.q_id >= 0 THEN m.delay END AS delay,'
+        '        CASE WHEN m.q_id >= 0 THEN m.expiration END AS expiration,'
+        '        m.enq_time, m.enq_uid AS enq_user_id, m.retry_count,'
+        '        coalesce(m.exception_queue, %L) AS exception_queue,'
+        '        m.user_data,'
+        '        CASE WHEN m.q_id < 0 THEN m.delay END AS deq_timestamp'
+        '   FROM %s m LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) pg_catalog.abs(m.q_id)',
+        t.table_schema, aq._queue_table_view(t.queue_table), aq._default_exception_queue(t.queue_table), t.relid);
+END $$;
+
+-- Its single-consumer view is made by aq._message_view now.
+CREATE OR REPLACE FUNCTION aq._queue_table_objects(t aq.queue_tables) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    by_priority boolean := t.sort_list = 'priority,enq_time';
+    order_columns text := CASE WHEN by_priority THEN 'priority, enq_time, msgid' ELSE 'enq_time, msgid' END;
+    view_name text := aq._queue_table_view(t.queue_table);
+BEGIN
+    IF by_priority THEN
+        EXECUTE format('CREATE INDEX ON %s (q_id, priority, enq_time, msgid)', t.relid);
+    END IF;
+    IF t.message_grouping = 'transactional' THEN
+        -- The order of a grouped queue table: group by group (groups.hpp).
+        EXECUTE format('CREATE INDEX ON %s (q_id, transaction_group, enq_time, msgid) WITH (deduplicate_items = off)',
+                       t.relid);
+    END IF;
+    EXECUTE format('CREATE INDEX ON %s (q_id, corrid COLLATE pg_catalog."C", %s) WHERE corrid IS NOT NULL', t.relid, order_columns);
+    EXECUTE format('CREATE INDEX ON %s (q_id, delay) WHERE delay IS NOT NULL', t.relid);
+    EXECUTE format('CREATE INDEX ON %s (q_id, expiration) WHERE expiration IS NOT NULL', t.relid);
+    IF t.delivery_relid IS NULL THEN
+        PERFORM aq._message_view(t);
+    ELSE
+        -- A consumer's deliveries in the queue's order (a dequeue reads only its own).  Its keys
+        -- are unique (msgid): deduplication would only cost the fan-out a pass per full page.
+        EXECUTE format('CREATE INDEX ON %s (q_id, consumer_name, %s) WITH (deduplicate_items = off)', t.delivery_relid,
+                       order_columns);
+        EXECUTE format('CREATE INDEX ON %s (q_id, delay) WHERE delay IS NOT NULL', t.delivery_relid);
+        EXECUTE format('CREATE INDEX ON %s (q_id, expiration) WHERE expiration IS NOT NULL', t.delivery_relid);
+        EXECUTE format(
+            'CREATE VIEW %I.%I WITH (security_invoker = true) AS'
+            ' SELECT q.queue_name AS queue, d.msgid AS msg_id, coalesce(d.corrid, m.corrid) AS corr_id, d.priority AS msg_priority,'
+            '        CASE WHEN q.queue_type = ''exception_queue'' OR d.expiration <= pg_catalog.now() THEN ''EXPIRED'''
+            '             WHEN d.delay > pg_catalog.now() THEN ''WAITING'' ELSE ''READY'' END AS msg_state,'
+            '        d.delay, d.expiration, d.enq_time, coalesce(d.enq_uid, m.enq_uid) AS enq_user_id, d.retry_count,'
+            '        coalesce(d.exception_queue, %L) AS exception_queue,'
+            '        d.consumer_name::text AS consumer_name,'
+            '        coalesce(d.user_data, m.user_data) AS user_data'
+            '   FROM %s d LEFT JOIN %s m ON m.msgid OPERATOR(pg_catalog.=) d.msgid'
+            '   LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) d.q_id',
+            t.table_schema, view_name, aq._default_exception_queue(t.queue_table), t.delivery_relid, t.relid);
+        -- The subscriber view names the delivery table in a clause that reads nothing, so that
+        -- it is found by that dependency when the queue table is dropped (never by a name alone),
+        -- and reading it needs the privileges on the queue that reading the deliveries needs.
+        EXECUTE format(
+            'CREATE VIEW %I.%I WITH (security_invoker = true) AS'
+            ' SELECT q.queue_name AS queue, s.consumer_name AS name, s.address, s.protocol, s.rule, s.created'
+            '   FROM aq.subscribers s JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) s.queue_id'
+            '  WHERE q.queue_table_id OPERATOR(pg_catalog.=) %s'
+            '    AND NOT EXISTS (SELECT FROM %s d WHERE false)',
+            t.table_schema, aq._subscriber_view(t.queue_table), t.queue_table_id, t.delivery_relid);
+        EXECUTE format('GRANT SELECT ON %I.%I TO PUBLIC', t.table_schema, aq._subscriber_view(t.queue_table));
+        EXECUTE format('COMMENT ON VIEW %I.%I IS %L', t.table_schema, aq._subscriber_view(t.queue_table),
+                       format('The subscribers of the queues of aq queue table %s (Oracle''s AQ$%s_S).',
+                              t.queue_table, t.queue_table));
+    END IF;
+    -- Reading it needs the table's privileges anyway (security_invoker).
+    EXECUTE format('GRANT SELECT ON %I.%I TO PUBLIC', t.table_schema, view_name);
+    EXECUTE format('COMMENT ON VIEW %I.%I IS %L', t.table_schema, view_name,
+                   format('The messages of aq queue table %s with their queue and state (Oracle''s AQ$%s).',
+                          t.queue_table, t.queue_table));
+    INSERT INTO aq.queues (queue_name, queue_table_id, queue_type, comment)
+    VALUES (aq._default_exception_queue(t.queue_table), t.queue_table_id, 'exception_queue',
+            format('default exception queue of %s', t.queue_table));
+END $$;
+
+-- They give the queue table's view PROCESSED when a queue is given a retention_time.
+CREATE OR REPLACE FUNCTION aq.create_queue(
+    queue_name text,
+    queue_table text,
+    max_retries integer DEFAULT 5,
+    retry_delay interval DEFAULT '0',
+    retention_time interval DEFAULT '0',
+    comment text DEFAULT NULL,
+    queue_type text DEFAULT 'normal_queue')
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t aq.queue_tables;
+    kind text := lower(queue_type);
+BEGIN
+    PERFORM aq._check_name('queue_name', queue_name);
+    t := aq._queue_table(queue_table);
+    PERFORM aq._check_owner(t);
+    IF kind IS NULL OR kind NOT IN ('normal_queue', 'exception_queue') THEN
+        RAISE EXCEPTION 'invalid queue_type: "%"', queue_type USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Valid values are normal_queue, exception_queue.';
+    END IF;
+    IF max_retries IS NULL OR max_retries < 0 THEN
+        RAISE EXCEPTION 'max_retries must be 0 or more' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM aq._check_interval('retry_delay', coalesce(retry_delay, '0'));
+    PERFORM aq._check_interval('retention_time', coalesce(retention_time, '0'));
+    IF EXISTS (SELECT FROM aq.queues q WHERE q.queue_name = create_queue.queue_name) THEN
+        RAISE EXCEPTION 'queue "%" already exists', queue_name USING ERRCODE = 'duplicate_object';
+    END IF;
+    INSERT INTO aq.queues (queue_name, queue_table_id, max_retries, retry_delay, retention_time, comment, queue_type)
+    VALUES (queue_name, t.queue_table_id, max_retries, coalesce(retry_delay, '0'),
+            coalesce(retention_time, '0'), comment, kind);
+    IF retention_time > '0' AND t.delivery_relid IS NULL THEN
+        PERFORM aq._message_view(t, true);  -- it shows what the queue retains
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION aq.alter_queue(
+    queue_name text,
+    max_retries integer DEFAULT NULL,
+    retry_delay interval DEFAULT NULL,
+    retention_time interval DEFAULT NULL,
+    comment text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._owned_queue(queue_name);
+    t aq.queue_tables;
+BEGIN
+    IF max_retries < 0 THEN
+        RAISE EXCEPTION 'max_retries must be 0 or more' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM aq._check_interval('retry_delay', retry_delay);
+    PERFORM aq._check_interval('retention_time', retention_time);
+    UPDATE aq.queues qq
+       SET max_retries = coalesce(alter_queue.max_retries, qq.max_retries),
+           retry_delay = coalesce(alter_queue.retry_delay, qq.retry_delay),
+           retention_time = coalesce(alter_queue.retention_time, qq.retention_time),
+           comment = coalesce(alter_queue.comment, qq.comment)
+     WHERE qq.queue_id = q.queue_id;
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    IF alter_queue.retention_time > '0' AND t.delivery_relid IS NULL THEN
+        PERFORM aq._message_view(t, true);  -- it shows what the queue retains
+    END IF;
+END $$;
+
+-- The views of the existing single-consumer queue tables learn PROCESSED and deq_timestamp, as a
+-- new queue table's.  An extension script may not replace an object it does not own, so each view
+-- (found by its dependency on its table, never by a name alone) is dropped and made again by
+-- aq._message_view, given back its owner, comment and grants, and taken out of the extension.  A view that
+-- another view is built on is left as it was (a notice says so): create_queue and alter_queue
+-- cannot replace it either, and its queue's retained messages show there as READY of no queue.
+DO $$
+DECLARE
+    t aq.queue_tables;
+    v record;
+    g record;
+    made text;
+BEGIN
+    FOR t IN SELECT * FROM aq.queue_tables qt WHERE qt.delivery_relid IS NULL
+                AND EXISTS (SELECT FROM pg_class c WHERE c.oid = qt.relid) ORDER BY qt.queue_table_id LOOP
+        SELECT vc.oid, vc.relowner, vc.relacl INTO v
+          FROM pg_class tbl JOIN pg_class vc ON vc.relnamespace = tbl.relnamespace
+         WHERE tbl.oid = t.relid AND vc.relname = aq._queue_table_view(t.queue_table) AND vc.relkind = 'v'
+           AND EXISTS (SELECT FROM pg_rewrite r JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                        WHERE r.ev_class = vc.oid AND d.refclassid = 'pg_class'::regclass AND d.refobjid = t.relid);
+        CONTINUE WHEN NOT FOUND;
+        IF EXISTS (SELECT FROM pg_depend d WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = v.oid
+                      AND NOT (d.classid = 'pg_rewrite'::regclass
+                               AND d.objid IN (SELECT r.oid FROM pg_rewrite r WHERE r.ev_class = v.oid))
+                      AND d.deptype = 'n') THEN
+            RAISE NOTICE 'aq: view % is left as it was: other objects depend on it', v.oid::regclass
+                USING HINT = 'Its queues'' retained messages (retention_time) show there as READY of no queue.';
+            CONTINUE;
+        END IF;
+        EXECUTE format('DROP VIEW %s', v.oid::regclass);
+        PERFORM aq._message_view(t);
+        made := format('%I.%I', t.table_schema, aq._queue_table_view(t.queue_table));
+        EXECUTE format('ALTER VIEW %s OWNER TO %I', made, (SELECT rolname FROM pg_roles WHERE oid = v.relowner));
+        EXECUTE format('COMMENT ON VIEW %s IS %L', made,
+                       format('The messages of aq queue table %s with their queue and state (Oracle''s AQ$%s).',
+                              t.queue_table, t.queue_table));
+        FOR g IN SELECT a.grantee, a.privilege_type, a.is_grantable FROM aclexplode(v.relacl) a
+                  WHERE a.grantee <> v.relowner LOOP
+            EXECUTE format('GRANT %s ON %s TO %s%s', g.privilege_type, made,
+                           CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident((SELECT rolname FROM pg_roles WHERE oid = g.grantee)) END,
+                           CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        END LOOP;
+        -- Last: taking it out of the extension also forgets the privileges the script gave it as
+        -- the extension's initial ones (pg_init_privs).
+        EXECUTE format('ALTER EXTENSION aq DROP VIEW %s', made);
+    END LOOP;
+END $$;
+
 -- Removes the messages of the queue table that match the condition (all of them without
 -- one); returns how many.  One DELETE whose WHERE clause is fixed: the condition's values
 -- are parameters.  Of a multi-consumer queue table, the deliveries that match and then the
@@ -451,17 +664,18 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    IF state NOT IN ('READY', 'WAITING', 'EXPIRED') THEN
+    IF state NOT IN ('READY', 'WAITING', 'EXPIRED', 'PROCESSED') THEN
         RAISE EXCEPTION 'invalid msg_state: "%"', c.msg_state USING ERRCODE = 'invalid_parameter_value',
-            DETAIL = 'Valid values are READY, WAITING, EXPIRED.';
+            DETAIL = 'Valid values are READY, WAITING, EXPIRED, PROCESSED.';
     END IF;
     SELECT coalesce(array_agg(e.queue_id), '{}') INTO exception_queues FROM aq.queues e
      WHERE e.queue_table_id = t.queue_table_id AND e.queue_type = 'exception_queue';
     IF t.delivery_relid IS NULL THEN
         EXECUTE format(
             'DELETE FROM %s%s m'
-            ' WHERE ($1::integer IS NULL OR m.q_id = $1)'
-            '   AND ($2::text IS NULL OR $2 = CASE WHEN m.q_id = ANY ($6) OR m.expiration <= now() THEN ''EXPIRED'''
+            ' WHERE ($1::integer IS NULL OR m.q_id = $1 OR m.q_id = -$1)'
+            '   AND ($2::text IS NULL OR $2 = CASE WHEN m.q_id < 0 THEN ''PROCESSED'''
+            '                                      WHEN m.q_id = ANY ($6) OR m.expiration <= now() THEN ''EXPIRED'''
             '                                      WHEN m.delay > now() THEN ''WAITING'' ELSE ''READY'' END)'
             '   AND ($3::text IS NULL OR m.corrid LIKE $3)'
             '   AND ($4::timestamptz IS NULL OR m.enq_time < $4)'
@@ -518,7 +732,8 @@ BEGIN
         EXECUTE format('DELETE FROM ONLY %s m WHERE m.q_id = $1 AND NOT EXISTS (SELECT FROM ONLY %s d WHERE d.msgid = m.msgid)',
                        t.relid, t.delivery_relid) USING q.queue_id;
     ELSIF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
-        EXECUTE format('DELETE FROM %s%s WHERE q_id = $1', CASE WHEN t.segment_count > 0 THEN '' ELSE 'ONLY ' END, t.relid)
+        -- With the messages it retained (q_id = minus its id: src/queue/retention.hpp).
+        EXECUTE format('DELETE FROM %s%s WHERE q_id = $1 OR q_id = -$1', CASE WHEN t.segment_count > 0 THEN '' ELSE 'ONLY ' END, t.relid)
             USING q.queue_id;
     END IF;
     DELETE FROM aq.queues qq WHERE qq.queue_id = q.queue_id;  -- wakes its waiters; takes its subscribers

@@ -213,7 +213,7 @@ CREATE TYPE aq.dequeue_options AS (
 -- do not restrict; the given ones must all hold.
 CREATE TYPE aq.purge_condition AS (
     queue_name      text,         -- messages of this queue
-    msg_state       text,         -- READY, WAITING or EXPIRED, as the AQ$ view shows them
+    msg_state       text,         -- READY, WAITING, EXPIRED or PROCESSED, as the AQ$ view shows them
     correlation     text,         -- LIKE pattern on the correlation
     enqueued_before timestamptz,
     msgids          bigint[]
@@ -473,6 +473,41 @@ GRANT INSERT (queue_table_id, generation, segment), DELETE ON aq.segment_log TO 
 
 -- ---------------------------------------------------------------- queue table objects
 
+-- The view aq$<queue_table> of a single-consumer queue table: its messages with their queue and
+-- state, READY, WAITING, EXPIRED (in an exception queue, or past its expiration) or PROCESSED (a
+-- message a dequeue removed from a queue with a retention_time, kept until deq_timestamp plus that
+-- time: src/queue/retention.hpp stores it with q_id = minus its queue's id, its dequeue time in
+-- delay and the end of its retention in expiration).  Created, or replaced in place (keeping its
+-- owner and grants): create_queue and alter_queue replace a view made before 0.7.0, which knew no
+-- PROCESSED, when they give a queue a retention_time (only_existing: a view found by its dependency
+-- on the table; one dropped by hand stays dropped).
+CREATE FUNCTION aq._message_view(t aq.queue_tables, only_existing boolean DEFAULT false) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM aq._check_owner(t);
+    IF only_existing AND NOT EXISTS (
+            SELECT FROM pg_class tbl JOIN pg_class v ON v.relnamespace = tbl.relnamespace
+             WHERE tbl.oid = t.relid AND v.relname = aq._queue_table_view(t.queue_table) AND v.relkind = 'v'
+               AND EXISTS (SELECT FROM pg_rewrite r JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                            WHERE r.ev_class = v.oid AND d.refclassid = 'pg_class'::regclass AND d.refobjid = t.relid)) THEN
+        RETURN;
+    END IF;
+    EXECUTE format(
+        'CREATE OR REPLACE VIEW %I.%I WITH (security_invoker = true) AS'
+        ' SELECT q.queue_name AS queue, m.msgid AS msg_id, m.corrid AS corr_id, m.priority AS msg_priority,'
+        '        CASE WHEN m.q_id < 0 THEN ''PROCESSED'''
+        '             WHEN q.queue_type = ''exception_queue'' OR m.expiration <= pg_catalog.now() THEN ''EXPIRED'''
+        '             WHEN m.delay > pg_catalog.now() THEN ''WAITING'' ELSE ''READY'' END AS msg_state,'
+        '        CASE WHEN m.q_id >= 0 THEN m.delay END AS delay,'
+        '        CASE WHEN m.q_id >= 0 THEN m.expiration END AS expiration,'
+        '        m.enq_time, m.enq_uid AS enq_user_id, m.retry_count,'
+        '        coalesce(m.exception_queue, %L) AS exception_queue,'
+        '        m.user_data,'
+        '        CASE WHEN m.q_id < 0 THEN m.delay END AS deq_timestamp'
+        '   FROM %s m LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) pg_catalog.abs(m.q_id)',
+        t.table_schema, aq._queue_table_view(t.queue_table), aq._default_exception_queue(t.queue_table), t.relid);
+END $$;
+
 -- The objects create_queue_table makes around the table:
 --   - the index of the sort order: (q_id, enq_time, msgid), made with the table, and
 --     (q_id, priority, enq_time, msgid) or, grouped, (q_id, transaction_group, enq_time, msgid);
@@ -504,16 +539,7 @@ BEGIN
     EXECUTE format('CREATE INDEX ON %s (q_id, delay) WHERE delay IS NOT NULL', t.relid);
     EXECUTE format('CREATE INDEX ON %s (q_id, expiration) WHERE expiration IS NOT NULL', t.relid);
     IF t.delivery_relid IS NULL THEN
-        EXECUTE format(
-            'CREATE VIEW %I.%I WITH (security_invoker = true) AS'
-            ' SELECT q.queue_name AS queue, m.msgid AS msg_id, m.corrid AS corr_id, m.priority AS msg_priority,'
-            '        CASE WHEN q.queue_type = ''exception_queue'' OR m.expiration <= pg_catalog.now() THEN ''EXPIRED'''
-            '             WHEN m.delay > pg_catalog.now() THEN ''WAITING'' ELSE ''READY'' END AS msg_state,'
-            '        m.delay, m.expiration, m.enq_time, m.enq_uid AS enq_user_id, m.retry_count,'
-            '        coalesce(m.exception_queue, %L) AS exception_queue,'
-            '        m.user_data'
-            '   FROM %s m LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id',
-            t.table_schema, view_name, aq._default_exception_queue(t.queue_table), t.relid);
+        PERFORM aq._message_view(t);
     ELSE
         -- A consumer's deliveries in the queue's order (a dequeue reads only its own).  Its keys
         -- are unique (msgid): deduplication would only cost the fan-out a pass per full page.
@@ -891,17 +917,18 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    IF state NOT IN ('READY', 'WAITING', 'EXPIRED') THEN
+    IF state NOT IN ('READY', 'WAITING', 'EXPIRED', 'PROCESSED') THEN
         RAISE EXCEPTION 'invalid msg_state: "%"', c.msg_state USING ERRCODE = 'invalid_parameter_value',
-            DETAIL = 'Valid values are READY, WAITING, EXPIRED.';
+            DETAIL = 'Valid values are READY, WAITING, EXPIRED, PROCESSED.';
     END IF;
     SELECT coalesce(array_agg(e.queue_id), '{}') INTO exception_queues FROM aq.queues e
      WHERE e.queue_table_id = t.queue_table_id AND e.queue_type = 'exception_queue';
     IF t.delivery_relid IS NULL THEN
         EXECUTE format(
             'DELETE FROM %s%s m'
-            ' WHERE ($1::integer IS NULL OR m.q_id = $1)'
-            '   AND ($2::text IS NULL OR $2 = CASE WHEN m.q_id = ANY ($6) OR m.expiration <= now() THEN ''EXPIRED'''
+            ' WHERE ($1::integer IS NULL OR m.q_id = $1 OR m.q_id = -$1)'
+            '   AND ($2::text IS NULL OR $2 = CASE WHEN m.q_id < 0 THEN ''PROCESSED'''
+            '                                      WHEN m.q_id = ANY ($6) OR m.expiration <= now() THEN ''EXPIRED'''
             '                                      WHEN m.delay > now() THEN ''WAITING'' ELSE ''READY'' END)'
             '   AND ($3::text IS NULL OR m.corrid LIKE $3)'
             '   AND ($4::timestamptz IS NULL OR m.enq_time < $4)'
@@ -1021,6 +1048,9 @@ BEGIN
     INSERT INTO aq.queues (queue_name, queue_table_id, max_retries, retry_delay, retention_time, comment, queue_type)
     VALUES (queue_name, t.queue_table_id, max_retries, coalesce(retry_delay, '0'),
             coalesce(retention_time, '0'), comment, kind);
+    IF retention_time > '0' AND t.delivery_relid IS NULL THEN
+        PERFORM aq._message_view(t, true);  -- it shows what the queue retains
+    END IF;
 END $$;
 
 -- NULL leaves a setting as it is.
@@ -1031,7 +1061,9 @@ CREATE FUNCTION aq.alter_queue(
     retention_time interval DEFAULT NULL,
     comment text DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE q aq.queues := aq._owned_queue(queue_name);
+DECLARE
+    q aq.queues := aq._owned_queue(queue_name);
+    t aq.queue_tables;
 BEGIN
     IF max_retries < 0 THEN
         RAISE EXCEPTION 'max_retries must be 0 or more' USING ERRCODE = 'invalid_parameter_value';
@@ -1044,6 +1076,10 @@ BEGIN
            retention_time = coalesce(alter_queue.retention_time, qq.retention_time),
            comment = coalesce(alter_queue.comment, qq.comment)
      WHERE qq.queue_id = q.queue_id;
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    IF alter_queue.retention_time > '0' AND t.delivery_relid IS NULL THEN
+        PERFORM aq._message_view(t, true);  -- it shows what the queue retains
+    END IF;
 END $$;
 
 -- A queue must be stopped (for enqueue and dequeue) before it is dropped, as in Oracle;
@@ -1071,7 +1107,8 @@ BEGIN
         EXECUTE format('DELETE FROM ONLY %s m WHERE m.q_id = $1 AND NOT EXISTS (SELECT FROM ONLY %s d WHERE d.msgid = m.msgid)',
                        t.relid, t.delivery_relid) USING q.queue_id;
     ELSIF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
-        EXECUTE format('DELETE FROM %s%s WHERE q_id = $1', CASE WHEN t.segment_count > 0 THEN '' ELSE 'ONLY ' END, t.relid)
+        -- With the messages it retained (q_id = minus its id: src/queue/retention.hpp).
+        EXECUTE format('DELETE FROM %s%s WHERE q_id = $1 OR q_id = -$1', CASE WHEN t.segment_count > 0 THEN '' ELSE 'ONLY ' END, t.relid)
             USING q.queue_id;
     END IF;
     DELETE FROM aq.queues qq WHERE qq.queue_id = q.queue_id;  -- wakes its waiters; takes its subscribers

@@ -19,6 +19,7 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 }
 
 #include <cstring>
@@ -60,7 +61,7 @@ const char* const lookup_sql =
     "       (SELECT e.queue_id FROM aq.queues e WHERE e.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
     // aq._default_exception_queue's rule, inline: a call of that function costs more than the rest of the lookup.
     "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table OPERATOR(pg_catalog.||) '_e')),"
-    "       q.ctid, q.xmin, t.ctid, t.xmin, %s, %s"
+    "       q.ctid, q.xmin, t.ctid, t.xmin, %s, %s, q.retention_time"
     "  FROM aq.queues q"
     "  JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) q.queue_table_id"
     "  LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
@@ -308,6 +309,11 @@ bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info, CatalogRow* rows) 
         for (int i = 0; i < n && i < ring::max_segments; i++) info.segments.relids[i] = DatumGetObjectId(relids[i]);
         info.segments.count = Min(n, ring::max_segments);
     }
+    Datum retention = SPI_getbinval(row, desc, 21, &isnull);
+    if (isnull)
+        memset(&info.retention_time, 0, sizeof info.retention_time);
+    else
+        info.retention_time = *DatumGetIntervalP(retention);
     if (rows) {
         for (int i = 0; i < 2; i++) {
             rows[i].tid = *reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(row, desc, 12 + 2 * i, &isnull)));

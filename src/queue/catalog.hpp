@@ -23,6 +23,7 @@
 
 extern "C" {
 #include "postgres.h"
+#include "datatype/timestamp.h"
 }
 
 #include "queue/deliveries.hpp"
@@ -49,6 +50,7 @@ struct QueueInfo {
     char qualified_deliveries[qualified_name_size];
     bool grouped;                // message_grouping transactional (groups.hpp)
     ring::Segments segments;     // of a ring queue table (ring.hpp); count 0: classic
+    Interval retention_time;     // how long a removed message is kept as PROCESSED (retention.hpp)
 };
 
 // The table a dequeue claims rows of: the delivery table of a multi-consumer queue table.

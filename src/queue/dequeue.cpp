@@ -48,6 +48,7 @@ extern "C" {
 #include "queue/navigation.hpp"
 #include "queue/plan_cache.hpp"
 #include "queue/queue_store.hpp"
+#include "queue/retention.hpp"
 #include "queue/retries.hpp"
 #include "queue/statements.hpp"
 #include "queue/time_manager.hpp"
@@ -65,6 +66,7 @@ struct ClaimArgs {
     const Position* after;  // nullptr: from the head of the queue
     const int64* group = nullptr;  // a grouped queue table: only this transaction group's messages
     bool may_wait = false;  // the dequeue waits if this finds nothing (a ring's statement probes first)
+    retention::Removed* kept = nullptr;  // a queue that retains: the rows removed (retention.hpp, 1)
 };
 
 // The priorities of removed deliveries, for the sweep (deliveries.hpp): up to 8, more is "any".
@@ -82,6 +84,7 @@ struct SinkReceiver {
     bool claims;  // remove and locked modes: the rows are claimed (retries.hpp)
     bool sweeps;            // multi-consumer remove: the messages left without deliveries go (deliveries.hpp)
     Priorities priorities;  // ... of these priorities
+    retention::Removed* kept;  // remove modes of a queue that retains: the rows removed (retention.hpp)
     int rows;
     int32 last_priority;
     TimestampTz last_enq_time;
@@ -115,6 +118,7 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
     if (r->sweeps) r->priorities.note(DatumGetInt32(slot->tts_values[4]));
     // The row's own table: a ring's rows are in its segments (ring.hpp, W3).
     if (r->claims) retries::note_claimed(DatumGetObjectId(slot->tts_values[6]), reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[5])));
+    if (r->kept) retention::note(r->kept, DatumGetObjectId(slot->tts_values[6]), reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[5])));
     r->last_enq_time = DatumGetTimestampTz(slot->tts_values[3]);
     r->last_priority = DatumGetInt32(slot->tts_values[4]);
     return true;
@@ -145,6 +149,7 @@ struct BulkSinkState {
     TimestampTz last_enq_time;
     int64 last_msgid;
     Priorities priorities;
+    retention::Removed* kept = nullptr;  // as SinkReceiver's
 };
 
 void bulk_sink(void* context, const BulkDequeuedMessage& m) {
@@ -156,6 +161,7 @@ void bulk_sink(void* context, const BulkDequeuedMessage& m) {
     s->last_priority = m.priority;
     s->priorities.note(m.priority);
     retries::note_claimed(m.relid, const_cast<ItemPointer>(&m.tid));
+    if (s->kept) retention::note(s->kept, m.relid, const_cast<ItemPointer>(&m.tid));
 }
 
 // Rows written into a queue table without aq.enqueue (by hand, COPY, logical replication,
@@ -222,7 +228,7 @@ int claim_in_bulk(const ClaimArgs& a) {
         }
         return rows;
     }
-    BulkSinkState state{a.request, 0, 0, 0, {}};
+    BulkSinkState state{a.request, 0, 0, 0, {}, a.kept};
     auto walk = [&](bool from_head) {
         BulkDequeue request{a.queue->relid,
                             &a.queue->segments,
@@ -317,6 +323,7 @@ int run_statement(const ClaimArgs& a, int32 shape, bool probe, bool in_look = fa
     receiver.in_look = in_look;
     receiver.claims = !probe && o.mode != DequeueMode::browse;
     receiver.sweeps = !probe && a.queue->multiple_consumers && !a.queue->exception_queue && removes(o.mode);
+    receiver.kept = !probe && removes(o.mode) ? a.kept : nullptr;
 
     SPIExecuteOptions options;
     memset(&options, 0, sizeof options);
@@ -394,7 +401,7 @@ int claim(const ClaimArgs& a) {
 // *exhausted when nothing of it is left), or in the first group from the head (FIRST_MESSAGE,
 // NEXT_MESSAGE without a current group) or after the current one (NEXT_TRANSACTION) that this
 // transaction can lock and that has a message to take.  Requires SPI.
-int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted) {
+int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted, retention::Removed* kept) {
     const DequeueOptions& o = *r.options;
     bool browse = o.mode == DequeueMode::browse;
     const Position* current = find_position(q.queue_id, "", browse);
@@ -404,7 +411,7 @@ int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted) 
     if (in_group && !browse && !groups::try_lock(q.relid, current->group)) in_group = false;
     if (o.navigation == Navigation::next_message && in_group) {
         int64 group = current->group;
-        int rows = claim(ClaimArgs{&q, &r, current, &group});
+        int rows = claim(ClaimArgs{&q, &r, current, &group, false, kept});
         if (rows == 0) *exhausted = true;
         return rows;
     }
@@ -430,7 +437,7 @@ int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted) 
         if (!found) return 0;
         bool taken = false;
         if (browse || groups::try_lock(q.relid, group, &taken)) {
-            int rows = claim(ClaimArgs{&q, &r, nullptr, &group});
+            int rows = claim(ClaimArgs{&q, &r, nullptr, &group, false, kept});
             if (rows > 0) return rows;
             if (taken) groups::unlock(q.relid, group);  // nothing of it taken: not held on
         }
@@ -467,6 +474,8 @@ int dequeue(const DequeueRequest& r) {
         }
         bool browse = o.mode == DequeueMode::browse;
         bool by_position = o.navigation == Navigation::next_message && !o.msgid;
+        // What a queue that retains removes is kept (retention.hpp).
+        retention::Removed* kept = removes(o.mode) && retention::applies(q) ? retention::begin_removed() : nullptr;
         uint64 seen = 0;
         WaitEnd end = wait_loop(
             o.wait,
@@ -483,28 +492,32 @@ int dequeue(const DequeueRequest& r) {
                 // SERIALIZABLE one to others in any case (maintenance.hpp, 3).
                 if (!browse && !XactReadOnly &&
                     (q.exception_queue || (first_pass && !IsolationIsSerializable() && !time_manager::serves() &&
-                                           expiry_sweep_due(q))))
+                                           expiry_sweep_due(q)))) {
                     expire_messages_of(q);
+                    // ... and so are the retained copies whose time passed (retention.hpp, 3).
+                    if (!q.exception_queue && retention::applies(q)) retention::purge(q, GetCurrentTimestamp());
+                }
                 if (grouped) {
-                    delivered = claim_grouped(q, r, &exhausted);
+                    delivered = claim_grouped(q, r, &exhausted, kept);
                     if (exhausted) return PassResult::stop;
                 } else {
                     const Position* after =
                         by_position ? find_position(q.queue_id, o.consumer ? o.consumer : "", browse) : nullptr;
                     bool may_wait = o.wait.forever || o.wait.seconds > 0;
-                    delivered = claim(ClaimArgs{&q, &r, after, nullptr, may_wait});
+                    delivered = claim(ClaimArgs{&q, &r, after, nullptr, may_wait, kept});
                     // Removing: messages may have come back (or arrived with a higher priority) before
                     // the position, so look from the head once more before waiting (navigation.hpp, 4).
                     // Browse and locked walk forward only: from the head they would return the same
                     // messages.
                     if (delivered == 0 && after && removes(o.mode))
-                        delivered = claim(ClaimArgs{&q, &r, nullptr, nullptr, may_wait});
+                        delivered = claim(ClaimArgs{&q, &r, nullptr, nullptr, may_wait, kept});
                 }
                 return delivered > 0 ? PassResult::found : PassResult::nothing;
             },
             [&](TimestampTz now) { return next_visible_in(q, now); },
             [&](long timeout_ms) { wakeup::sleep(q.queue_id, seen, timeout_ms); });
         cannot_wait = end == WaitEnd::cannot_wait;
+        if (kept) retention::keep(q, *kept, GetCurrentTimestamp());
         SPI_finish();
         // The claims (the rows' xmax) reach the disk before the messages reach the client.
         if (delivered > 0 && !browse) retries::make_claims_durable(r.commit_follows);

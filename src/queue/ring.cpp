@@ -339,6 +339,7 @@ int64 carry_forward(const RingTable& t, int from, int to) {
     if (!carry) return 0;
     base::run_as(base::RunAs{t.owner}, run_carry, &work);
     for (uint64 i = 0; i < work.queues; i++) {  // C3, before the commit
+        if (work.queue_ids[i] < 0) continue;  // retained copies (retention.hpp): no walk reads them
         scan_floor::lower(work.queue_ids[i], work.first_enq_times[i], nullptr, t.priority_order ? work.priorities[i] : 0);
         if (t.grouped) scan_floor::lower(work.queue_ids[i], work.first_groups[i], groups::floor_key);
         wakeup::note_enqueue(work.queue_ids[i]);

@@ -6,16 +6,19 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 }
 
 #include <cstring>
 
+#include "base/spi.hpp"
 #include "queue/catalog.hpp"
 #include "queue/condition.hpp"
 #include "queue/deliveries.hpp"
 #include "queue/plan_cache.hpp"
 #include "queue/rules.hpp"
 #include "queue/maintenance.hpp"
+#include "queue/retention.hpp"
 #include "queue/statements.hpp"
 
 namespace aq::queue {
@@ -131,6 +134,24 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "   AND delay OPERATOR(pg_catalog.<=) $3"
             " GROUP BY 1",
             only, c);
+    if (statement == retained_end)
+        // retention.hpp, 3: a copy of queue n has q_id -n; one probe of (q_id, expiration) per queue.
+        return psprintf(
+            "SELECT pg_catalog.min(x.e) FROM aq.queues n, LATERAL ("
+            "   SELECT m.expiration AS e FROM %s%s m"
+            "    WHERE m.q_id OPERATOR(pg_catalog.=) OPERATOR(pg_catalog.-) n.queue_id AND m.expiration IS NOT NULL"
+            "    ORDER BY m.expiration LIMIT 1) x"
+            " WHERE n.queue_table_id OPERATOR(pg_catalog.=) $1",
+            only, t);
+    if (statement == purge_retained)
+        return psprintf(
+            "WITH x AS MATERIALIZED ("
+            "   SELECT x.tableoid, x.ctid FROM %1$s%2$s x"
+            "    WHERE x.q_id OPERATOR(pg_catalog.<) 0 AND x.expiration OPERATOR(pg_catalog.<=) $1"
+            "    LIMIT %3$s FOR UPDATE SKIP LOCKED)"
+            " DELETE FROM %1$s%2$s m WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT x.ctid FROM x))%4$s",
+            only, t, psprintf(INT64_FORMAT, retention::purge_batch_size),
+            ring ? " AND (m.tableoid, m.ctid) IN (SELECT x.tableoid, x.ctid FROM x)" : "");
     if (statement == next_expiry)
         return psprintf(
             "SELECT pg_catalog.min(expiration) FROM %s%s"
@@ -298,6 +319,15 @@ char* build_statement(const void* context) {
 
 }  // namespace
 
+TimestampTz statement_time(const QueueInfo& q, int32 statement, Datum arg, const char* what) {
+    SPIPlanPtr plan = statement_plan(q, statement, InvalidOid);
+    Datum args[1] = {arg};
+    base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, what);
+    bool isnull;
+    Datum v = base::spi::first_value(&isnull);
+    return isnull ? 0 : DatumGetTimestampTz(v);
+}
+
 // Requires an SPI connection.
 SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_array_type) {
     Oid argtypes[dequeue_param_count];
@@ -323,6 +353,12 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
         nargs = 3;
     } else if (statement == next_expiry) {
         argtypes[0] = INT4OID;
+        nargs = 1;
+    } else if (statement == retained_end) {
+        argtypes[0] = INT4OID;
+        nargs = 1;
+    } else if (statement == purge_retained) {
+        argtypes[0] = TIMESTAMPTZOID;
         nargs = 1;
     } else if (statement == find_next_group) {
         argtypes[0] = INT4OID;

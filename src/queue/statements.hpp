@@ -45,6 +45,8 @@ enum Statement : int32 {
     next_expiry = 6,            // the queue's earliest expiration (the time manager)
     delays_passed = 7,          // per priority, the first position whose delay passed in ($2, $3]
     expired_exists = 8,         // whether expire_messages would move any (a ring's look first: ring.hpp, L1)
+    retained_end = 9,           // the earliest end of retention of the table's retained copies (retention.hpp)
+    purge_retained = 10,        // deletes the retained copies whose retention ended by $1 (retention.hpp)
     dequeue_base = 1024,  // + DequeueShape bits
 };
 
@@ -80,6 +82,10 @@ int32 correlation_shape(const char* pattern);
 // The prepared statement (statement: a Statement, or dequeue_base + DequeueShape bits);
 // properties_array_type: an enqueue's aq.message_properties[] type, else InvalidOid.
 SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_array_type);
+
+// Runs a statement that takes one argument and returns one time (next_expiry, retained_end): that
+// time, or 0 for NULL.  Requires an SPI connection.
+TimestampTz statement_time(const QueueInfo& q, int32 statement, Datum arg, const char* what);
 
 // A dequeue with a deq_condition runs its own statement (shape with_condition), one plan per
 // condition text (condition.hpp).

@@ -27,6 +27,7 @@ extern "C" {
 #include "queue/statements.hpp"
 #include "queue/waiting.hpp"
 #include "queue/time_manager.hpp"
+#include "queue/retention.hpp"
 #include "queue/ring.hpp"
 #include "queue/wakeup.hpp"
 
@@ -103,12 +104,7 @@ const Served& served() {
 
 // The earliest expiration of the queue's messages (0: none).  Requires SPI.
 TimestampTz earliest_expiration(const QueueInfo& q) {
-    SPIPlanPtr plan = statement_plan(q, next_expiry, InvalidOid);
-    Datum args[1] = {Int32GetDatum(q.queue_id)};
-    base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, "next expiration lookup");
-    bool isnull;
-    Datum v = base::spi::first_value(&isnull);
-    return isnull ? 0 : DatumGetTimestampTz(v);
+    return statement_time(q, next_expiry, Int32GetDatum(q.queue_id), "next expiration lookup");
 }
 
 // Lowers the queue's scan floor to its messages whose delay passed in (since, now] (8): per
@@ -207,6 +203,25 @@ void table_unit(Table& t, const int32* queue_ids, TimestampTz since, TimestampTz
             expiring = q;
         } else {
             keep_earliest(&due, expires);
+        }
+    }
+    // The retained copies whose time passed go (retention.hpp, 3); a full batch: the rest at once,
+    // and copies a transaction holds a second later (4).
+    if (t.count > 0 && OidIsValid(t.ring.relid)) {
+        QueueInfo q;
+        if (lookup_by_id(queue_ids[t.first], q) && OidIsValid(q.relid) && !q.multiple_consumers) {
+            TimestampTz ends = retention::earliest_end(q);
+            if (ends != 0 && ends <= now) {
+                int64 purged = retention::purge(q, now);
+                if (purged >= retention::purge_batch_size) {
+                    keep_earliest(&due, now);
+                } else if (purged >= 0) {
+                    ends = retention::earliest_end(q);
+                    keep_earliest(&due, ends != 0 && ends <= now ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), retry_ms) : ends);
+                }
+            } else {
+                keep_earliest(&due, ends);
+            }
         }
     }
     if (must_expire) {

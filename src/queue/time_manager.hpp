@@ -20,8 +20,9 @@
 //     transaction of its own with a fresh snapshot and a time budget, for every normal queue it:
 //     wakes the queue (wakeup.hpp) when a delay passed in (since, start], since = served_upto
 //     (8 for the floors); moves the expired messages when the earliest expiration has passed
-//     (maintenance.hpp: as the table's owner, run_as's limits); and takes the earliest delay after
-//     start and the earliest expiration left.  At the end, under the lock: next_due = the earliest
+//     (maintenance.hpp: as the table's owner, run_as's limits); deletes the table's retained messages
+//     whose retention ended (retention.hpp, 3); and takes the earliest delay after
+//     start and the earliest expiration and end of retention left.  At the end, under the lock: next_due = the earliest
 //     of them and lowered_in_round; round_running cleared; served_upto = start if no unit failed.
 //     No time is lost: a message's time is lowered (2) only after its commit is visible.  A
 //     lowering before round_running was set precedes the round's snapshots, which see the message

@@ -63,6 +63,7 @@ INSERT INTO documented VALUES
     ('aq._drop_dependent_view(regclass,text)', 'admin functions: DDL as the caller'),
     ('aq._segment_indexes(aq.queue_tables,regclass)', 'admin functions: DDL as the caller (checks ownership)'),
     ('aq._create_segments(aq.queue_tables)', 'admin functions: DDL as the caller (checks ownership)'),
+    ('aq._message_view(aq.queue_tables,boolean)', 'admin functions: DDL as the caller (checks ownership)'),
     ('aq._delivery_table(text)', 'admin functions: a name'),
     ('aq._subscriber_view(text)', 'admin functions: a name'),
     ('aq._subscribed_queue(text,aq.agent)', 'subscriber functions: ownership and argument checks'),

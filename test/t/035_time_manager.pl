@@ -333,5 +333,35 @@ $node->safe_psql('postgres', q{SELECT aq.enqueue('tm_xq', 'newer'::text)});
 is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('tm_xq', NULL::text, aq.dequeue_options(wait => 0))}),
 	'mine', '11: the committed delayed message comes before a newer one (the floor did not pass it)');
 
+# ============================================================ 12. retention ends without a reader
+$node->safe_psql('postgres', q{
+SELECT aq.create_queue_table('tm_retqt', 'text');
+SELECT aq.create_queue('tm_retq', 'tm_retqt', retention_time => '2 s');
+SELECT aq.start_queue('tm_retq');
+SELECT aq.create_queue_table('tm_retring', 'text', segments => 2);
+SELECT aq.create_queue('tm_retr', 'tm_retring', retention_time => '2 s');
+SELECT aq.start_queue('tm_retr');
+SELECT aq.enqueue_array('tm_retq', ARRAY['r1', 'r2', 'r3']);
+SELECT aq.enqueue_array('tm_retr', ARRAY['s1', 's2', 's3']);
+});
+my $t12 = time;
+$node->safe_psql('postgres', q{
+SELECT count(*) FROM aq.dequeue_array('tm_retq', NULL::text, 10);
+SELECT count(*) FROM aq.dequeue_array('tm_retr', NULL::text, 10);
+});
+is($node->safe_psql('postgres', q{SELECT (SELECT count(*) FROM aq$tm_retqt WHERE msg_state = 'PROCESSED')
+	|| ',' || (SELECT count(*) FROM aq$tm_retring WHERE msg_state = 'PROCESSED')}), '3,3',
+	'12: the dequeued messages are kept as PROCESSED');
+wait_for(q{SELECT NOT EXISTS (SELECT FROM tm_retqt) AND NOT EXISTS (SELECT FROM tm_retring)},
+	'12: the time manager purges them when their retention ends, without a reader');
+my $took12 = time - $t12;
+note sprintf('12: purged %.2f s after the dequeue (retention 2 s)', $took12);
+ok($took12 >= 1.9, '12: not before their retention ended');
+# The ring's copies were written into its current segment; once purged, a rotation switches and
+# truncates it like any other.
+wait_for(q{SELECT count(*) = 0 FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id),
+	LATERAL aq._rotate_segments(t.relid, true) r WHERE t.queue_table = 'tm_retring' AND pg_relation_size(s.relid) > 0},
+	'12: the ring\'s segments that held the purged copies are truncated');
+
 $node->stop;
 done_testing();
