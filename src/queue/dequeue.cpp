@@ -397,6 +397,31 @@ int claim(const ClaimArgs& a) {
     return run_statement(a, shape, false);
 }
 
+// Whether the group still has a message that is not passed (groups.hpp, Navigation), whether or not
+// it can be taken now.  A ring's look holds no segment (ring.hpp, L1).  Requires SPI.
+struct GroupRestLook {
+    const QueueInfo* q;
+    int64 group;
+    bool goes_on;
+};
+void group_rest_look(void* arg) {
+    auto* l = static_cast<GroupRestLook*>(arg);
+    SPIPlanPtr plan = statement_plan(*l->q, group_rest, InvalidOid);
+    Datum args[3] = {Int32GetDatum(l->q->queue_id), Int64GetDatum(l->group), TimestampTzGetDatum(GetCurrentTimestamp())};
+    base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, "looking for the rest of a transaction group");
+    bool isnull;
+    Datum v = base::spi::first_value(&isnull);
+    l->goes_on = !isnull && DatumGetBool(v);
+}
+bool group_goes_on(const QueueInfo& q, int64 group) {
+    GroupRestLook look{&q, group, false};
+    if (q.segments.count > 0)
+        base::xact_end::look(group_rest_look, &look);
+    else
+        group_rest_look(&look);
+    return look.goes_on;
+}
+
 // A grouped queue table's claim (groups.hpp): in the transaction's current group (NEXT_MESSAGE;
 // *exhausted when nothing of it is left), or in the first group from the head (FIRST_MESSAGE,
 // NEXT_MESSAGE without a current group) or after the current one (NEXT_TRANSACTION) that this
@@ -412,7 +437,8 @@ int claim_grouped(const QueueInfo& q, const DequeueRequest& r, bool* exhausted, 
     if (o.navigation == Navigation::next_message && in_group) {
         int64 group = current->group;
         int rows = claim(ClaimArgs{&q, &r, current, &group, false, kept});
-        if (rows == 0) *exhausted = true;
+        // Nothing taken: the group has ended, or its next message cannot be taken now (groups.hpp).
+        if (rows == 0) *exhausted = !group_goes_on(q, group);
         return rows;
     }
     int64 after = (o.navigation == Navigation::next_transaction && in_group) ? current->group : PG_INT64_MIN;

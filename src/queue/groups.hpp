@@ -19,8 +19,10 @@
 //    makes one consumer pass over a group the other holds.  Browse takes no lock.
 //  - Navigation (dequeue.cpp, navigation.hpp).  FIRST_MESSAGE takes the first group it can lock, from the
 //    head; NEXT_MESSAGE goes on inside the transaction's current group, and when that has no
-//    message left the dequeue raises QA235 (Oracle's ORA-25235); without a current group it is
-//    FIRST_MESSAGE.  NEXT_TRANSACTION takes the first group after the current one that it can
+//    message left (none that is not expired, takeable now or not) the dequeue raises QA235
+//    (Oracle's ORA-25235); when its next message cannot be taken now (a retry delay, a moment's
+//    hold by the settler, an expiry move or a carry-forward) it waits for it as for any message,
+//    or says QA228 with wait => 0; without a current group it is FIRST_MESSAGE.  NEXT_TRANSACTION takes the first group after the current one that it can
 //    lock.  A dequeue_array stays inside one group.
 //  - The head rule.  A group is delivered whole, in order, to one consumer: a group is found
 //    only when its first unexpired message can be taken now (ready, and not a claim whose

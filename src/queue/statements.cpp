@@ -126,6 +126,13 @@ char* build_sql(const QueueInfo& q, int32 statement) {
             "         AND NOT %3$s)"
             " ORDER BY h.q_id, h.transaction_group LIMIT 1",
             t, rule_sql<rules::OffersGroup>("h.", "$3"), rule_sql<rules::Passed>("e.", "$3"), only);
+    if (statement == group_rest)
+        // A message of the group that is not passed (rules.hpp, the head rule: not expired), taken
+        // now or not: the group goes on (groups.hpp, 6).
+        return psprintf(
+            "SELECT EXISTS (SELECT FROM %3$s%1$s e WHERE e.q_id OPERATOR(pg_catalog.=) $1"
+            "   AND e.transaction_group OPERATOR(pg_catalog.=) $2 AND NOT %2$s)",
+            t, rule_sql<rules::Passed>("e.", "$3"), only);
     if (statement == delays_passed)
         // By the (q_id, delay) index: the messages (deliveries) that became ready in ($2, $3].
         return psprintf(
@@ -360,6 +367,11 @@ SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_ar
     } else if (statement == purge_retained) {
         argtypes[0] = TIMESTAMPTZOID;
         nargs = 1;
+    } else if (statement == group_rest) {
+        argtypes[0] = INT4OID;
+        argtypes[1] = INT8OID;
+        argtypes[2] = TIMESTAMPTZOID;
+        nargs = 3;
     } else if (statement == find_next_group) {
         argtypes[0] = INT4OID;
         argtypes[1] = INT8OID;

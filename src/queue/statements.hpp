@@ -47,6 +47,7 @@ enum Statement : int32 {
     expired_exists = 8,         // whether expire_messages would move any (a ring's look first: ring.hpp, L1)
     retained_end = 9,           // the earliest end of retention of the table's retained copies (retention.hpp)
     purge_retained = 10,        // deletes the retained copies whose retention ended by $1 (retention.hpp)
+    group_rest = 11,            // whether group $2 of the queue still has a message not passed at $3 (groups.hpp)
     dequeue_base = 1024,  // + DequeueShape bits
 };
 
