@@ -30,6 +30,7 @@ OBJS = \
 	src/queue/bulk_dequeue.o \
 	src/queue/bulk_enqueue.o \
 	src/queue/catalog.o \
+	src/queue/claim_stripes.o \
 	src/queue/condition.o \
 	src/queue/deliveries_statements.o \
 	src/queue/delivery_walk.o \
@@ -44,6 +45,7 @@ OBJS = \
 	src/queue/listen.o \
 	src/queue/maintenance.o \
 	src/queue/navigation.o \
+	src/queue/once_walk.o \
 	src/queue/options.o \
 	src/queue/plan_cache.o \
 	src/queue/retention.o \
@@ -61,11 +63,11 @@ OBJS = \
 	src/queue/wakeup.o
 
 # pg_regress: sql/<name>.sql against expected/<name>.out
-REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run deq_condition listen subscribers groups group_cache array_limits consumer_info claims_flush immediate extension_schema health ring_storage ring floor_horizon retention
+REGRESS      = setup walkthrough enqueue dequeue errors names waiting queue_options queue_admin bulk_dequeue multi_insert dequeue_paths retries commit_modes guc_memory ingest ingest_xact owner_run ingest_owner_run deq_condition listen subscribers groups group_cache array_limits consumer_info claims_flush immediate extension_schema health ring_storage ring floor_horizon retention stored_once
 # Every suite starts its own throwaway server (--temp-instance) with aq preloaded.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress --temp-config=test/aq.conf --load-extension=aq
 # isolation specs: test/specs/<name>.spec against test/expected/<name>.out
-ISOLATION      = skip_locked rollback_returns attempts_sessions enqueue_visibility wait_wakeup ingest_flush browse_remove locked_remove navigation_concurrent delay_wakeup priority_consumers scan_floor listen_wakeup subscribers subscriber_removal groups subscriber_removal_snapshot group_retry_delay release_wakeup group_locks left_behind navigation_positions rollback_returns_levels priority_consumers_levels navigation_concurrent_levels scan_floor_levels scan_floor_serializable locked_remove_levels subscribers_levels immediate_visibility horizon_floor wait_horizon ring_order ring_carry ring_groups ring_browse retention_levels
+ISOLATION      = skip_locked rollback_returns attempts_sessions enqueue_visibility wait_wakeup ingest_flush browse_remove locked_remove navigation_concurrent delay_wakeup priority_consumers scan_floor listen_wakeup subscribers subscriber_removal groups subscriber_removal_snapshot group_retry_delay release_wakeup group_locks left_behind navigation_positions rollback_returns_levels priority_consumers_levels navigation_concurrent_levels scan_floor_levels scan_floor_serializable locked_remove_levels subscribers_levels immediate_visibility horizon_floor wait_horizon ring_order ring_carry ring_groups ring_browse retention_levels once_claim
 ISOLATION_OPTS = --inputdir=test --temp-instance=$(CURDIR)/tmp_isolation --temp-config=test/aq.conf --load-extension=aq
 # Perl TAP (PostgreSQL::Test::Cluster)
 TAP_TESTS   = 1

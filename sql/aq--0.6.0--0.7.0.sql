@@ -31,6 +31,8 @@ CREATE TABLE aq.queue_segments (
     segment         smallint NOT NULL,
     -- The segment's table, by OID (as aq.queue_tables.relid).
     relid           regclass NOT NULL,
+    -- A multi-consumer ring's receipts of the segment's messages (src/queue/once_walk.hpp), or NULL.
+    receipts        regclass,
     PRIMARY KEY (queue_table_id, segment)
 );
 
@@ -138,6 +140,7 @@ DECLARE
     segment_options text;
     segment_name text;
     seg regclass;
+    receipts regclass;
 BEGIN
     PERFORM aq._check_owner(t);
     SELECT ' WITH (' || string_agg(format('%I = %L', o.option_name, o.option_value), ', ') || ')'
@@ -150,7 +153,18 @@ BEGIN
         seg := format('%I.%I', t.table_schema, segment_name)::regclass;
         PERFORM aq._segment_indexes(t, seg);
         EXECUTE format('COMMENT ON TABLE %s IS %L', seg, format('aq segment %s of queue table %s', k, t.queue_table));
-        INSERT INTO aq.queue_segments (queue_table_id, segment, relid) VALUES (t.queue_table_id, k, seg);
+        receipts := NULL;
+        IF t.multiple_consumers THEN
+            -- Each message stored once: what each consumer took of the segment's messages.
+            EXECUTE format('CREATE TABLE %I.%I (msgid bigint NOT NULL, consumer text COLLATE pg_catalog."C" NOT NULL,'
+                           ' kind "char" NOT NULL, at timestamptz NOT NULL)%s',
+                           t.table_schema, segment_name || '_r', coalesce(segment_options, ''));
+            receipts := format('%I.%I', t.table_schema, segment_name || '_r')::regclass;
+            EXECUTE format('CREATE INDEX ON %s (consumer, msgid)', receipts);
+            EXECUTE format('COMMENT ON TABLE %s IS %L', receipts,
+                           format('aq receipts of segment %s of queue table %s', k, t.queue_table));
+        END IF;
+        INSERT INTO aq.queue_segments (queue_table_id, segment, relid, receipts) VALUES (t.queue_table_id, k, seg, receipts);
     END LOOP;
     IF t.segment_count > 0 THEN
         INSERT INTO aq.segment_log (queue_table_id, generation, segment) VALUES (t.queue_table_id, 0, 0);
@@ -387,6 +401,31 @@ BEGIN
     EXECUTE format('DROP FUNCTION %s', old_form);
 END $$;
 
+-- In development (docs/design-horizon-storage.md, section 3), not yet a user feature: a
+-- multi-consumer queue table that stores each message once, in a ring of segments, with what each
+-- consumer took of a segment's messages in that segment's receipts table (<segment>_r).  What works
+-- so far: subscribers without rules, enqueue, and dequeue by consumer in remove and browse modes
+-- (src/queue/once_walk.hpp); the rest refuses with 0A000.  Superusers only.
+CREATE FUNCTION aq._create_stored_once_queue_table(
+    queue_table text,
+    queue_payload_type regtype,
+    sort_list text DEFAULT 'enq_time',
+    segments integer DEFAULT 4,
+    queue_table_schema text DEFAULT pg_catalog.current_schema())
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE t aq.queue_tables;
+BEGIN
+    IF segments IS NULL OR segments NOT BETWEEN 2 AND 16 THEN
+        RAISE EXCEPTION 'segments must be between 2 and 16, not %', segments USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM aq.create_queue_table(queue_table, queue_payload_type, sort_list, queue_table_schema => queue_table_schema);
+    UPDATE aq.queue_tables qt SET multiple_consumers = true, segment_count = segments
+     WHERE qt.queue_table = _create_stored_once_queue_table.queue_table
+    RETURNING * INTO t;
+    PERFORM aq._create_segments(t);
+END $$;
+REVOKE EXECUTE ON FUNCTION aq._create_stored_once_queue_table(text, regtype, text, integer, text) FROM PUBLIC;
+
 -- The default exception queue goes with its queue table, as in Oracle; a ring's segments too
 -- (before the table; their catalog rows go with the queue table's).
 CREATE OR REPLACE FUNCTION aq.drop_queue_table(queue_table text, force boolean DEFAULT false)
@@ -406,7 +445,10 @@ BEGIN
             USING ERRCODE = 'dependent_objects_still_exist',
                   HINT = 'Drop the queues first, or pass force => true.';
     END IF;
-    SELECT coalesce(array_agg(s.relid ORDER BY s.segment), '{}') INTO segments
+    -- The segments, and a multi-consumer ring's receipts after them.
+    SELECT coalesce(array_agg(s.relid ORDER BY s.segment), '{}')
+           || coalesce(array_agg(s.receipts ORDER BY s.segment) FILTER (WHERE s.receipts IS NOT NULL), '{}')
+      INTO segments
       FROM aq.queue_segments s WHERE s.queue_table_id = t.queue_table_id;
     DELETE FROM aq.queues q WHERE q.queue_table_id = t.queue_table_id;  -- wakes their waiters; takes their subscribers
     DELETE FROM aq.queue_tables qt WHERE qt.queue_table_id = t.queue_table_id;

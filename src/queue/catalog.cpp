@@ -34,10 +34,10 @@ namespace aq::queue {
 
 // The table a dequeue claims rows of: the delivery table of a multi-consumer queue table.
 Oid claim_relid(const QueueInfo& q) {
-    return q.multiple_consumers ? q.delivery_relid : q.relid;
+    return q.multiple_consumers && !q.stored_once() ? q.delivery_relid : q.relid;
 }
 const char* claim_table(const QueueInfo& q) {
-    return q.multiple_consumers ? q.qualified_deliveries : q.qualified_table;
+    return q.multiple_consumers && !q.stored_once() ? q.qualified_deliveries : q.qualified_table;
 }
 
 deliveries::Tables tables_of(const QueueInfo& q, const char* queue_name) {
@@ -61,7 +61,7 @@ const char* const lookup_sql =
     "       (SELECT e.queue_id FROM aq.queues e WHERE e.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
     // aq._default_exception_queue's rule, inline: a call of that function costs more than the rest of the lookup.
     "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table OPERATOR(pg_catalog.||) '_e')),"
-    "       q.ctid, q.xmin, t.ctid, t.xmin, %s, %s, q.retention_time"
+    "       q.ctid, q.xmin, t.ctid, t.xmin, %s, %s, q.retention_time, %s"
     "  FROM aq.queues q"
     "  JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) q.queue_table_id"
     "  LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
@@ -77,6 +77,10 @@ const char* const consumer_columns =
 const char* const ring_column =
     "(SELECT pg_catalog.array_agg(s.relid::pg_catalog.oid ORDER BY s.segment) FROM aq.queue_segments s"
     "  WHERE s.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id)";
+// A multi-consumer ring's receipts tables (once_walk.hpp), in segment order (0: none).
+const char* const receipts_column =
+    "(SELECT pg_catalog.array_agg(COALESCE(s.receipts::pg_catalog.oid, 0::pg_catalog.oid) ORDER BY s.segment)"
+    "  FROM aq.queue_segments s WHERE s.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id)";
 const char* const consumer_joins =
     "  LEFT JOIN pg_catalog.pg_class dc ON dc.oid OPERATOR(pg_catalog.=) t.delivery_relid::pg_catalog.oid"
     "  LEFT JOIN pg_catalog.pg_namespace dn ON dn.oid OPERATOR(pg_catalog.=) dc.relnamespace";
@@ -101,9 +105,10 @@ SPIPlanPtr prepare_lookup(const char* condition, Oid key_type) {
     check_catalog_version();
     Oid argtypes[1] = {key_type};
     const char* ring = ring::available() ? ring_column : "NULL::pg_catalog.oid[]";
-    const char* sql = consumers_in_catalog ? psprintf(lookup_sql, consumer_columns, ring, consumer_joins, condition)
+    const char* receipts = ring::available() ? receipts_column : "NULL::pg_catalog.oid[]";
+    const char* sql = consumers_in_catalog ? psprintf(lookup_sql, consumer_columns, ring, receipts, consumer_joins, condition)
                                             : psprintf(lookup_sql, "false, NULL::pg_catalog.oid, NULL::pg_catalog.text, false", ring,
-                                                       "", condition);
+                                                       receipts, "", condition);
     SPIPlanPtr plan = SPI_prepare(sql, 1, argtypes);
     if (!plan) elog(ERROR, "aq: SPI_prepare of the queue lookup failed: %s", SPI_result_code_string(SPI_result));
     SPI_keepplan(plan);
@@ -309,6 +314,15 @@ bool read_lookup(SPIPlanPtr plan, Datum key, QueueInfo& info, CatalogRow* rows) 
         for (int i = 0; i < n && i < ring::max_segments; i++) info.segments.relids[i] = DatumGetObjectId(relids[i]);
         info.segments.count = Min(n, ring::max_segments);
     }
+    for (int i = 0; i < ring::max_segments; i++) info.segments.receipts[i] = InvalidOid;
+    Datum receipts = SPI_getbinval(row, desc, 22, &isnull);
+    if (!isnull) {
+        Datum* relids;
+        bool* nulls;
+        int n;
+        deconstruct_array(DatumGetArrayTypeP(receipts), OIDOID, sizeof(Oid), true, TYPALIGN_INT, &relids, &nulls, &n);
+        for (int i = 0; i < n && i < ring::max_segments; i++) info.segments.receipts[i] = DatumGetObjectId(relids[i]);
+    }
     Datum retention = SPI_getbinval(row, desc, 21, &isnull);
     if (isnull)
         memset(&info.retention_time, 0, sizeof info.retention_time);
@@ -333,7 +347,7 @@ bool catalog_has_consumers() {
 
 Problem check_queue(bool found, const QueueInfo& q, Oid payload_type, bool for_enqueue) {
     if (!found) return {QueueProblem::unknown};
-    if (!OidIsValid(q.relid) || (q.multiple_consumers && !OidIsValid(q.delivery_relid)))
+    if (!OidIsValid(q.relid) || (q.multiple_consumers && !q.stored_once() && !OidIsValid(q.delivery_relid)))
         return {QueueProblem::storage_missing};
     if (q.segments.count > 0) {
         // ring.hpp, E1: the statements read a ring through its parent, so a table inheriting from it
@@ -419,6 +433,9 @@ std::string sql_literal(const char* text) {
                         "A ring queue table's inheritance children are its segments, which every dequeue reads through it.",
                         std::string("Remove the inheritance: ALTER TABLE ") + child + " NO INHERIT ...;");
         }
+        case QueueProblem::listen_once:
+            throw Error(sqlstate::feature_not_supported, "LISTEN is not supported yet for queue " + q,
+                        "Its queue table stores each message once, for every subscriber.");
         case QueueProblem::none:
             break;
     }

@@ -51,6 +51,9 @@ struct QueueInfo {
     bool grouped;                // message_grouping transactional (groups.hpp)
     ring::Segments segments;     // of a ring queue table (ring.hpp); count 0: classic
     Interval retention_time;     // how long a removed message is kept as PROCESSED (retention.hpp)
+
+    // A multi-consumer ring that stores each message once (once_walk.hpp): no delivery table.
+    bool stored_once() const { return multiple_consumers && segments.count > 0 && OidIsValid(segments.receipts[0]); }
 };
 
 // The table a dequeue claims rows of: the delivery table of a multi-consumer queue table.
@@ -87,7 +90,8 @@ enum class QueueProblem {
     dequeue_disabled,
     consumer_required,    // a multi-consumer queue's dequeue names no consumer
     consumer_not_allowed,  // a single-consumer queue's dequeue names one
-    foreign_inheritor      // a ring queue table inherited by a table that is not one of its segments
+    foreign_inheritor,     // a ring queue table inherited by a table that is not one of its segments
+    listen_once            // LISTEN on a queue table that stores each message once (not yet: once_walk.hpp)
 };
 
 struct Problem {

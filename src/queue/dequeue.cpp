@@ -22,6 +22,7 @@ extern "C" {
 #include "postgres.h"
 #include "access/detoast.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -46,6 +47,7 @@ extern "C" {
 #include "queue/groups.hpp"
 #include "queue/maintenance.hpp"
 #include "queue/navigation.hpp"
+#include "queue/once_walk.hpp"
 #include "queue/plan_cache.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/retention.hpp"
@@ -164,6 +166,17 @@ void bulk_sink(void* context, const BulkDequeuedMessage& m) {
     if (s->kept) retention::note(s->kept, m.relid, const_cast<ItemPointer>(&m.tid));
 }
 
+// A queue table that stores each message once (once_walk.hpp): nothing is deleted, so no claim
+// is noted for the settler.
+void once_sink(void* context, const BulkDequeuedMessage& m) {
+    auto* s = static_cast<BulkSinkState*>(context);
+    s->request->sink(s->request->sink_context,
+                     DequeuedRow{m.msgid, m.payload, m.properties, s->request->options->mode == DequeueMode::remove_nodata});
+    s->last_msgid = DatumGetInt64(m.msgid);
+    s->last_enq_time = m.enq_time;
+    s->last_priority = m.priority;
+}
+
 // Rows written into a queue table without aq.enqueue (by hand, COPY, logical replication,
 // an UPDATE that moves messages back from an exception queue) do not lower the scan floor
 // (scan_floor.hpp).  So a NEXT_MESSAGE dequeue scans from the head instead, at most once a
@@ -186,6 +199,54 @@ int from_floor_then_head(bool first_message, bool after_position, int32 key, Wal
     TimestampTz started = GetCurrentTimestamp();
     rows = walk(true);
     head_scans.ran(key, started, GetCurrentTimestamp());
+    return rows;
+}
+
+// A queue table that stores each message once: its walk, remove or browse (the options it does not
+// take yet were refused before).
+SPIPlanPtr subscribed_plan = nullptr;
+bool subscribed(int32 queue_id, const char* consumer) {
+    if (!subscribed_plan) {
+        Oid types[2] = {INT4OID, TEXTOID};
+        subscribed_plan = SPI_prepare("SELECT EXISTS (SELECT FROM aq.subscribers WHERE queue_id OPERATOR(pg_catalog.=) $1"
+                                      " AND consumer_name OPERATOR(pg_catalog.=) $2)", 2, types);
+        if (!subscribed_plan) elog(ERROR, "aq: SPI_prepare of the subscriber check failed");
+        SPI_keepplan(subscribed_plan);
+    }
+    Datum args[2] = {Int32GetDatum(queue_id), CStringGetTextDatum(consumer)};
+    base::spi::execute(subscribed_plan, args, nullptr, 1, SPI_OK_SELECT, "subscriber check");
+    bool isnull;
+    Datum v = base::spi::first_value(&isnull);
+    return !isnull && DatumGetBool(v);
+}
+
+int claim_once(const ClaimArgs& a) {
+    const DequeueOptions& o = *a.request->options;
+    bool browse = o.mode == DequeueMode::browse;
+    if (!subscribed(a.queue->queue_id, o.consumer)) return 0;  // every message is for the subscribers only
+    BulkDequeuePosition after{};
+    if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
+    BulkSinkState state{a.request, 0, 0, 0, {}};
+    auto walk = [&](bool from_head) {
+        OnceDequeue request{a.queue->relid, &a.queue->segments, a.queue->payload_type, a.queue->queue_id, o.consumer,
+                            a.queue->priority_order, browse, a.request->array_size, from_head,
+                            a.after ? &after : nullptr, once_sink, &state};
+        return bulk_dequeue_once(request);
+    };
+    int32 head_key = a.queue->queue_id ^
+                     static_cast<int32>(hash_bytes(reinterpret_cast<const unsigned char*>(o.consumer), strlen(o.consumer)));
+    int rows = browse ? walk(true) : from_floor_then_head(o.navigation == Navigation::first_message, a.after, head_key, walk);
+    if (rows < 0)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("queue \"%s\" cannot be read", a.request->queue_name),
+                        errdetail("Its queue table stores each message once; it is read only directly, which its "
+                                  "tables, their triggers, rules or row-level security, the caller's privileges, a "
+                                  "read-only transaction or a server without aq preloaded do not allow.")));
+    if (rows > 0) {
+        remember_position(a.queue->queue_id, o.consumer, browse, state.last_priority, state.last_enq_time,
+                          state.last_msgid);
+        if (!browse) wakeup::note_dequeue(a.queue->queue_id);
+    }
     return rows;
 }
 
@@ -382,6 +443,7 @@ int run_in_look(const ClaimArgs& a, int32 shape, bool probe) {
 
 // One dequeue: the walk when it applies, else the statement.  Requires SPI.
 int claim(const ClaimArgs& a) {
+    if (a.queue->stored_once()) return claim_once(a);
     int in_bulk = claim_in_bulk(a);
     if (in_bulk >= 0) return in_bulk;
     int32 shape = statement_shape(a);
@@ -479,6 +541,7 @@ int dequeue(const DequeueRequest& r) {
     bool cannot_wait = false;  // REPEATABLE READ / SERIALIZABLE: new commits stay invisible
     bool exhausted = false;    // NEXT_MESSAGE at the end of the transaction group (groups.hpp)
     const char* refused = nullptr;  // an option the queue table does not take
+    const char* refused_once = nullptr;  // ... a queue table that stores each message once (once_walk.hpp)
     Problem problem;
     base::call([&] {
         base::spi::connect();
@@ -492,9 +555,16 @@ int dequeue(const DequeueRequest& r) {
         bool grouped = q.grouped && !q.exception_queue;
         if (o.navigation == Navigation::next_transaction && !grouped)
             refused = "navigation next_transaction";
+        else if (q.stored_once() && (q.exception_queue || o.msgid || o.correlation || o.condition ||
+                                     o.mode == DequeueMode::locked))
+            refused_once = q.exception_queue ? "a dequeue from an exception queue"
+                           : o.msgid         ? "msgid"
+                           : o.correlation   ? "correlation"
+                           : o.condition     ? "deq_condition"
+                                             : "dequeue_mode locked";
         else if (grouped && (o.msgid || o.correlation || o.condition))
             refused = o.msgid ? "msgid" : o.correlation ? "correlation" : "deq_condition";
-        if (refused) {
+        if (refused || refused_once) {
             SPI_finish();
             return;
         }
@@ -549,6 +619,10 @@ int dequeue(const DequeueRequest& r) {
         if (delivered > 0 && !browse) retries::make_claims_durable(r.commit_follows);
     });
     if (problem.kind != QueueProblem::none) throw_problem(problem, r.queue_name, "payload_type");
+    if (refused_once)
+        throw Error(sqlstate::feature_not_supported,
+                    std::string(refused_once) + " is not supported yet for queue \"" + r.queue_name + "\"",
+                    "Its queue table stores each message once, for every subscriber.");
     if (refused && strcmp(refused, "navigation next_transaction") == 0)
         throw Error(sqlstate::invalid_parameter_value,
                     std::string("navigation next_transaction is invalid for queue \"") + r.queue_name + "\"",

@@ -15,6 +15,7 @@
 extern "C" {
 #include "postgres.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
@@ -85,6 +86,51 @@ void deliver_messages(const EnqueueRequest& r, const QueueInfo& q, ArrayType* id
     deliveries::deliver(tables_of(q, r.queue_name), items, n, r.properties, messages, enq_time);
 }
 
+// A queue table that stores each message once (once_walk.hpp): its messages are for every
+// subscriber, whose floors come down to them before the commit (scan_floor.hpp), as the fan-out's.
+// Not yet: rules, recipient lists (0A000).  Requires SPI.
+void reach_subscribers(const EnqueueRequest& r, const QueueInfo& q, TimestampTz enq_time, Datum first_msgid) {
+    if (r.properties) {
+        int n = ArrayGetNItems(ARR_NDIM(r.properties), ARR_DIMS(r.properties));
+        Datum* elements;
+        bool* nulls;
+        deconstruct_array(r.properties, ARR_ELEMTYPE(r.properties), -1, false, TYPALIGN_DOUBLE, &elements, &nulls, &n);
+        for (int i = 0; i < n; i++) {
+            if (nulls[i]) continue;
+            for (const char* field : {"recipient_list", "expiration"}) {
+                bool isnull = true;
+                (void)GetAttributeByName(DatumGetHeapTupleHeader(elements[i]), field, &isnull);
+                if (!isnull)
+                    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                                    errmsg("%s is not supported yet for queue \"%s\"", field, r.queue_name),
+                                    errdetail("Its queue table stores each message once, for every subscriber.")));
+            }
+        }
+    }
+    Oid types[1] = {INT4OID};
+    Datum args[1] = {Int32GetDatum(q.queue_id)};
+    int rc = SPI_execute_with_args("SELECT consumer_name, rule IS NOT NULL FROM aq.subscribers"
+                                   " WHERE queue_id OPERATOR(pg_catalog.=) $1",
+                                   1, types, args, nullptr, true, 0);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: reading the subscribers failed: %s", SPI_result_code_string(rc));
+    if (SPI_processed == 0)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("no recipients for message " INT64_FORMAT " in queue \"%s\"", DatumGetInt64(first_msgid), r.queue_name),
+                        errdetail("The queue has no subscriber (ORA-24033 analogue)."),
+                        errhint("Add a subscriber with aq.add_subscriber().")));
+    int32 lowest = q.priority_order ? lowest_priority(r.properties) : 0;
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        bool isnull;
+        if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)))
+            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                            errmsg("subscriber rules are not supported yet for queue \"%s\"", r.queue_name),
+                            errdetail("Its queue table stores each message once, for every subscriber.")));
+        char* name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+        scan_floor::lower(q.queue_id, enq_time, name, lowest);
+    }
+    SPI_freetuptable(SPI_tuptable);
+}
+
 // After the rows and their index entries, before the commit: the scan floors (scan_floor.hpp),
 // the wake-up at commit (wakeup.hpp) and the time manager's due time (time_manager.hpp).
 void note_enqueued(const EnqueueRequest& r, const QueueInfo& q, TimestampTz enq_time) {
@@ -115,11 +161,12 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
             return;
         }
         TimestampTz enq_time = GetCurrentTimestamp();
-        auto* messages = q.multiple_consumers
-                             ? static_cast<deliveries::Message*>(palloc(sizeof(deliveries::Message) * count))
-                             : nullptr;
+        bool fans_out = q.multiple_consumers && !q.stored_once();
+        auto* messages = fans_out ? static_cast<deliveries::Message*>(palloc(sizeof(deliveries::Message) * count))
+                                  : nullptr;
         if (enqueue_in_bulk(r, q, enq_time, count, caller_context, &result, messages)) {
-            if (q.multiple_consumers) deliver_messages(r, q, result, messages, enq_time);
+            if (fans_out) deliver_messages(r, q, result, messages, enq_time);
+            if (q.stored_once()) reach_subscribers(r, q, enq_time, Int64GetDatum(reinterpret_cast<int64*>(ARR_DATA_PTR(result))[0]));
             note_enqueued(r, q, enq_time);
             SPI_finish();
             return;
@@ -141,7 +188,8 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         bool isnull;
         for (int i = 0; i < count; i++) ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
         result = msgid_array(ids, count, caller_context);
-        if (q.multiple_consumers) deliver_messages(r, q, result, nullptr, enq_time);
+        if (fans_out) deliver_messages(r, q, result, nullptr, enq_time);
+        if (q.stored_once()) reach_subscribers(r, q, enq_time, ids[0]);
         note_enqueued(r, q, enq_time);
         SPI_finish();
     });

@@ -214,6 +214,13 @@ struct FloorWatch {
         met_here = true;
         candidate = entry;
     }
+    // The row just read is a message its walk's consumer took for good (once_walk.hpp, 4): the
+    // floor may pass it when it is the entry that met the watch.
+    void consumed_here() {
+        if (!met_here) return;
+        met = false;
+        met_here = false;
+    }
     // The row just read (in slot) is a message waiting for its delay, and the time manager will
     // lower the floor to it when the delay passes (time_manager::passes_delays): the floor may
     // pass it if it is committed — not this transaction's own insert, which no round has seen —

@@ -145,6 +145,11 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
                     if (consumer_named) problem = {};
                     return false;
                 }
+                if (queues[i].stored_once()) {
+                    problem = {QueueProblem::listen_once};
+                    problem_at = i;
+                    return false;
+                }
                 ids[i] = queues[i].queue_id;
             }
             return true;

@@ -36,7 +36,7 @@ void look_for_expired(void* arg) {
 }  // namespace
 
 int64 expire_messages_of(const QueueInfo& q) {
-    if (q.default_exception_id == 0 || !OidIsValid(q.owner)) return -1;
+    if (q.default_exception_id == 0 || !OidIsValid(q.owner) || q.stored_once()) return -1;
     if (pg_class_aclcheck(claim_relid(q), GetUserId(), ACL_DELETE) != ACLCHECK_OK) return -1;
     Datum args[3] = {Int32GetDatum(q.queue_table_id), Int32GetDatum(q.default_exception_id),
                      TimestampTzGetDatum(GetCurrentTimestamp())};
@@ -68,7 +68,7 @@ void settler_sweep(int32 queue_id) {
         QueueInfo q;
         bool found = false;
         base::call([&] { found = lookup_by_id(queue_id, q); });
-        if (!found || !q.multiple_consumers || q.exception_queue) return;
+        if (!found || !q.multiple_consumers || q.stored_once() || q.exception_queue) return;
         deliveries::Tables t = tables_of(q, "");
         base::RunAs as;
         as.role = q.owner;

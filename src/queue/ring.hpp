@@ -141,6 +141,7 @@ constexpr int max_segments = 16;
 struct Segments {
     int count = 0;
     Oid relids[max_segments];
+    Oid receipts[max_segments];  // a multi-consumer ring's receipts tables (once_walk.hpp), else InvalidOid
 };
 
 // Whether this database's aq objects know rings (aq.queue_segments exists: 0.7.0 and later).

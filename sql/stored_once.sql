@@ -1,0 +1,61 @@
+-- A multi-consumer queue table that stores each message once (in development: src/queue/once_walk.hpp,
+-- aq._create_stored_once_queue_table): one row per message whatever the number of subscribers,
+-- and a receipt per consumer and message it took.
+\set VERBOSITY terse
+SELECT aq._create_stored_once_queue_table('once_qt', 'text', segments => 3);
+SELECT aq.create_queue('once_q', 'once_qt');
+SELECT aq.start_queue('once_q');
+SELECT segment, relid, receipts FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id)
+ WHERE t.queue_table = 'once_qt' ORDER BY segment;
+
+-- No subscriber: no recipient (ORA-24033 analogue), nothing stored.
+SELECT try_sql($$SELECT aq.enqueue('once_q', 'lost'::text)$$);
+SELECT aq.add_subscriber('once_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B', 'C']) s;
+
+-- One row per message, for three subscribers.
+SELECT aq.enqueue_array('once_q', ARRAY['m1', 'm2', 'm3', 'm4']) AS ids;
+SELECT count(*) AS rows FROM once_qt;
+
+-- Each consumer takes each message once, in order; a batch and single dequeues.
+SELECT payload FROM aq.dequeue_array('once_q', NULL::text, 2, aq.dequeue_options(consumer_name => 'A'));
+SELECT payload FROM aq.dequeue_array('once_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'B'));
+SELECT payload FROM aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));
+-- Browse shows what the consumer has not taken, and takes nothing.
+SELECT payload FROM aq.dequeue_array('once_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'browse'));
+SELECT payload FROM aq.dequeue_array('once_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'C', dequeue_mode => 'browse'));
+-- A rolled-back dequeue takes nothing; the message is the consumer's again.
+BEGIN;
+SELECT payload FROM aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));
+-- ... and the same transaction does not get it twice.
+SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$);
+ROLLBACK;
+SELECT payload FROM aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));
+SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'B', wait => 0))$$);
+-- FIRST_MESSAGE from the head finds nothing more for B either.
+SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'B', navigation => 'first_message', wait => 0))$$);
+-- The messages are still stored once; the receipts say who took what.
+SELECT count(*) AS rows FROM once_qt;
+SELECT r.consumer, string_agg(m.user_data, ',' ORDER BY m.msgid) AS took
+  FROM once_qt m JOIN "once_qt$0_r" r ON r.msgid = m.msgid GROUP BY 1 ORDER BY 1;
+-- A consumer that is no subscriber gets nothing.
+SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'Z', wait => 0))$$);
+
+-- Messages across a switch, in order, for C.
+SELECT aq._switch_segment('once_qt');
+SELECT aq.enqueue('once_q', 'm5'::text) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue_array('once_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'C'));
+SELECT tableoid::regclass AS receipts, count(*) FROM "once_qt$1_r" GROUP BY 1;
+
+-- What does not work yet says so (0A000).
+SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', correlation => 'x'))$$);
+SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'locked'))$$);
+SELECT try_sql($$SELECT aq.enqueue('once_q', 'e'::text, aq.message_properties(expiration => '1 s'))$$);
+SELECT try_sql($$SELECT aq.enqueue('once_q', 'r'::text, aq.message_properties(recipient_list => ARRAY[aq.agent('A')]))$$);
+SELECT try_sql($$SELECT aq.listen(ARRAY[aq.agent('A', 'once_q')], wait => 0)$$);
+SELECT aq.add_subscriber('once_q', aq.agent('R'), rule => 'priority < 5');
+SELECT try_sql($$SELECT aq.enqueue('once_q', 'ruled'::text)$$);
+-- Only superusers make such a table.
+SELECT has_function_privilege('public', 'aq._create_stored_once_queue_table(text, regtype, text, integer, text)', 'EXECUTE') AS public_may;
+
+SELECT aq.drop_queue_table('once_qt', force => true);
+SELECT count(*) AS left_behind FROM pg_class WHERE relname LIKE 'once_qt%';
