@@ -665,7 +665,11 @@ BEGIN
             EXECUTE format('COMMENT ON TABLE %s IS %L', receipts,
                            format('aq receipts of segment %s of queue table %s', k, t.queue_table));
         END IF;
-        INSERT INTO aq.queue_segments (queue_table_id, segment, relid, receipts) VALUES (t.queue_table_id, k, seg, receipts);
+        IF receipts IS NULL THEN
+            INSERT INTO aq.queue_segments (queue_table_id, segment, relid) VALUES (t.queue_table_id, k, seg);
+        ELSE  -- (superusers only, for now: PUBLIC may not register receipts)
+            INSERT INTO aq.queue_segments (queue_table_id, segment, relid, receipts) VALUES (t.queue_table_id, k, seg, receipts);
+        END IF;
     END LOOP;
     IF t.segment_count > 0 THEN
         INSERT INTO aq.segment_log (queue_table_id, generation, segment) VALUES (t.queue_table_id, 0, 0);

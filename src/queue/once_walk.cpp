@@ -46,6 +46,8 @@ struct Receipts {
     Relation index = nullptr;
     IndexInfo* index_info = nullptr;
     TupleTableSlot* slot = nullptr;
+    SnapshotData dirty;                // the probe's: the latest state (3)
+    IndexScanDesc probe_scan = nullptr;  // begun once, rescanned per probe
 };
 
 bool receipts_shape(Relation rel) {
@@ -66,10 +68,13 @@ bool open_receipts(Oid relid, LOCKMODE lock, Receipts* r) {
     r->index = index_open(index_oid, lock == AccessShareLock ? AccessShareLock : RowExclusiveLock);
     r->index_info = BuildIndexInfo(r->index);
     r->slot = table_slot_create(r->heap, nullptr);
+    InitDirtySnapshot(r->dirty);
+    r->probe_scan = compat::index_begin_scan(r->heap, r->index, &r->dirty, 2);
     return true;
 }
 
 void close_receipts(Receipts* r, bool keep) {
+    if (r->probe_scan) index_endscan(r->probe_scan);
     if (r->slot) ExecDropSingleTupleTableSlot(r->slot);
     if (r->index) index_close(r->index, NoLock);
     if (r->heap) table_close(r->heap, keep ? NoLock : NoLock);
@@ -79,24 +84,21 @@ enum class Receipt { none, taken, held };
 
 // 3: c's receipt for m under the latest state.
 Receipt probe(Receipts& r, Datum consumer, int64 msgid) {
-    SnapshotData dirty;
-    InitDirtySnapshot(dirty);
     ScanKeyData keys[2];
     ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, r.index->rd_indcollation[0], F_TEXTEQ,
                            consumer);
     ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(msgid));
-    IndexScanDesc scan = compat::index_begin_scan(r.heap, r.index, &dirty, 2);
+    IndexScanDesc scan = r.probe_scan;
     index_rescan(scan, keys, 2, nullptr, 0);
     Receipt found = Receipt::none;
     while (found != Receipt::held && index_getnext_slot(scan, ForwardScanDirection, r.slot)) {
         bool isnull;
         TransactionId xmin = DatumGetTransactionId(slot_getsysattr(r.slot, MinTransactionIdAttributeNumber, &isnull));
-        if (TransactionIdIsValid(dirty.xmin) || TransactionIdIsCurrentTransactionId(xmin))
+        if (TransactionIdIsValid(r.dirty.xmin) || TransactionIdIsCurrentTransactionId(xmin))
             found = Receipt::held;  // in progress: another session of c, or this transaction
         else
             found = Receipt::taken;
     }
-    index_endscan(scan);
     return found;
 }
 
