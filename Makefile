@@ -30,7 +30,6 @@ OBJS = \
 	src/queue/bulk_dequeue.o \
 	src/queue/bulk_enqueue.o \
 	src/queue/catalog.o \
-	src/queue/claim_stripes.o \
 	src/queue/condition.o \
 	src/queue/deliveries_statements.o \
 	src/queue/delivery_walk.o \

@@ -657,11 +657,14 @@ BEGIN
         receipts := NULL;
         IF t.multiple_consumers THEN
             -- Each message stored once: what each consumer took of the segment's messages.
-            EXECUTE format('CREATE TABLE %I.%I (msgid bigint NOT NULL, consumer text COLLATE pg_catalog."C" NOT NULL,'
-                           ' kind "char" NOT NULL, at timestamptz NOT NULL)%s',
+            -- A receipt: what one dequeue of the consumer took of the segment's messages, as runs
+            -- [lo, hi] of msgids, and the last of them in the queue's order (hi_*).
+            EXECUTE format('CREATE TABLE %I.%I (consumer text COLLATE pg_catalog."C" NOT NULL, kind "char" NOT NULL,'
+                           ' hi_priority integer NOT NULL, hi_enq_time timestamptz NOT NULL, hi_msgid bigint NOT NULL,'
+                           ' runs bigint[] NOT NULL, at timestamptz NOT NULL)%s',
                            t.table_schema, segment_name || '_r', coalesce(segment_options, ''));
             receipts := format('%I.%I', t.table_schema, segment_name || '_r')::regclass;
-            EXECUTE format('CREATE INDEX ON %s (consumer, msgid)', receipts);
+            EXECUTE format('CREATE INDEX ON %s (consumer, hi_priority, hi_enq_time, hi_msgid)', receipts);
             EXECUTE format('COMMENT ON TABLE %s IS %L', receipts,
                            format('aq receipts of segment %s of queue table %s', k, t.queue_table));
         END IF;

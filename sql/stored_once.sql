@@ -35,8 +35,15 @@ SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(cons
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'B', navigation => 'first_message', wait => 0))$$);
 -- The messages are still stored once; the receipts say who took what.
 SELECT count(*) AS rows FROM once_qt;
-SELECT r.consumer, string_agg(m.user_data, ',' ORDER BY m.msgid) AS took
-  FROM once_qt m JOIN "once_qt$0_r" r ON r.msgid = m.msgid GROUP BY 1 ORDER BY 1;
+CREATE VIEW once_taken AS  -- a receipt's runs [lo, hi] of msgids, one row per message taken
+  SELECT r.tableoid::regclass AS receipts, r.consumer, g.msgid
+    FROM (SELECT tableoid, * FROM "once_qt$0_r" UNION ALL SELECT tableoid, * FROM "once_qt$1_r"
+          UNION ALL SELECT tableoid, * FROM "once_qt$2_r") r,
+         generate_series(1, cardinality(r.runs) / 2) i, generate_series(r.runs[2 * i - 1], r.runs[2 * i]) g(msgid);
+SELECT t.consumer, string_agg(m.user_data, ',' ORDER BY m.msgid) AS took, count(*) - count(DISTINCT m.msgid) AS twice
+  FROM once_qt m JOIN once_taken t ON t.msgid = m.msgid GROUP BY 1 ORDER BY 1;
+-- One receipt per dequeue: A's three calls, B's one.
+SELECT consumer, count(*) AS receipts FROM "once_qt$0_r" GROUP BY 1 ORDER BY 1;
 -- A consumer that is no subscriber gets nothing.
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'Z', wait => 0))$$);
 
@@ -44,7 +51,7 @@ SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(cons
 SELECT aq._switch_segment('once_qt');
 SELECT aq.enqueue('once_q', 'm5'::text) > 0 AS enqueued;
 SELECT payload FROM aq.dequeue_array('once_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'C'));
-SELECT tableoid::regclass AS receipts, count(*) FROM "once_qt$1_r" GROUP BY 1;
+SELECT receipts, consumer, count(*) FROM once_taken GROUP BY 1, 2 ORDER BY 1, 2;
 
 -- What does not work yet says so (0A000).
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', correlation => 'x'))$$);
@@ -57,5 +64,6 @@ SELECT try_sql($$SELECT aq.enqueue('once_q', 'ruled'::text)$$);
 -- Only superusers make such a table.
 SELECT has_function_privilege('public', 'aq._create_stored_once_queue_table(text, regtype, text, integer, text)', 'EXECUTE') AS public_may;
 
+DROP VIEW once_taken;
 SELECT aq.drop_queue_table('once_qt', force => true);
 SELECT count(*) AS left_behind FROM pg_class WHERE relname LIKE 'once_qt%';

@@ -29,7 +29,6 @@ PGDLLEXPORT void _PG_init(void);
 #include "ingest/writer.hpp"
 #include "base/guard.hpp"
 #include "base/statement.hpp"
-#include "queue/claim_stripes.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/retries.hpp"
 #include "queue/ring.hpp"
@@ -95,7 +94,6 @@ void request_shmem() {
     aq::queue::settler::request_lwlocks();
     RequestAddinShmemSpace(aq::queue::immediate::shmem_size());
     aq::queue::immediate::request_lwlocks();
-    aq::queue::claim_stripes::request_lwlocks();
 }
 
 void startup_shmem() {
@@ -109,7 +107,6 @@ void startup_shmem() {
         aq::ingest::ring::shmem_startup();
         aq::queue::settler::shmem_startup();
         aq::queue::immediate::shmem_startup();
-        aq::queue::claim_stripes::shmem_startup();
     });
 }
 

@@ -12,11 +12,14 @@ extern "C" {
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "common/hashfn.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
-#include "storage/lwlock.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/memutils.h"
@@ -24,9 +27,10 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
+#include <utility>
+
 #include "compat/executor.hpp"
 #include "queue/bulk_enqueue.hpp"
-#include "queue/claim_stripes.hpp"
 #include "queue/index_walk.hpp"
 #include "queue/once_walk.hpp"
 #include "queue/ring_scan.hpp"
@@ -39,22 +43,25 @@ using namespace index_walk;
 
 namespace {
 
-// A segment's receipts table: (msgid bigint, consumer text, kind "char", at timestamptz), with its
-// (consumer, msgid) index.
+// A segment's receipts table (once_walk.hpp, 3) and its (consumer, hi) index.
+enum ReceiptColumn { rcol_consumer, rcol_kind, rcol_hi_priority, rcol_hi_enq_time, rcol_hi_msgid, rcol_runs, rcol_at,
+                     receipt_column_count };
+
 struct Receipts {
     Relation heap = nullptr;
     Relation index = nullptr;
     IndexInfo* index_info = nullptr;
-    TupleTableSlot* slot = nullptr;
-    SnapshotData dirty;                // the probe's: the latest state (3)
-    IndexScanDesc probe_scan = nullptr;  // begun once, rescanned per probe
+    // What this walk took of the segment's messages (remove), in the order taken.
+    int64* taken = nullptr;
+    int count = 0, size = 0;
+    scan_floor::Position hi{0, 0, 0};
 };
 
 bool receipts_shape(Relation rel) {
     TupleDesc d = RelationGetDescr(rel);
-    static const Oid types[] = {INT8OID, TEXTOID, CHAROID, TIMESTAMPTZOID};
-    if (d->natts != 4) return false;
-    for (int i = 0; i < 4; i++)
+    static const Oid types[] = {TEXTOID, CHAROID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8ARRAYOID, TIMESTAMPTZOID};
+    if (d->natts != receipt_column_count) return false;
+    for (int i = 0; i < receipt_column_count; i++)
         if (TupleDescAttr(d, i)->attisdropped || TupleDescAttr(d, i)->atttypid != types[i]) return false;
     return true;
 }
@@ -62,62 +69,143 @@ bool receipts_shape(Relation rel) {
 bool open_receipts(Oid relid, LOCKMODE lock, Receipts* r) {
     r->heap = try_table_open(relid, lock);
     if (!r->heap || !receipts_shape(r->heap)) return false;
-    static const AttrNumber by_consumer[] = {2, 1};
-    Oid index_oid = find_index(r->heap, by_consumer, 2);
+    static const AttrNumber by_consumer[] = {rcol_consumer + 1, rcol_hi_priority + 1, rcol_hi_enq_time + 1, rcol_hi_msgid + 1};
+    Oid index_oid = find_index(r->heap, by_consumer, 4);
     if (!OidIsValid(index_oid)) return false;
-    r->index = index_open(index_oid, lock == AccessShareLock ? AccessShareLock : RowExclusiveLock);
+    r->index = index_open(index_oid, lock);
+    if (!in_sort_order(r->index)) return false;
     r->index_info = BuildIndexInfo(r->index);
-    r->slot = table_slot_create(r->heap, nullptr);
-    InitDirtySnapshot(r->dirty);
-    r->probe_scan = compat::index_begin_scan(r->heap, r->index, &r->dirty, 2);
     return true;
 }
 
-void close_receipts(Receipts* r, bool keep) {
-    if (r->probe_scan) index_endscan(r->probe_scan);
-    if (r->slot) ExecDropSingleTupleTableSlot(r->slot);
-    if (r->index) index_close(r->index, NoLock);
-    if (r->heap) table_close(r->heap, keep ? NoLock : NoLock);
+void close_receipts(Receipts* r) {
+    if (r->index) index_close(r->index, NoLock);  // kept to the end of the transaction
+    if (r->heap) table_close(r->heap, NoLock);
 }
 
-enum class Receipt { none, taken, held };
+// The messages the consumer took, as runs [lo, hi] of msgids: committed by another transaction
+// (taken for good) or not (held: in progress, or this transaction's own).  Sorted by lo; the runs of
+// one consumer never overlap (a message is in at most one live receipt of it).
+struct TakenRuns {
+    int64* lo = nullptr;
+    int64* hi = nullptr;
+    bool* held = nullptr;
+    int count = 0, size = 0;
 
-// 3: c's receipt for m under the latest state.
-Receipt probe(Receipts& r, Datum consumer, int64 msgid) {
-    ScanKeyData keys[2];
+    void add(int64 l, int64 h, bool is_held) {
+        if (count == size) {
+            size = size ? size * 2 : 64;
+            lo = static_cast<int64*>(lo ? repalloc(lo, sizeof(int64) * size) : palloc(sizeof(int64) * size));
+            hi = static_cast<int64*>(hi ? repalloc(hi, sizeof(int64) * size) : palloc(sizeof(int64) * size));
+            held = static_cast<bool*>(held ? repalloc(held, sizeof(bool) * size) : palloc(sizeof(bool) * size));
+        }
+        lo[count] = l;
+        hi[count] = h;
+        held[count] = is_held;
+        count++;
+    }
+    void sort() {  // insertion sort by lo: a few runs per receipt, a few receipts
+        for (int i = 1; i < count; i++)
+            for (int j = i; j > 0 && lo[j - 1] > lo[j]; j--) {
+                std::swap(lo[j - 1], lo[j]);
+                std::swap(hi[j - 1], hi[j]);
+                std::swap(held[j - 1], held[j]);
+            }
+    }
+    enum class Found { no, taken, held };
+    Found find(int64 msgid) const {
+        int a = 0, b = count - 1, at = -1;
+        while (a <= b) {  // the last run with lo <= msgid
+            int m = (a + b) / 2;
+            if (lo[m] <= msgid) at = m, a = m + 1; else b = m - 1;
+        }
+        if (at < 0 || msgid > hi[at]) return Found::no;
+        return held[at] ? Found::held : Found::taken;
+    }
+};
+
+// 3: the consumer's receipts whose last message is at or after the walk's start, under the latest
+// state (SnapshotDirty: committed, and in progress by other sessions or this transaction).
+void load_taken(Receipts& r, Datum consumer, const scan_floor::Position* from, TakenRuns* runs) {
+    SnapshotData dirty;
+    InitDirtySnapshot(dirty);
+    ScanKeyData keys[2], row[3];
     ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, r.index->rd_indcollation[0], F_TEXTEQ,
                            consumer);
-    ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(msgid));
-    IndexScanDesc scan = r.probe_scan;
-    index_rescan(scan, keys, 2, nullptr, 0);
-    Receipt found = Receipt::none;
-    while (found != Receipt::held && index_getnext_slot(scan, ForwardScanDirection, r.slot)) {
+    int nkeys = 1 + start_key(&keys[1], row, 2, true, nullptr, from);
+    IndexScanDesc scan = compat::index_begin_scan(r.heap, r.index, &dirty, nkeys);
+    index_rescan(scan, keys, nkeys, nullptr, 0);
+    TupleTableSlot* slot = table_slot_create(r.heap, nullptr);
+    while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+        CHECK_FOR_INTERRUPTS();
         bool isnull;
-        TransactionId xmin = DatumGetTransactionId(slot_getsysattr(r.slot, MinTransactionIdAttributeNumber, &isnull));
-        if (TransactionIdIsValid(r.dirty.xmin) || TransactionIdIsCurrentTransactionId(xmin))
-            found = Receipt::held;  // in progress: another session of c, or this transaction
-        else
-            found = Receipt::taken;
+        TransactionId xmin = DatumGetTransactionId(slot_getsysattr(slot, MinTransactionIdAttributeNumber, &isnull));
+        bool held = TransactionIdIsValid(dirty.xmin) || TransactionIdIsCurrentTransactionId(xmin);
+        Datum value = slot_getattr(slot, rcol_runs + 1, &isnull);
+        if (isnull) continue;
+        ArrayType* array = DatumGetArrayTypeP(value);
+        int n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+        if (ARR_HASNULL(array) || n % 2 != 0) continue;  // not aq's: ignored
+        const int64* pairs = reinterpret_cast<const int64*>(ARR_DATA_PTR(array));
+        for (int i = 0; i < n; i += 2) runs->add(pairs[i], pairs[i + 1], held);
     }
-    return found;
+    ExecDropSingleTupleTableSlot(slot);
+    index_endscan(scan);
 }
 
-// 3: c's receipt for m, heap and index.
-void insert_receipt(Receipts& r, Datum consumer, int64 msgid, TimestampTz now) {
-    Datum values[4] = {Int64GetDatum(msgid), consumer, CharGetDatum('t'), TimestampTzGetDatum(now)};
-    bool nulls[4] = {false, false, false, false};
+void note_taken(Receipts& r, int64 msgid, const scan_floor::Position& at) {
+    if (r.count == r.size) {
+        r.size = r.size ? r.size * 2 : 64;
+        r.taken = static_cast<int64*>(r.taken ? repalloc(r.taken, sizeof(int64) * r.size) : palloc(sizeof(int64) * r.size));
+    }
+    r.taken[r.count++] = msgid;
+    r.hi = at;  // the walk goes in the queue's order: the last is the highest
+}
+
+int cmp_int64(const void* a, const void* b) {
+    int64 x = *static_cast<const int64*>(a), y = *static_cast<const int64*>(b);
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+// 3: one receipt for what the walk took of the segment's messages, heap and index.
+void insert_receipt(Receipts& r, Datum consumer, TimestampTz now) {
+    qsort(r.taken, r.count, sizeof(int64), cmp_int64);
+    Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * 2 * r.count));
+    int n = 0;
+    for (int i = 0; i < r.count; i++) {
+        if (n > 0 && DatumGetInt64(pairs[n - 1]) + 1 == r.taken[i]) {
+            pairs[n - 1] = Int64GetDatum(r.taken[i]);
+        } else {
+            pairs[n++] = Int64GetDatum(r.taken[i]);
+            pairs[n++] = Int64GetDatum(r.taken[i]);
+        }
+    }
+    ArrayType* runs = construct_array(pairs, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+    Datum values[receipt_column_count] = {consumer, CharGetDatum('t'), Int32GetDatum(r.hi.priority),
+                                          TimestampTzGetDatum(r.hi.enq_time), Int64GetDatum(r.hi.msgid),
+                                          PointerGetDatum(runs), TimestampTzGetDatum(now)};
+    bool nulls[receipt_column_count] = {};
     HeapTuple tuple = heap_form_tuple(RelationGetDescr(r.heap), values, nulls);
     simple_heap_insert(r.heap, tuple);
-    Datum keys[2] = {consumer, Int64GetDatum(msgid)};
-    bool key_nulls[2] = {false, false};
+    Datum keys[4] = {consumer, values[rcol_hi_priority], values[rcol_hi_enq_time], values[rcol_hi_msgid]};
+    bool key_nulls[4] = {};
     index_insert(r.index, keys, key_nulls, &tuple->t_self, r.heap, UNIQUE_CHECK_NO, false, r.index_info);
     heap_freetuple(tuple);
+    pfree(pairs);
+}
+
+// 2: the walks of one consumer of one queue table, one at a time (a heavyweight lock, waited for,
+// held for the walk and its receipts, not to the end of the transaction).
+LOCKTAG walk_tag(Oid queue_table, const char* consumer) {
+    uint32 h = hash_bytes(reinterpret_cast<const unsigned char*>(consumer), static_cast<int>(strlen(consumer)));
+    LOCKTAG tag;
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, queue_table, h, 4);  // field 4: 1, 2 PostgreSQL's, 3 groups.hpp
+    return tag;
 }
 
 }  // namespace
 
 int bulk_dequeue_once(const OnceDequeue& r) {
-    if (!claim_stripes::available()) return -1;
     RingScan ring;
     LOCKMODE lock = r.browse ? AccessShareLock : RowExclusiveLock;
     bool eligible = ring.open(r.relid, *r.segments, r.payload_type, order_of(r.priority_order), lock) &&
@@ -127,7 +215,7 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     for (int i = 0; eligible && i < r.segments->count; i++)
         eligible = OidIsValid(r.segments->receipts[i]) && open_receipts(r.segments->receipts[i], lock, &receipts[i]);
     if (!eligible) {
-        for (int i = 0; i < r.segments->count; i++) close_receipts(&receipts[i], true);
+        for (int i = 0; i < r.segments->count; i++) close_receipts(&receipts[i]);
         ring.close();
         return -1;
     }
@@ -136,23 +224,37 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     bool floor_applies = !r.browse && !r.after;
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id, r.consumer);
+    LOCKTAG tag = walk_tag(r.relid, r.consumer);
+    if (!r.browse) (void)LockAcquire(&tag, ExclusiveLock, false, false);
 
     WalkSnapshot walk = WalkSnapshot::begin();
     const auto [snapshot, now, command] = walk;
 
+    bool from_floor = floor_applies && !r.from_head && floor.floor.enq_time != DT_NOBEGIN;
+    scan_floor::Position start{};
+    const scan_floor::Position* from = nullptr;
+    if (r.after) {
+        start = scan_floor::Position{r.after->enq_time, r.after->msgid, r.priority_order ? r.after->priority : 0};
+        from = &start;
+    } else if (from_floor) {
+        start = floor.floor;
+        if (!r.priority_order) start.priority = 0;
+        from = &start;
+    }
+    Datum consumer = CStringGetTextDatum(r.consumer);
+    TakenRuns taken;
+    for (int i = 0; i < r.segments->count; i++) load_taken(receipts[i], consumer, from, &taken);
+    taken.sort();
+
     ScanKeyData keys[2], row[3];
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
-    bool from_floor = floor_applies && !r.from_head && floor.floor.enq_time != DT_NOBEGIN;
     int nkeys = 1 + start_key(&keys[1], row, 2, r.priority_order, r.after, from_floor ? &floor.floor : nullptr);
     ring.begin(snapshot, keys, nkeys);
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq once dequeue", ALLOCSET_SMALL_SIZES);
-    Datum consumer = CStringGetTextDatum(r.consumer);
-    Oid queue_table = r.relid;
 
     RowView row_view{nullptr, col_delay, col_expiration, false, InvalidOid};
     FloorWatch watch = FloorWatch::of_order(floor_applies, 2, r.priority_order, now);
     int handed = 0;
-    bool inserted = false;
     while (handed < r.max_messages) {
         if (!ring.next_visible(watch)) break;
         TupleTableSlot* slot = ring.slot();
@@ -160,25 +262,21 @@ int bulk_dequeue_once(const OnceDequeue& r) {
         const bool* isnull = slot->tts_isnull;
         if (r.after && !after_position(*r.after, r.priority_order, v)) continue;
         if (ring.last == 0) continue;  // the parent's: no receipts (3)
-        Receipts& rc = receipts[ring.last - 1];
         row_view.slot = slot;
         if (!rules::holds<rules::Takeable>(row_view, now)) continue;
         int64 msgid = DatumGetInt64(v[col_msgid]);
-        LWLock* stripe = claim_stripes::stripe(queue_table, r.consumer, msgid);
-        LWLockAcquire(stripe, r.browse ? LW_SHARED : LW_EXCLUSIVE);
-        Receipt found = probe(rc, consumer, msgid);
-        if (found == Receipt::none && !r.browse) {
-            insert_receipt(rc, consumer, msgid, now);
-            inserted = true;
-        }
-        LWLockRelease(stripe);
-        if (found == Receipt::taken) {
+        TakenRuns::Found found = taken.find(msgid);
+        if (found == TakenRuns::Found::taken) {
             watch.consumed_here();
             continue;
         }
-        if (found == Receipt::held) continue;
-        if (!r.browse) ring.claimed_last();  // its segment stays locked with the receipt
-
+        if (found == TakenRuns::Found::held) continue;
+        if (!r.browse) {
+            note_taken(receipts[ring.last - 1], msgid,
+                       scan_floor::Position{DatumGetTimestampTz(v[col_enq_time]), msgid,
+                                            r.priority_order ? DatumGetInt32(v[col_priority]) : 0});
+            ring.claimed_last();  // its segment stays locked with the receipt
+        }
         MemoryContext outer = MemoryContextSwitchTo(message_context);
         BulkDequeuedMessage message{v[col_msgid], v[col_user_data], properties_of(properties_desc, v, isnull),
                                     DatumGetInt32(v[col_priority]), DatumGetTimestampTz(v[col_enq_time]),
@@ -188,10 +286,17 @@ int bulk_dequeue_once(const OnceDequeue& r) {
         MemoryContextReset(message_context);
         handed++;
     }
+    bool inserted = false;
+    for (int i = 0; i < r.segments->count; i++)
+        if (receipts[i].count > 0) {
+            insert_receipt(receipts[i], consumer, now);
+            inserted = true;
+        }
+    if (!r.browse) (void)LockRelease(&tag, ExclusiveLock, false);
     if (floor_applies) scan_floor::raise(r.queue_id, floor, watch.candidate, r.consumer);
 
     MemoryContextDelete(message_context);
-    for (int i = 0; i < r.segments->count; i++) close_receipts(&receipts[i], true);
+    for (int i = 0; i < r.segments->count; i++) close_receipts(&receipts[i]);
     ring.close();
     walk.end();
     ReleaseTupleDesc(properties_desc);
