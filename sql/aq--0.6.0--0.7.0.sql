@@ -507,7 +507,9 @@ BEGIN
         '        m.user_data,'
         '        CASE WHEN m.q_id < 0 THEN m.delay END AS deq_timestamp'
         '   FROM %s m LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) pg_catalog.abs(m.q_id)',
-        t.table_schema, aq._queue_table_view(t.queue_table), aq._default_exception_queue(t.queue_table), t.relid);
+        -- Beside the table, in the schema it is in now (it may have been renamed since).
+        (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.relid),
+        aq._queue_table_view(t.queue_table), aq._default_exception_queue(t.queue_table), t.relid);
 END $$;
 
 -- Its single-consumer view is made by aq._message_view now.
@@ -643,9 +645,10 @@ END $$;
 -- The views of the existing single-consumer queue tables learn PROCESSED and deq_timestamp, as a
 -- new queue table's.  An extension script may not replace an object it does not own, so each view
 -- (found by its dependency on its table, never by a name alone) is dropped and made again by
--- aq._message_view, given back its owner, comment and grants, and taken out of the extension.  A view that
--- another view is built on is left as it was (a notice says so): create_queue and alter_queue
--- cannot replace it either, and its queue's retained messages show there as READY of no queue.
+-- aq._message_view, given back its owner, comment and grants, and taken out of the extension.  A view
+-- with more than aq made (a view built on it, a trigger or rule of its own, column grants, grants by
+-- another role, a security label) is left as it was, with a notice: giving one of its queues a
+-- retention_time (create_queue, alter_queue, outside this script) replaces it in place.
 DO $$
 DECLARE
     t aq.queue_tables;
@@ -661,17 +664,27 @@ BEGIN
            AND EXISTS (SELECT FROM pg_rewrite r JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
                         WHERE r.ev_class = vc.oid AND d.refclassid = 'pg_class'::regclass AND d.refobjid = t.relid);
         CONTINUE WHEN NOT FOUND;
+        -- Only a view as create_queue_table made it, with table-level grants by its owner: anything
+        -- more (a view built on it, a trigger, a rule of its own, column grants, grants by another
+        -- role, security labels) would not survive the drop.
         IF EXISTS (SELECT FROM pg_depend d WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = v.oid
                       AND NOT (d.classid = 'pg_rewrite'::regclass
                                AND d.objid IN (SELECT r.oid FROM pg_rewrite r WHERE r.ev_class = v.oid))
-                      AND d.deptype = 'n') THEN
-            RAISE NOTICE 'aq: view % is left as it was: other objects depend on it', v.oid::regclass
-                USING HINT = 'Its queues'' retained messages (retention_time) show there as READY of no queue.';
+                      AND d.deptype <> 'i')
+           OR EXISTS (SELECT FROM pg_rewrite r WHERE r.ev_class = v.oid AND r.rulename <> '_RETURN')
+           OR EXISTS (SELECT FROM pg_trigger tg WHERE tg.tgrelid = v.oid)
+           OR EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = v.oid AND a.attacl IS NOT NULL)
+           OR EXISTS (SELECT FROM aclexplode(v.relacl) a WHERE a.grantor <> v.relowner)
+           OR EXISTS (SELECT FROM pg_seclabel l WHERE l.classoid = 'pg_class'::regclass AND l.objoid = v.oid) THEN
+            RAISE NOTICE 'aq: view % is left as it was: it has more than aq made', v.oid::regclass
+                USING DETAIL = 'Another view, a trigger or rule of its own, column grants, grants by another role or a security label.',
+                      HINT = 'aq.alter_queue(..., retention_time => ...) of one of its queues replaces it in place.';
             CONTINUE;
         END IF;
         EXECUTE format('DROP VIEW %s', v.oid::regclass);
         PERFORM aq._message_view(t);
-        made := format('%I.%I', t.table_schema, aq._queue_table_view(t.queue_table));
+        made := format('%I.%I', (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                                   WHERE c.oid = t.relid), aq._queue_table_view(t.queue_table));
         EXECUTE format('ALTER VIEW %s OWNER TO %I', made, (SELECT rolname FROM pg_roles WHERE oid = v.relowner));
         EXECUTE format('COMMENT ON VIEW %s IS %L', made,
                        format('The messages of aq queue table %s with their queue and state (Oracle''s AQ$%s).',

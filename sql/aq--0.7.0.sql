@@ -507,7 +507,9 @@ BEGIN
         '        m.user_data,'
         '        CASE WHEN m.q_id < 0 THEN m.delay END AS deq_timestamp'
         '   FROM %s m LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) pg_catalog.abs(m.q_id)',
-        t.table_schema, aq._queue_table_view(t.queue_table), aq._default_exception_queue(t.queue_table), t.relid);
+        -- Beside the table, in the schema it is in now (it may have been renamed since).
+        (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.relid),
+        aq._queue_table_view(t.queue_table), aq._default_exception_queue(t.queue_table), t.relid);
 END $$;
 
 -- The objects create_queue_table makes around the table:

@@ -84,7 +84,9 @@ CREATE FUNCTION ret_trigger() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETUR
 CREATE TRIGGER ret_t BEFORE INSERT ON ret_qt FOR EACH ROW EXECUTE FUNCTION ret_trigger();
 SELECT aq.alter_queue('ret_q', retention_time => '1 hour');
 SELECT try_sql($$SELECT aq.dequeue('ret_q', NULL::text)$$);
-SELECT count(*) AS ready FROM aq$ret_qt WHERE msg_state = 'READY';
+-- Refused before it claimed anything: no attempt is counted (max_retries would send it to the
+-- exception queue).
+SELECT count(*) AS ready, max(retry_count) AS retries FROM aq$ret_qt WHERE msg_state = 'READY';
 DROP TRIGGER ret_t ON ret_qt;
 
 -- A multi-consumer queue stores retention_time but does not apply it yet.

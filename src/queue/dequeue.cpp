@@ -572,6 +572,7 @@ int dequeue(const DequeueRequest& r) {
         bool by_position = o.navigation == Navigation::next_message && !o.msgid;
         // What a queue that retains removes is kept (retention.hpp).
         retention::Removed* kept = removes(o.mode) && retention::applies(q) ? retention::begin_removed() : nullptr;
+        if (kept) retention::check_writable(q);  // before any claim (retention.hpp, 4)
         uint64 seen = 0;
         WaitEnd end = wait_loop(
             o.wait,
@@ -591,7 +592,8 @@ int dequeue(const DequeueRequest& r) {
                                            expiry_sweep_due(q)))) {
                     expire_messages_of(q);
                     // ... and so are the retained copies whose time passed (retention.hpp, 3).
-                    if (!q.exception_queue && retention::applies(q)) retention::purge(q, GetCurrentTimestamp());
+                    if (!q.exception_queue && retention::applies(q) && !IsolationUsesXactSnapshot())
+                        retention::purge(q, GetCurrentTimestamp());  // retention.hpp, 5
                 }
                 if (grouped) {
                     delivered = claim_grouped(q, r, &exhausted, kept);

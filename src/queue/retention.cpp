@@ -31,7 +31,8 @@ namespace multi_insert = aq::base::multi_insert;
 
 bool applies(const QueueInfo& q) {
     const Interval& r = q.retention_time;
-    return !q.multiple_consumers && (r.time > 0 || r.day > 0 || r.month > 0);
+    // Not with the aq objects of 0.6.0 and before (their views and drop_queue know no copies).
+    return !q.multiple_consumers && (r.time > 0 || r.day > 0 || r.month > 0) && ring::available();
 }
 
 Removed* begin_removed() {
@@ -65,6 +66,17 @@ namespace {
 }
 
 }  // namespace
+
+void check_writable(const QueueInfo& q) {
+    Relation table = table_open(q.relid, RowExclusiveLock);
+    Relation target = q.segments.count > 0 ? ring::open_current(q.queue_table_id, q.segments) : table;
+    if (!plain_queue_table(table, q.payload_type, q.segments.count > 0))
+        refuse(table, "it has triggers, rules, row-level security in force or columns of its own, which that copy would bypass");
+    if (target != table && !ring::plain_segment(table, target))
+        refuse(target, "its current segment differs from the queue table");
+    if (target != table) table_close(target, NoLock);  // the locks stay, as the dequeue's
+    table_close(table, NoLock);
+}
 
 void keep(const QueueInfo& q, const Removed& removed, TimestampTz dequeued) {
     if (removed.count == 0) return;

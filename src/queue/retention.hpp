@@ -31,8 +31,12 @@
 //     a ring keeps what its retention asks for.
 //  4. Where the copy cannot be written by multi-insert (base/multi_insert.hpp: a queue table with
 //     triggers, rules or row-level security in force for the dequeuer), the dequeue fails with
-//     55000 naming the queue table and why: no message is removed without the copy its queue
-//     asks for.
+//     55000 naming the queue table and why, before it claims anything (check_writable): no message
+//     is removed without the copy its queue asks for, and no attempt is counted for it.
+//  5. A REPEATABLE READ or SERIALIZABLE dequeue does not purge (3): the purge's read of copies
+//     deleted since its snapshot would fail it with 40001.  Nor does the library retain with the aq
+//     objects of 0.6.0 and before (not yet updated: ALTER EXTENSION aq UPDATE), whose views and
+//     drop_queue know no copies.
 //  Multi-consumer queue tables do not apply retention yet (their messages go once every
 //  recipient has taken them); retention_time is stored for them.
 // Proved by: regress retention (the copy, the view, rollback, browse and by-msgid never see a
@@ -65,6 +69,9 @@ struct Removed {
 };
 Removed* begin_removed();
 void note(Removed* removed, Oid relid, ItemPointer tid);
+
+// 4: raises 55000 if the copies cannot be written; before the dequeue claims anything.
+void check_writable(const QueueInfo& q);
 
 // 1: the copies of what was noted, at `dequeued`; tells the time manager when they go.
 void keep(const QueueInfo& q, const Removed& removed, TimestampTz dequeued);
