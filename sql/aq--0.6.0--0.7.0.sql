@@ -408,6 +408,59 @@ BEGIN
     EXECUTE format('DROP FUNCTION %s', old_form);
 END $$;
 
+-- Subscribers of a queue table that stores each message once receive from since_msgid on.
+ALTER TABLE aq.subscribers ADD COLUMN since_msgid bigint;
+GRANT INSERT (since_msgid) ON aq.subscribers TO PUBLIC;
+CREATE OR REPLACE FUNCTION aq.add_subscriber(
+    queue_name text,
+    subscriber aq.agent,
+    rule text DEFAULT NULL,
+    transformation text DEFAULT NULL,
+    queue_to_queue boolean DEFAULT false,
+    delivery_mode text DEFAULT 'persistent')
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._subscribed_queue(queue_name, subscriber);
+    t aq.queue_tables;
+BEGIN
+    IF transformation IS NOT NULL THEN
+        RAISE EXCEPTION 'transformations are not supported' USING ERRCODE = 'feature_not_supported',
+            HINT = 'Pass transformation => NULL.';
+    END IF;
+    IF coalesce(queue_to_queue, false) THEN
+        RAISE EXCEPTION 'queue_to_queue propagation is not supported' USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF lower(coalesce(delivery_mode, 'persistent')) NOT IN ('persistent', 'dbms_aqadm.persistent') THEN
+        RAISE EXCEPTION 'invalid delivery_mode: "%"', delivery_mode USING ERRCODE = 'feature_not_supported',
+            DETAIL = 'Messages are persistent; buffered messages are not part of aq.';
+    END IF;
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    IF rule IS NOT NULL THEN
+        PERFORM aq._check_rule(t.relid, rule);
+    END IF;
+    IF EXISTS (SELECT FROM aq.subscribers s WHERE s.queue_id = q.queue_id AND s.consumer_name = subscriber.name) THEN
+        RAISE EXCEPTION 'subscriber "%" of queue "%" already exists', subscriber.name, queue_name
+            USING ERRCODE = 'duplicate_object', DETAIL = 'ORA-24034 analogue.';
+    END IF;
+    IF t.multiple_consumers AND t.delivery_relid IS NULL AND t.segment_count > 0 THEN
+        -- Each message stored once (src/queue/once_walk.hpp): the subscriber receives what is
+        -- enqueued after it subscribed, as in Oracle.  The enqueues in progress are waited for
+        -- (they hold ROW EXCLUSIVE on the queue table), then every message enqueued before has a
+        -- msgid up to the sequence's last value, and every later one a higher msgid.
+        IF rule IS NOT NULL THEN
+            RAISE EXCEPTION 'subscriber rules are not supported yet for queue "%"', queue_name
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Its queue table stores each message once, for every subscriber.';
+        END IF;
+        EXECUTE format('LOCK TABLE ONLY %s IN SHARE MODE', t.relid);
+        INSERT INTO aq.subscribers (queue_id, consumer_name, since_msgid)
+        VALUES (q.queue_id, subscriber.name,
+                coalesce(pg_sequence_last_value(pg_get_serial_sequence(t.relid::text, 'msgid')::regclass), 0));
+        RETURN;
+    END IF;
+    INSERT INTO aq.subscribers (queue_id, consumer_name, rule) VALUES (q.queue_id, subscriber.name, rule);
+END $$;
+
 -- In development (docs/design-horizon-storage.md, section 3), not yet a user feature: a
 -- multi-consumer queue table that stores each message once, in a ring of segments, with what each
 -- consumer took of a segment's messages in that segment's receipts table (<segment>_r).  What works

@@ -87,7 +87,10 @@ CREATE TABLE aq.subscribers (
     protocol        integer NOT NULL DEFAULT 0,
     rule            text,
     created         timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    UNIQUE (queue_id, consumer_name)
+    UNIQUE (queue_id, consumer_name),
+    -- Of a queue table that stores each message once (src/queue/once_walk.hpp): the subscriber
+    -- receives the messages after this msgid (those enqueued after it subscribed); NULL: all.
+    since_msgid     bigint
 );
 
 -- The enqueue/dequeue functions run as the caller and read the catalog to find the queue.
@@ -444,7 +447,7 @@ CREATE POLICY owner_subscribes ON aq.subscribers FOR INSERT
 CREATE POLICY owner_alters ON aq.subscribers FOR UPDATE
     USING (aq._manages_queue(queue_id)) WITH CHECK (aq._manages_queue(queue_id));
 CREATE POLICY owner_deletes ON aq.subscribers FOR DELETE USING (aq._manages_queue(queue_id));
-GRANT INSERT (queue_id, consumer_name, address, protocol, rule), UPDATE (rule), DELETE ON aq.subscribers TO PUBLIC;
+GRANT INSERT (queue_id, consumer_name, address, protocol, rule, since_msgid), UPDATE (rule), DELETE ON aq.subscribers TO PUBLIC;
 
 -- The ring's rows, as aq.queue_tables': a role inserts those of queue tables it manages, and only
 -- through the functions that make them (a segment must be a permanent table the role manages);
@@ -1281,6 +1284,22 @@ BEGIN
     IF EXISTS (SELECT FROM aq.subscribers s WHERE s.queue_id = q.queue_id AND s.consumer_name = subscriber.name) THEN
         RAISE EXCEPTION 'subscriber "%" of queue "%" already exists', subscriber.name, queue_name
             USING ERRCODE = 'duplicate_object', DETAIL = 'ORA-24034 analogue.';
+    END IF;
+    IF t.multiple_consumers AND t.delivery_relid IS NULL AND t.segment_count > 0 THEN
+        -- Each message stored once (src/queue/once_walk.hpp): the subscriber receives what is
+        -- enqueued after it subscribed, as in Oracle.  The enqueues in progress are waited for
+        -- (they hold ROW EXCLUSIVE on the queue table), then every message enqueued before has a
+        -- msgid up to the sequence's last value, and every later one a higher msgid.
+        IF rule IS NOT NULL THEN
+            RAISE EXCEPTION 'subscriber rules are not supported yet for queue "%"', queue_name
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Its queue table stores each message once, for every subscriber.';
+        END IF;
+        EXECUTE format('LOCK TABLE ONLY %s IN SHARE MODE', t.relid);
+        INSERT INTO aq.subscribers (queue_id, consumer_name, since_msgid)
+        VALUES (q.queue_id, subscriber.name,
+                coalesce(pg_sequence_last_value(pg_get_serial_sequence(t.relid::text, 'msgid')::regclass), 0));
+        RETURN;
     END IF;
     INSERT INTO aq.subscribers (queue_id, consumer_name, rule) VALUES (q.queue_id, subscriber.name, rule);
 END $$;

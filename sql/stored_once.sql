@@ -53,14 +53,34 @@ SELECT aq.enqueue('once_q', 'm5'::text) > 0 AS enqueued;
 SELECT payload FROM aq.dequeue_array('once_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'C'));
 SELECT receipts, consumer, count(*) FROM once_taken GROUP BY 1, 2 ORDER BY 1, 2;
 
+-- A subscriber receives what is enqueued after it subscribed (Oracle's rule).
+SELECT aq.add_subscriber('once_q', aq.agent('D'));
+SELECT aq.enqueue('once_q', 'm6'::text) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue_array('once_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'D'));
+
+-- Truncation (ring.hpp, T2): segment 0 (m1..m4) goes with its receipts once every subscriber it
+-- is for took all of it; C has, A and B have; D's messages start later.
+SELECT aq._switch_segment('once_qt');
+SELECT aq._rotate_segments('once_qt') AS truncated;
+SELECT pg_relation_size('"once_qt$0"') = 0 AS seg0_empty, pg_relation_size('"once_qt$0_r"') = 0 AS receipts0_empty;
+SELECT payload FROM aq.dequeue_array('once_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A'));
+-- Segment 1 (m5, m6): B has not taken them, so it stays.
+SELECT aq._rotate_segments('once_qt') AS truncated;
+SELECT pg_relation_size('"once_qt$1"') > 0 AS seg1_kept;
+SELECT payload FROM aq.dequeue_array('once_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'B'));
+SELECT payload FROM aq.dequeue_array('once_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'C'));
+SELECT aq._switch_segment('once_qt');
+SELECT aq._rotate_segments('once_qt') AS truncated;
+SELECT pg_relation_size('"once_qt$1"') = 0 AS seg1_empty, pg_relation_size('"once_qt$1_r"') = 0 AS receipts1_empty;
+SELECT count(*) AS left_in_ring FROM once_qt;
+
 -- What does not work yet says so (0A000).
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', correlation => 'x'))$$);
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'locked'))$$);
 SELECT try_sql($$SELECT aq.enqueue('once_q', 'e'::text, aq.message_properties(expiration => '1 s'))$$);
 SELECT try_sql($$SELECT aq.enqueue('once_q', 'r'::text, aq.message_properties(recipient_list => ARRAY[aq.agent('A')]))$$);
 SELECT try_sql($$SELECT aq.listen(ARRAY[aq.agent('A', 'once_q')], wait => 0)$$);
-SELECT aq.add_subscriber('once_q', aq.agent('R'), rule => 'priority < 5');
-SELECT try_sql($$SELECT aq.enqueue('once_q', 'ruled'::text)$$);
+SELECT try_sql($$SELECT aq.add_subscriber('once_q', aq.agent('R'), rule => 'priority < 5')$$);
 -- Only superusers make such a table.
 SELECT has_function_privilege('public', 'aq._create_stored_once_queue_table(text, regtype, text, integer, text)', 'EXECUTE') AS public_may;
 

@@ -204,32 +204,38 @@ int from_floor_then_head(bool first_message, bool after_position, int32 key, Wal
 
 // A queue table that stores each message once: its walk, remove or browse (the options it does not
 // take yet were refused before).
+// The subscriber's since_msgid (once_walk.hpp, 3), or -1 when the consumer is no subscriber.
 SPIPlanPtr subscribed_plan = nullptr;
-bool subscribed(int32 queue_id, const char* consumer) {
+int64 subscribed_since(int32 queue_id, const char* consumer) {
     if (!subscribed_plan) {
         Oid types[2] = {INT4OID, TEXTOID};
-        subscribed_plan = SPI_prepare("SELECT EXISTS (SELECT FROM aq.subscribers WHERE queue_id OPERATOR(pg_catalog.=) $1"
-                                      " AND consumer_name OPERATOR(pg_catalog.=) $2)", 2, types);
+        subscribed_plan = SPI_prepare("SELECT COALESCE(since_msgid, 0) FROM aq.subscribers WHERE queue_id OPERATOR(pg_catalog.=) $1"
+                                      " AND consumer_name OPERATOR(pg_catalog.=) $2", 2, types);
         if (!subscribed_plan) elog(ERROR, "aq: SPI_prepare of the subscriber check failed");
         SPI_keepplan(subscribed_plan);
     }
     Datum args[2] = {Int32GetDatum(queue_id), CStringGetTextDatum(consumer)};
     base::spi::execute(subscribed_plan, args, nullptr, 1, SPI_OK_SELECT, "subscriber check");
+    if (SPI_processed == 0) {
+        base::spi::free_result();
+        return -1;
+    }
     bool isnull;
     Datum v = base::spi::first_value(&isnull);
-    return !isnull && DatumGetBool(v);
+    return isnull ? 0 : DatumGetInt64(v);
 }
 
 int claim_once(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
     bool browse = o.mode == DequeueMode::browse;
-    if (!subscribed(a.queue->queue_id, o.consumer)) return 0;  // every message is for the subscribers only
+    int64 since = subscribed_since(a.queue->queue_id, o.consumer);
+    if (since < 0) return 0;  // every message is for the subscribers only
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
     BulkSinkState state{a.request, 0, 0, 0, {}};
     auto walk = [&](bool from_head) {
         OnceDequeue request{a.queue->relid, &a.queue->segments, a.queue->payload_type, a.queue->queue_id, o.consumer,
-                            a.queue->priority_order, browse, a.request->array_size, from_head,
+                            since, a.queue->priority_order, browse, a.request->array_size, from_head,
                             a.after ? &after : nullptr, once_sink, &state};
         return bulk_dequeue_once(request);
     };

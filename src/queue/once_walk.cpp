@@ -262,6 +262,11 @@ int bulk_dequeue_once(const OnceDequeue& r) {
         const bool* isnull = slot->tts_isnull;
         if (r.after && !after_position(*r.after, r.priority_order, v)) continue;
         if (ring.last == 0) continue;  // the parent's: no receipts (3)
+        int64 id = DatumGetInt64(v[col_msgid]);
+        if (id <= r.since) {  // enqueued before c subscribed: never c's
+            watch.consumed_here();
+            continue;
+        }
         row_view.slot = slot;
         if (!rules::holds<rules::Takeable>(row_view, now)) continue;
         int64 msgid = DatumGetInt64(v[col_msgid]);

@@ -20,8 +20,10 @@
 //     latest state (SnapshotDirty): committed by another transaction (taken for good), in progress
 //     in another session of c or this transaction's own (held).  A receipt whose hi is before the
 //     start holds no message the walk can meet.  Then, for each visible message of c's queue that
-//     is takeable (rules.hpp: ready, unexpired; every subscriber receives every message, there are
-//     no rules or recipient lists yet): taken for good is passed for good, held is passed, else a
+//     is for c (its msgid after c's since_msgid: what was enqueued after c subscribed, which
+//     add_subscriber finds after waiting for the enqueues in progress; every such message, there
+//     are no rules or recipient lists yet) and takeable (rules.hpp: ready, unexpired): taken for
+//     good is passed for good, held is passed, else a
 //     remove walk notes it for its segment's receipt and hands it on; a browse hands it on.  At the
 //     end one receipt per segment it took from is inserted (heap and index), then the lock goes:
 //     the next walk of c sees them.  A message of the parent (written by hand; it has no receipts
@@ -32,8 +34,12 @@
 //     before their commit (scan_floor.hpp), as the fan-out does.
 //  5. Everything is in the caller's transaction: a rollback takes its receipts back, and the
 //     messages are c's to take again.  Not yet: attempts (a rollback is not counted), retries,
-//     exception queues, expiration, rules, recipient lists, since when a subscriber receives, the
-//     statement paths (msgid, correlation, condition, locked mode), the truncation of such a ring.
+//     exception queues, expiration, rules, recipient lists, the statement paths (msgid,
+//     correlation, condition, locked mode).
+//  6. Truncation (ring.hpp, T2): a segment goes once every message in it is taken, under committed
+//     receipts of its segment, by every subscriber it is for (ring.cpp, once_settled), proved again
+//     under the ACCESS EXCLUSIVE locks of the segment and its receipts table; both are truncated
+//     together.  No carry-forward: a message stays in its segment with its receipts.
 //  Cost: per message, the merge walk and a search of the runs in memory; per dequeue, one range
 //  read of c's receipts and one receipt per segment (tools/bench/queue-bench, fan-out).
 //
@@ -50,6 +56,7 @@ struct OnceDequeue {
     Oid payload_type;
     int32 queue_id;
     const char* consumer;
+    int64 since;  // the subscriber receives the messages after this msgid
     bool priority_order;
     bool browse;  // hand the messages on without taking them
     int max_messages;

@@ -227,9 +227,61 @@ bool settled(Relation rel, bool hinted) {
     return all_gone;
 }
 
+char* qualified_name(Relation rel);
+
+// T2 of segment k by its pages (settled), the segment opened for it.  hinted: as settled's.
+bool settled_segment(const Segments& segments, int k, bool hinted = true) {
+    Relation rel = try_table_open(segments.relids[k], AccessShareLock);
+    if (!rel) return false;
+    bool all = settled(rel, hinted);
+    table_close(rel, AccessShareLock);
+    return all;
+}
+
 struct TruncateWork {
     const char* statement;
 };
+
+// T2 of a ring that stores each message once (once_walk.hpp): every message of segment k is taken by
+// every subscriber of its queue it is for (since_msgid) under a committed receipt of segment k's
+// receipts table (their runs, joined to the messages by msgid: a run's messages are those the
+// consumer took); what another transaction is enqueuing or taking holds a lock on the segment (R2,
+// once_walk.hpp 3), which a proof under the lock excludes.  Requires SPI; reads as the caller.
+bool once_settled(const Segments& segments, int k) {
+    Relation seg = try_table_open(segments.relids[k], AccessShareLock);
+    Relation receipts = seg ? try_table_open(segments.receipts[k], AccessShareLock) : nullptr;
+    if (!seg || !receipts) {
+        if (seg) table_close(seg, AccessShareLock);
+        return false;
+    }
+    char* sql = psprintf(
+        "WITH due AS (SELECT s.consumer_name COLLATE pg_catalog.\"C\" AS consumer, pg_catalog.count(*) AS n"
+        "               FROM ONLY %1$s m JOIN aq.subscribers s ON s.queue_id OPERATOR(pg_catalog.=) m.q_id"
+        "                AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
+        "              GROUP BY 1),"
+        " runs AS (SELECT r.consumer, r.runs[2 OPERATOR(pg_catalog.*) i OPERATOR(pg_catalog.-) 1] AS lo,"
+        "                 r.runs[2 OPERATOR(pg_catalog.*) i] AS hi"
+        "            FROM ONLY %2$s r,"
+        "                 pg_catalog.generate_series(1, pg_catalog.cardinality(r.runs) OPERATOR(pg_catalog./) 2) i),"
+        " taken AS (SELECT runs.consumer, pg_catalog.count(*) AS n"
+        "             FROM runs JOIN ONLY %1$s m ON m.msgid OPERATOR(pg_catalog.>=) runs.lo"
+        "                                       AND m.msgid OPERATOR(pg_catalog.<=) runs.hi"
+        "             JOIN aq.subscribers s ON s.queue_id OPERATOR(pg_catalog.=) m.q_id"
+        "              AND s.consumer_name COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.=) runs.consumer"
+        "              AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
+        "            GROUP BY 1)"
+        " SELECT NOT EXISTS (SELECT FROM due LEFT JOIN taken ON taken.consumer OPERATOR(pg_catalog.=) due.consumer"
+        "                     WHERE COALESCE(taken.n, 0) OPERATOR(pg_catalog.<) due.n)",
+        qualified_name(seg), qualified_name(receipts));
+    table_close(receipts, AccessShareLock);
+    table_close(seg, AccessShareLock);
+    int rc = SPI_execute(sql, true, 1);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: proof of a segment failed: %s", SPI_result_code_string(rc));
+    bool isnull;
+    bool all = SPI_processed == 1 && DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    SPI_freetuptable(SPI_tuptable);
+    return all;
+}
 
 // C1: a segment is carried forward when at most 1/carry_fraction of its row versions are not gone.
 constexpr uint64 carry_fraction = 10;
@@ -394,9 +446,10 @@ Rotation rotate(const RingTable& t, bool switch_due) {
                                            3, types, args, nullptr, false, 0);
             if (rc != SPI_OK_INSERT) elog(ERROR, "aq: segment switch failed: %s", SPI_result_code_string(rc));
             r.switched = SPI_processed == 1;
-        } else if (following) {
+        } else if (following && !OidIsValid(segments.receipts[0])) {
             // T4 blocked: the next segment still has rows.  C1: a few are carried forward, so that
-            // the next rotations truncate it and switch.
+            // the next rotations truncate it and switch.  (Not a ring that stores each message once:
+            // its receipts are of their messages' segment.)
             r.carried = carry_forward(t, next, head.segment);
             r.more = r.carried >= carry_batch;
         }
@@ -410,19 +463,23 @@ Rotation rotate(const RingTable& t, bool switch_due) {
     // lock, once granted, is held for that segment's proof and truncation only, to this
     // transaction's end, a moment later (a dequeue that opens the segment meanwhile waits that long).
     int chosen = -1;
+    bool once = OidIsValid(segments.receipts[0]);
     for (int k = 0; k < segments.count; k++) {
         Relation rel = try_table_open(segments.relids[k], AccessShareLock);
         if (!rel) continue;
         bool has_pages = RelationGetNumberOfBlocks(rel) > 0;
         if (has_pages) r.holds_rows = true;
-        bool candidate = k != head.segment && k != left && has_pages && rel->trigdesc == nullptr && settled(rel, true);
+        bool triggers = rel->trigdesc != nullptr;
         table_close(rel, AccessShareLock);
+        bool candidate = k != head.segment && k != left && has_pages && !triggers &&
+                         (once ? once_settled(segments, k) : settled_segment(segments, k));
         if (!candidate) continue;
         if (chosen >= 0) {  // another one, for the next rotation
             r.more = true;
             continue;
         }
-        if (!ConditionalLockRelationOid(segments.relids[k], AccessExclusiveLock)) {  // T1
+        if (!ConditionalLockRelationOid(segments.relids[k], AccessExclusiveLock) ||  // T1
+            (once && !ConditionalLockRelationOid(segments.receipts[k], AccessExclusiveLock))) {
             r.skipped++;
             continue;
         }
@@ -430,11 +487,19 @@ Rotation rotate(const RingTable& t, bool switch_due) {
     }
     if (chosen < 0) return r;
     Relation rel = table_open(segments.relids[chosen], NoLock);
-    bool proved = rel->trigdesc == nullptr && settled(rel, false);  // T2, under the lock: every page
+    bool triggers = rel->trigdesc != nullptr;
     char* name = qualified_name(rel);
     table_close(rel, NoLock);
+    // T2, under the lock: every page (a ring that stores each message once: every message taken).
+    bool proved = !triggers && (once ? once_settled(segments, chosen) : settled_segment(segments, chosen, false));
     if (!proved) return r;  // the lock goes at this transaction's end, a moment away
-    TruncateWork work{psprintf("TRUNCATE ONLY %s", name)};
+    char* receipts = nullptr;
+    if (once) {
+        Relation r_rel = table_open(segments.receipts[chosen], NoLock);
+        receipts = qualified_name(r_rel);
+        table_close(r_rel, NoLock);
+    }
+    TruncateWork work{receipts ? psprintf("TRUNCATE ONLY %s, %s", name, receipts) : psprintf("TRUNCATE ONLY %s", name)};
     base::run_as(base::RunAs{t.owner}, [](void* arg) {  // T6
         int rc = SPI_execute(static_cast<TruncateWork*>(arg)->statement, false, 0);
         if (rc != SPI_OK_UTILITY) elog(ERROR, "aq: truncation of a segment failed: %s", SPI_result_code_string(rc));
@@ -449,7 +514,8 @@ Rotation rotate_now(Oid relid, bool switch_due) {
     int rc = SPI_execute_with_args(
         "SELECT t.queue_table_id, pg_catalog.array_agg(s.relid::pg_catalog.oid ORDER BY s.segment),"
         "       t.sort_list OPERATOR(pg_catalog.=) 'priority,enq_time',"
-        "       t.message_grouping OPERATOR(pg_catalog.=) 'transactional'"
+        "       t.message_grouping OPERATOR(pg_catalog.=) 'transactional',"
+        "       pg_catalog.array_agg(COALESCE(s.receipts::pg_catalog.oid, 0::pg_catalog.oid) ORDER BY s.segment)"
         "  FROM aq.queue_tables t JOIN aq.queue_segments s ON s.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
         " WHERE t.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 GROUP BY 1, 3, 4",
         1, types, args, nullptr, true, 1);
@@ -469,6 +535,10 @@ Rotation rotate_now(Oid relid, bool switch_due) {
                 DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull)), {}};
     t.segments.count = Min(n, max_segments);
     for (int i = 0; i < t.segments.count; i++) t.segments.relids[i] = DatumGetObjectId(relids[i]);
+    Datum* receipts;
+    deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull)), OIDOID,
+                      sizeof(Oid), true, TYPALIGN_INT, &receipts, nullptr, &n);
+    for (int i = 0; i < max_segments; i++) t.segments.receipts[i] = i < n ? DatumGetObjectId(receipts[i]) : InvalidOid;
     HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
     if (HeapTupleIsValid(tuple)) {
         t.owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
