@@ -247,11 +247,30 @@ struct TruncateWork {
 // receipts table (their runs, joined to the messages by msgid: a run's messages are those the
 // consumer took); what another transaction is enqueuing or taking holds a lock on the segment (R2,
 // once_walk.hpp 3), which a proof under the lock excludes.  Requires SPI; reads as the caller.
-bool once_settled(const Segments& segments, int k) {
+// The time manager's proof without the lock reads the whole segment and its receipts: one that
+// failed is not tried again for once_retry_s seconds (this process's marks, by the segment's file).
+constexpr long once_retry_s = 5;
+struct OnceMark {
+    Oid relid;
+    Oid file;
+    TimestampTz at;
+};
+OnceMark once_marks[64];
+
+bool once_settled(const Segments& segments, int k, bool hinted = true) {
     Relation seg = try_table_open(segments.relids[k], AccessShareLock);
     Relation receipts = seg ? try_table_open(segments.receipts[k], AccessShareLock) : nullptr;
     if (!seg || !receipts) {
         if (seg) table_close(seg, AccessShareLock);
+        return false;
+    }
+    OnceMark& mark = once_marks[RelationGetRelid(seg) % lengthof(once_marks)];
+    Oid file = compat::relation_file_number(seg);
+    TimestampTz now = GetCurrentTimestamp();
+    if (hinted && IsBackgroundWorker && mark.relid == RelationGetRelid(seg) && mark.file == file &&
+        now - mark.at < once_retry_s * USECS_PER_SEC) {
+        table_close(receipts, AccessShareLock);
+        table_close(seg, AccessShareLock);
         return false;
     }
     char* sql = psprintf(
@@ -280,6 +299,7 @@ bool once_settled(const Segments& segments, int k) {
     bool isnull;
     bool all = SPI_processed == 1 && DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
     SPI_freetuptable(SPI_tuptable);
+    if (!all && hinted) mark = OnceMark{segments.relids[k], file, now};
     return all;
 }
 
@@ -491,7 +511,7 @@ Rotation rotate(const RingTable& t, bool switch_due) {
     char* name = qualified_name(rel);
     table_close(rel, NoLock);
     // T2, under the lock: every page (a ring that stores each message once: every message taken).
-    bool proved = !triggers && (once ? once_settled(segments, chosen) : settled_segment(segments, chosen, false));
+    bool proved = !triggers && (once ? once_settled(segments, chosen, false) : settled_segment(segments, chosen, false));
     if (!proved) return r;  // the lock goes at this transaction's end, a moment away
     char* receipts = nullptr;
     if (once) {

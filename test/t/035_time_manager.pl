@@ -363,5 +363,29 @@ wait_for(q{SELECT count(*) = 0 FROM aq.queue_segments s JOIN aq.queue_tables t U
 	LATERAL aq._rotate_segments(t.relid, true) r WHERE t.queue_table = 'tm_retring' AND pg_relation_size(s.relid) > 0},
 	'12: the ring\'s segments that held the purged copies are truncated');
 
+# ============================================================ 13. a ring that stores each message once
+$node->safe_psql('postgres', q{
+SELECT aq._create_stored_once_queue_table('tm_onceqt', 'text', segments => 3);
+SELECT aq.create_queue('tm_onceq', 'tm_onceqt');
+SELECT aq.start_queue('tm_onceq');
+SELECT aq.add_subscriber('tm_onceq', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
+SELECT aq.enqueue_array('tm_onceq', ARRAY['o1', 'o2', 'o3']);
+SELECT count(*) FROM aq.dequeue_array('tm_onceq', NULL::text, 10, aq.dequeue_options(consumer_name => 'A'));
+SELECT aq._switch_segment('tm_onceqt');
+SELECT aq.enqueue('tm_onceq', 'o4'::text);
+SELECT aq._switch_segment('tm_onceqt');
+});
+# Segment 0 holds o1-o3, which B has not taken: it stays, round after round.
+my $rounds = $node->safe_psql('postgres', q{SELECT rounds FROM aq.queue_monitor WHERE database = 'postgres'});
+$node->poll_query_until('postgres', qq{SELECT rounds > $rounds + 2 FROM aq.queue_monitor WHERE database = 'postgres'})
+  or die 'no rounds of the time manager';
+is($node->safe_psql('postgres', q{SELECT pg_relation_size('"tm_onceqt$0"') > 0}), 't',
+	'13: a segment one subscriber has not finished is not truncated');
+$node->safe_psql('postgres', q{SELECT count(*) FROM aq.dequeue_array('tm_onceq', NULL::text, 10, aq.dequeue_options(consumer_name => 'B'))});
+wait_for(q{SELECT pg_relation_size('"tm_onceqt$0"') = 0 AND pg_relation_size('"tm_onceqt$0_r"') = 0},
+	'13: once every subscriber took them, the time manager truncates the segment and its receipts');
+is($node->safe_psql('postgres', q{SELECT string_agg(user_data, ',' ORDER BY msgid) FROM tm_onceqt}), 'o4',
+	'13: the later segment\'s message stays');
+
 $node->stop;
 done_testing();
