@@ -20,6 +20,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 }
 
@@ -109,9 +110,14 @@ void reach_subscribers(const EnqueueRequest& r, const QueueInfo& q, TimestampTz 
     }
     Oid types[1] = {INT4OID};
     Datum args[1] = {Int32GetDatum(q.queue_id)};
+    // Under the latest snapshot: a subscriber that subscribed before this enqueue locked the queue
+    // table (add_subscriber waits for the enqueues in progress) receives its messages, whatever this
+    // statement's or transaction's snapshot, and its floor must come down to them.
+    PushActiveSnapshot(GetLatestSnapshot());
     int rc = SPI_execute_with_args("SELECT consumer_name, rule IS NOT NULL FROM aq.subscribers"
                                    " WHERE queue_id OPERATOR(pg_catalog.=) $1",
                                    1, types, args, nullptr, true, 0);
+    PopActiveSnapshot();
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: reading the subscribers failed: %s", SPI_result_code_string(rc));
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -226,6 +226,10 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     if (floor_applies) floor = scan_floor::read(r.queue_id, r.consumer);
     LOCKTAG tag = walk_tag(r.relid, r.consumer);
     if (!r.browse) (void)LockAcquire(&tag, ExclusiveLock, false, false);
+    // What the walk reads of the receipts and the receipts it writes live in a context of its own,
+    // gone at its end: a dequeue that waits walks again at every wake-up.
+    MemoryContext walk_context = AllocSetContextCreate(CurrentMemoryContext, "aq once walk", ALLOCSET_DEFAULT_SIZES);
+    MemoryContext caller_context = MemoryContextSwitchTo(walk_context);
 
     WalkSnapshot walk = WalkSnapshot::begin();
     const auto [snapshot, now, command] = walk;
@@ -245,6 +249,7 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     TakenRuns taken;
     for (int i = 0; i < r.segments->count; i++) load_taken(receipts[i], consumer, from, &taken);
     taken.sort();
+    MemoryContextSwitchTo(caller_context);
 
     ScanKeyData keys[2], row[3];
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
@@ -277,9 +282,11 @@ int bulk_dequeue_once(const OnceDequeue& r) {
         }
         if (found == TakenRuns::Found::held) continue;
         if (!r.browse) {
+            MemoryContext outer = MemoryContextSwitchTo(walk_context);
             note_taken(receipts[ring.last - 1], msgid,
                        scan_floor::Position{DatumGetTimestampTz(v[col_enq_time]), msgid,
                                             r.priority_order ? DatumGetInt32(v[col_priority]) : 0});
+            MemoryContextSwitchTo(outer);
             ring.claimed_last();  // its segment stays locked with the receipt
         }
         MemoryContext outer = MemoryContextSwitchTo(message_context);
@@ -292,11 +299,14 @@ int bulk_dequeue_once(const OnceDequeue& r) {
         handed++;
     }
     bool inserted = false;
+    MemoryContextSwitchTo(walk_context);
     for (int i = 0; i < r.segments->count; i++)
         if (receipts[i].count > 0) {
             insert_receipt(receipts[i], consumer, now);
             inserted = true;
         }
+    MemoryContextSwitchTo(caller_context);
+    MemoryContextDelete(walk_context);
     if (!r.browse) (void)LockRelease(&tag, ExclusiveLock, false);
     if (floor_applies) scan_floor::raise(r.queue_id, floor, watch.candidate, r.consumer);
 

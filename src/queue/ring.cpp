@@ -294,7 +294,12 @@ bool once_settled(const Segments& segments, int k, bool hinted = true) {
         qualified_name(seg), qualified_name(receipts));
     table_close(receipts, AccessShareLock);
     table_close(seg, AccessShareLock);
+    // Under the latest snapshot, not the transaction's: under the locks every writer of the segment
+    // and its receipts has ended, and all of them must be seen (an enqueue that committed after the
+    // transaction's snapshot, at REPEATABLE READ or in the time manager's long round, is a message).
+    PushActiveSnapshot(GetLatestSnapshot());
     int rc = SPI_execute(sql, true, 1);
+    PopActiveSnapshot();
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: proof of a segment failed: %s", SPI_result_code_string(rc));
     bool isnull;
     bool all = SPI_processed == 1 && DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -498,8 +503,12 @@ Rotation rotate(const RingTable& t, bool switch_due) {
             r.more = true;
             continue;
         }
-        if (!ConditionalLockRelationOid(segments.relids[k], AccessExclusiveLock) ||  // T1
-            (once && !ConditionalLockRelationOid(segments.receipts[k], AccessExclusiveLock))) {
+        if (!ConditionalLockRelationOid(segments.relids[k], AccessExclusiveLock)) {  // T1
+            r.skipped++;
+            continue;
+        }
+        if (once && !ConditionalLockRelationOid(segments.receipts[k], AccessExclusiveLock)) {
+            UnlockRelationOid(segments.relids[k], AccessExclusiveLock);  // not held through the other proofs
             r.skipped++;
             continue;
         }
