@@ -154,13 +154,18 @@ struct BulkSinkState {
     retention::Removed* kept = nullptr;  // as SinkReceiver's
 };
 
-void bulk_sink(void* context, const BulkDequeuedMessage& m) {
-    auto* s = static_cast<BulkSinkState*>(context);
+// A walk's message to the request's sink, its position remembered.
+void hand_on(BulkSinkState* s, const BulkDequeuedMessage& m) {
     s->request->sink(s->request->sink_context,
                      DequeuedRow{m.msgid, m.payload, m.properties, s->request->options->mode == DequeueMode::remove_nodata});
     s->last_msgid = DatumGetInt64(m.msgid);
     s->last_enq_time = m.enq_time;
     s->last_priority = m.priority;
+}
+
+void bulk_sink(void* context, const BulkDequeuedMessage& m) {
+    auto* s = static_cast<BulkSinkState*>(context);
+    hand_on(s, m);
     s->priorities.note(m.priority);
     retries::note_claimed(m.relid, const_cast<ItemPointer>(&m.tid));
     if (s->kept) retention::note(s->kept, m.relid, const_cast<ItemPointer>(&m.tid));
@@ -169,12 +174,7 @@ void bulk_sink(void* context, const BulkDequeuedMessage& m) {
 // A queue table that stores each message once (once_walk.hpp): nothing is deleted, so no claim
 // is noted for the settler.
 void once_sink(void* context, const BulkDequeuedMessage& m) {
-    auto* s = static_cast<BulkSinkState*>(context);
-    s->request->sink(s->request->sink_context,
-                     DequeuedRow{m.msgid, m.payload, m.properties, s->request->options->mode == DequeueMode::remove_nodata});
-    s->last_msgid = DatumGetInt64(m.msgid);
-    s->last_enq_time = m.enq_time;
-    s->last_priority = m.priority;
+    hand_on(static_cast<BulkSinkState*>(context), m);
 }
 
 // Rows written into a queue table without aq.enqueue (by hand, COPY, logical replication,
@@ -474,11 +474,9 @@ struct GroupRestLook {
 };
 void group_rest_look(void* arg) {
     auto* l = static_cast<GroupRestLook*>(arg);
-    SPIPlanPtr plan = statement_plan(*l->q, group_rest, InvalidOid);
     Datum args[3] = {Int32GetDatum(l->q->queue_id), Int64GetDatum(l->group), TimestampTzGetDatum(GetCurrentTimestamp())};
-    base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, "looking for the rest of a transaction group");
     bool isnull;
-    Datum v = base::spi::first_value(&isnull);
+    Datum v = statement_value(*l->q, group_rest, args, "looking for the rest of a transaction group", &isnull);
     l->goes_on = !isnull && DatumGetBool(v);
 }
 bool group_goes_on(const QueueInfo& q, int64 group) {

@@ -65,30 +65,38 @@ namespace {
                     errhint("Set retention_time to 0 with aq.alter_queue, or make it a plain queue table.")));
 }
 
-}  // namespace
-
-void check_writable(const QueueInfo& q) {
+// Where the copies go: the table, or a ring's current segment (ring.hpp, R1), which the copies
+// share; open and locked RowExclusiveLock (kept to the end of the transaction), checked (4).
+struct Target {
+    Relation table;
+    Relation target;
+    void close() {
+        if (target != table) table_close(target, NoLock);
+        table_close(table, NoLock);
+    }
+};
+Target open_target(const QueueInfo& q) {
     Relation table = table_open(q.relid, RowExclusiveLock);
     Relation target = q.segments.count > 0 ? ring::open_current(q.queue_table_id, q.segments) : table;
     if (!plain_queue_table(table, q.payload_type, q.segments.count > 0))
         refuse(table, "it has triggers, rules, row-level security in force or columns of its own, which that copy would bypass");
     if (target != table && !ring::plain_segment(table, target))
         refuse(target, "its current segment differs from the queue table");
-    if (target != table) table_close(target, NoLock);  // the locks stay, as the dequeue's
-    table_close(table, NoLock);
+    return Target{table, target};
+}
+
+}  // namespace
+
+void check_writable(const QueueInfo& q) {
+    open_target(q).close();
 }
 
 void keep(const QueueInfo& q, const Removed& removed, TimestampTz dequeued) {
     if (removed.count == 0) return;
     TimestampTz ends = DatumGetTimestampTz(DirectFunctionCall2(
         timestamptz_pl_interval, TimestampTzGetDatum(dequeued), IntervalPGetDatum(&q.retention_time)));
-    // The target: the table, or a ring's current segment (ring.hpp, R1), which the copies share.
-    Relation table = table_open(q.relid, RowExclusiveLock);
-    Relation target = q.segments.count > 0 ? ring::open_current(q.queue_table_id, q.segments) : table;
-    if (!plain_queue_table(table, q.payload_type, q.segments.count > 0))
-        refuse(table, "it has triggers, rules, row-level security in force or columns of its own, which that copy would bypass");
-    if (target != table && !ring::plain_segment(table, target))
-        refuse(target, "its current segment differs from the queue table");
+    Target t = open_target(q);
+    Relation target = t.target;
     TupleDesc desc = RelationGetDescr(target);
     compat::RangeTable rt = queue_table_range(target, ACL_SELECT, nullptr, nullptr);
     multi_insert::MultiInsert* m = multi_insert::begin(target, rt, removed.count);
@@ -133,8 +141,7 @@ void keep(const QueueInfo& q, const Removed& removed, TimestampTz dequeued) {
     multi_insert::finish(m);
     if (from) ExecDropSingleTupleTableSlot(from);
     if (source) table_close(source, NoLock);
-    if (target != table) table_close(target, NoLock);
-    table_close(table, NoLock);
+    t.close();
     CommandCounterIncrement();  // later commands of this transaction see the copies
     time_manager::note_due(ends);
 }

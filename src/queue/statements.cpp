@@ -326,12 +326,16 @@ char* build_statement(const void* context) {
 
 }  // namespace
 
-TimestampTz statement_time(const QueueInfo& q, int32 statement, Datum arg, const char* what) {
+Datum statement_value(const QueueInfo& q, int32 statement, Datum* args, const char* what, bool* isnull) {
     SPIPlanPtr plan = statement_plan(q, statement, InvalidOid);
-    Datum args[1] = {arg};
     base::spi::execute(plan, args, nullptr, 1, SPI_OK_SELECT, what);
+    return base::spi::first_value(isnull);
+}
+
+TimestampTz statement_time(const QueueInfo& q, int32 statement, Datum arg, const char* what) {
+    Datum args[1] = {arg};
     bool isnull;
-    Datum v = base::spi::first_value(&isnull);
+    Datum v = statement_value(q, statement, args, what, &isnull);
     return isnull ? 0 : DatumGetTimestampTz(v);
 }
 

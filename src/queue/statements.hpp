@@ -84,8 +84,10 @@ int32 correlation_shape(const char* pattern);
 // properties_array_type: an enqueue's aq.message_properties[] type, else InvalidOid.
 SPIPlanPtr statement_plan(const QueueInfo& q, int32 statement, Oid properties_array_type);
 
-// Runs a statement that takes one argument and returns one time (next_expiry, retained_end): that
-// time, or 0 for NULL.  Requires an SPI connection.
+// Runs a statement that returns one value (a by-value type: a time, a boolean, a count) with its
+// arguments; *isnull for NULL or no row.  Requires an SPI connection.
+Datum statement_value(const QueueInfo& q, int32 statement, Datum* args, const char* what, bool* isnull);
+// ... one that takes one argument and returns one time (next_expiry, retained_end), 0 for NULL.
 TimestampTz statement_time(const QueueInfo& q, int32 statement, Datum arg, const char* what);
 
 // A dequeue with a deq_condition runs its own statement (shape with_condition), one plan per
