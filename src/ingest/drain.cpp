@@ -41,6 +41,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "compat/relation.hpp"
 #include "compat/wait_event.hpp"
 #include "base/multi_insert.hpp"
 #include "base/run_as.hpp"
@@ -442,8 +443,7 @@ void insert_statement(Relation rel, Row* rows, int count) {
     TupleDesc desc = RelationGetDescr(rel);
     StringInfoData sql;
     initStringInfo(&sql);
-    appendStringInfo(&sql, "INSERT INTO %s (",
-                     quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel)));
+    appendStringInfo(&sql, "INSERT INTO %s (", compat::qualified_name(rel));
     Oid* types = static_cast<Oid*>(palloc(sizeof(Oid) * desc->natts));
     int* columns = static_cast<int*>(palloc(sizeof(int) * desc->natts));
     int nargs = 0;

@@ -28,6 +28,7 @@ extern "C" {
 #include <cstring>
 #include <string>
 
+#include "compat/relation.hpp"
 #include "base/guard.hpp"
 #include "base/spi.hpp"
 #include "base/worker_spec.hpp"
@@ -206,8 +207,7 @@ void refuse_conflicts(const char* queue_name, const char* what) {
     if (!RelationIsValid(rel)) return;
     bool conflicting = CheckRelationLockedByMe(rel, ShareLock, true);
     bool created_here = rel->rd_createSubid != InvalidSubTransactionId;
-    const char* table = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-                                                   RelationGetRelationName(rel));
+    const char* table = compat::qualified_name(rel);
     RelationClose(rel);
     if (created_here)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

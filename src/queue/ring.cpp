@@ -227,8 +227,6 @@ bool settled(Relation rel, bool hinted) {
     return all_gone;
 }
 
-char* qualified_name(Relation rel);
-
 // T2 of segment k by its pages (settled), the segment opened for it.  hinted: as settled's.
 bool settled_segment(const Segments& segments, int k, bool hinted = true) {
     Relation rel = try_table_open(segments.relids[k], AccessShareLock);
@@ -291,7 +289,7 @@ bool once_settled(const Segments& segments, int k, bool hinted = true) {
         "            GROUP BY 1)"
         " SELECT NOT EXISTS (SELECT FROM due LEFT JOIN taken ON taken.consumer OPERATOR(pg_catalog.=) due.consumer"
         "                     WHERE COALESCE(taken.n, 0) OPERATOR(pg_catalog.<) due.n)",
-        qualified_name(seg), qualified_name(receipts));
+        compat::qualified_name(seg), compat::qualified_name(receipts));
     table_close(receipts, AccessShareLock);
     table_close(seg, AccessShareLock);
     // Under the latest snapshot, not the transaction's: under the locks every writer of the segment
@@ -397,9 +395,6 @@ void run_carry(void* arg) {
     SPI_freetuptable(SPI_tuptable);
 }
 
-char* qualified_name(Relation rel) {
-    return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
-}
 
 // C1-C3: carries segment `from`'s rows not gone into segment `to` (the current one) when they are
 // few; returns how many messages it moved.
@@ -409,8 +404,8 @@ int64 carry_forward(const RingTable& t, int from, int to) {
     Relation target = try_table_open(t.segments.relids[to], RowExclusiveLock);
     bool carry = target && ring::plain_segment(source, target) && ring::plain_segment(target, source) &&
                  !settled(source, true) && worth_carrying(source);
-    CarryWork work{carry ? carry_forward_sql(qualified_name(source), qualified_name(target), carry_batch, t.grouped) : nullptr,
-                   carry && t.grouped ? carry_groups_sql(qualified_name(source), carry_group_candidates) : nullptr, t.relid};
+    CarryWork work{carry ? carry_forward_sql(compat::qualified_name(source), compat::qualified_name(target), carry_batch, t.grouped) : nullptr,
+                   carry && t.grouped ? carry_groups_sql(compat::qualified_name(source), carry_group_candidates) : nullptr, t.relid};
     table_close(source, NoLock);  // the locks are kept to the end of the rotation's transaction
     if (target) table_close(target, NoLock);
     if (!carry) return 0;
@@ -517,7 +512,7 @@ Rotation rotate(const RingTable& t, bool switch_due) {
     if (chosen < 0) return r;
     Relation rel = table_open(segments.relids[chosen], NoLock);
     bool triggers = rel->trigdesc != nullptr;
-    char* name = qualified_name(rel);
+    char* name = compat::qualified_name(rel);
     table_close(rel, NoLock);
     // T2, under the lock: every page (a ring that stores each message once: every message taken).
     bool proved = !triggers && (once ? once_settled(segments, chosen, false) : settled_segment(segments, chosen, false));
@@ -525,7 +520,7 @@ Rotation rotate(const RingTable& t, bool switch_due) {
     char* receipts = nullptr;
     if (once) {
         Relation r_rel = table_open(segments.receipts[chosen], NoLock);
-        receipts = qualified_name(r_rel);
+        receipts = compat::qualified_name(r_rel);
         table_close(r_rel, NoLock);
     }
     TruncateWork work{receipts ? psprintf("TRUNCATE ONLY %s, %s", name, receipts) : psprintf("TRUNCATE ONLY %s", name)};
