@@ -98,6 +98,46 @@ SELECT aq.enqueue('ret_multi_q', 'x'::text) > 0 AS enqueued;
 SELECT payload FROM aq.dequeue('ret_multi_q', NULL::text, aq.dequeue_options(consumer_name => 's1'));
 SELECT count(*) AS kept FROM ret_multi;
 
+-- The view goes beside its table in the schema the table is in now (it may have been renamed).
+CREATE SCHEMA ret_s1;
+SELECT aq.create_queue_table('ret_moved_qt', 'text', queue_table_schema => 'ret_s1');
+ALTER SCHEMA ret_s1 RENAME TO ret_s2;
+SELECT aq.create_queue('ret_moved_q', 'ret_moved_qt', retention_time => '1 hour');
+SELECT aq.alter_queue('ret_moved_q', retention_time => '2 hours');
+SELECT count(*) AS views FROM pg_views WHERE schemaname = 'ret_s2' AND viewname = 'aq$ret_moved_qt';
+SELECT aq.drop_queue_table('ret_moved_qt', force => true);
+DROP SCHEMA ret_s2;
+
+-- With the aq objects of 0.6.0 (the library updated first, ALTER EXTENSION aq UPDATE not run yet)
+-- nothing is retained: those objects' views and drop_queue know no copies.  The update then
+-- gives the views PROCESSED, except one with more than aq made (here a column grant), which is
+-- left as it was until a queue of its table is given a retention_time.
+SELECT current_database() AS ret_database \gset
+CREATE DATABASE aq_retention_upgrade;
+\c aq_retention_upgrade
+\set VERBOSITY terse
+CREATE EXTENSION aq VERSION '0.6.0';
+SELECT aq.create_queue_table('old_ret_qt', 'text');
+SELECT aq.create_queue('old_ret_q', 'old_ret_qt', retention_time => '1 day');
+SELECT aq.start_queue('old_ret_q');
+SELECT aq.create_queue_table('old_granted_qt', 'text');
+GRANT SELECT (msg_id) ON "aq$old_granted_qt" TO PUBLIC;
+SELECT aq.enqueue('old_ret_q', 'before'::text) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue('old_ret_q', NULL::text);
+SELECT count(*) AS copies FROM old_ret_qt;
+ALTER EXTENSION aq UPDATE;
+SELECT pg_get_viewdef('"aq$old_ret_qt"'::regclass) LIKE '%PROCESSED%' AS replaced,
+       pg_get_viewdef('"aq$old_granted_qt"'::regclass) LIKE '%PROCESSED%' AS granted_replaced;
+SELECT aq.enqueue('old_ret_q', 'after'::text) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue('old_ret_q', NULL::text);
+SELECT queue, msg_state, user_data FROM "aq$old_ret_qt";
+SELECT aq.create_queue('old_granted_q', 'old_granted_qt', retention_time => '1 hour');
+SELECT pg_get_viewdef('"aq$old_granted_qt"'::regclass) LIKE '%PROCESSED%' AS granted_replaced,
+       (SELECT attacl IS NOT NULL FROM pg_attribute WHERE attrelid = '"aq$old_granted_qt"'::regclass AND attname = 'msg_id') AS column_grant_kept;
+\c :ret_database
+DROP DATABASE aq_retention_upgrade;
+\set VERBOSITY terse
+
 SELECT aq.drop_queue_table('ret_qt', force => true);
 SELECT aq.drop_queue_table('ret_ring', force => true);
 SELECT aq.drop_queue_table('ret_multi', force => true);
