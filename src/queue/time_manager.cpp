@@ -150,17 +150,20 @@ void keep_earliest(TimestampTz* due, TimestampTz candidate) {
 
 struct Table {
     int32 queue_table_id;
-    int first;  // its queues: queue_ids[first .. first + count)
+    int first;  // its normal queues: queue_ids[first .. first + count)
     int count;
     // A ring queue table (ring.hpp), as its unit found it: rotated in a unit of its own (9).
     ring::RingTable ring;
+    int rows = 0;  // all its queues, the normal ones first: queue_ids[first .. first + rows)
 };
 
-// The normal queues of the database, by queue table (in the current memory context).
+// The queues of the database, by queue table, the normal ones first (in the current memory
+// context).  A table with exception queues only is listed too: its retained messages still go
+// (retention.hpp, 3).
 void list_queues(Table** tables, int* ntables, int32** queue_ids) {
     int rc = SPI_execute(
-        "SELECT queue_table_id, queue_id FROM aq.queues"
-        " WHERE queue_type OPERATOR(pg_catalog.=) 'normal_queue' ORDER BY 1, 2",
+        "SELECT queue_table_id, queue_id, queue_type OPERATOR(pg_catalog.=) 'normal_queue' FROM aq.queues"
+        " ORDER BY 1, 3 DESC, 2",
         true, 0);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: time manager queue list failed: %s", SPI_result_code_string(rc));
     uint64 n = SPI_processed;
@@ -171,9 +174,11 @@ void list_queues(Table** tables, int* ntables, int32** queue_ids) {
         bool isnull;
         int32 table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
         (*queue_ids)[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+        bool normal = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
         if (*ntables == 0 || (*tables)[*ntables - 1].queue_table_id != table)
             (*tables)[(*ntables)++] = Table{table, int(i), 0, ring::RingTable{table, InvalidOid, InvalidOid, false, false, {}}};
-        (*tables)[*ntables - 1].count++;
+        if (normal) (*tables)[*ntables - 1].count++;
+        (*tables)[*ntables - 1].rows++;
     }
     SPI_freetuptable(SPI_tuptable);
 }
@@ -206,10 +211,12 @@ void table_unit(Table& t, const int32* queue_ids, TimestampTz since, TimestampTz
         }
     }
     // The retained copies whose time passed go (retention.hpp, 3); a full batch: the rest at once,
-    // and copies a transaction holds a second later (4).
-    if (t.count > 0 && OidIsValid(t.ring.relid)) {
+    // and copies a transaction holds a second later (4).  Any queue of the table serves (the
+    // statements are the table's).
+    {
         QueueInfo q;
-        if (lookup_by_id(queue_ids[t.first], q) && OidIsValid(q.relid) && !q.multiple_consumers) {
+        if (lookup_by_id(queue_ids[t.first], q) && OidIsValid(q.relid) && !q.multiple_consumers &&
+            !(q.segments.count > 0 && OidIsValid(ring::foreign_inheritor(q.relid, q.segments)))) {
             TimestampTz ends = retention::earliest_end(q);
             if (ends != 0 && ends <= now) {
                 int64 purged = retention::purge(q, now);
@@ -362,7 +369,7 @@ RoundResult round(TimestampTz since, TimestampTz now, int* failures_in_row) {
         // The lists outlive the transaction: copy them out of SPI's memory.
         Table* t = static_cast<Table*>(MemoryContextAlloc(outer, sizeof(Table) * Max(ntables, 1)));
         memcpy(t, tables, sizeof(Table) * ntables);
-        int nqueues = ntables ? tables[ntables - 1].first + tables[ntables - 1].count : 0;
+        int nqueues = ntables ? tables[ntables - 1].first + tables[ntables - 1].rows : 0;
         int32* ids = static_cast<int32*>(MemoryContextAlloc(outer, sizeof(int32) * Max(nqueues, 1)));
         memcpy(ids, queue_ids, sizeof(int32) * nqueues);
         tables = t;

@@ -16,7 +16,8 @@
 //     not later.  It wakes the database's worker, or the launcher when none runs.  An abort or a
 //     PREPARE forgets the time; a COMMIT PREPARED or ROLLBACK PREPARED in a database with aq,
 //     whose messages this session cannot know, lowers to now (a round finds them).
-//  3. A round.  Under the lock the worker sets round_running.  Then, per queue table, in a
+//  3. A round.  Under the lock the worker sets round_running.  Then, per queue table (a table with
+//     exception queues only included, for its retained messages), in a
 //     transaction of its own with a fresh snapshot and a time budget, for every normal queue it:
 //     wakes the queue (wakeup.hpp) when a delay passed in (since, start], since = served_upto
 //     (8 for the floors); moves the expired messages when the earliest expiration has passed

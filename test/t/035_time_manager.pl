@@ -357,6 +357,25 @@ wait_for(q{SELECT NOT EXISTS (SELECT FROM tm_retqt) AND NOT EXISTS (SELECT FROM 
 my $took12 = time - $t12;
 note sprintf('12: purged %.2f s after the dequeue (retention 2 s)', $took12);
 ok($took12 >= 1.9, '12: not before their retention ended');
+# A table whose normal queues are all gone still has its retained messages purged: here one kept
+# by a dequeue from its exception queue.
+$node->safe_psql('postgres', q{
+SELECT aq.create_queue_table('tm_xretqt', 'text');
+SELECT aq.create_queue('tm_xretq', 'tm_xretqt');
+SELECT aq.start_queue('tm_xretq');
+SELECT aq.start_queue('aq$_tm_xretqt_e', enqueue => false);
+SELECT aq.alter_queue('aq$_tm_xretqt_e', retention_time => '2 s');
+SELECT aq.enqueue('tm_xretq', 'expires'::text, aq.message_properties(expiration => '0 s'));
+});
+wait_for(q{SELECT count(*) = 1 FROM "aq$tm_xretqt" WHERE queue = 'aq$_tm_xretqt_e'}, '12: the expired message reaches the exception queue');
+$node->safe_psql('postgres', q{
+SELECT payload FROM aq.dequeue('aq$_tm_xretqt_e', NULL::text);
+SELECT aq.stop_queue('tm_xretq');
+SELECT aq.drop_queue('tm_xretq');
+});
+is($node->safe_psql('postgres', q{SELECT msg_state FROM "aq$tm_xretqt"}), 'PROCESSED', '12: the exception queue keeps it as PROCESSED');
+wait_for(q{SELECT NOT EXISTS (SELECT FROM tm_xretqt)},
+	'12: with only its exception queue left, the table\'s retained message is purged on time');
 # The ring's copies were written into its current segment; once purged, a rotation switches and
 # truncates it like any other.
 wait_for(q{SELECT count(*) = 0 FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id),
