@@ -265,7 +265,7 @@ bool once_settled(const Segments& segments, int k, bool hinted = true) {
     OnceMark& mark = once_marks[RelationGetRelid(seg) % lengthof(once_marks)];
     Oid file = compat::relation_file_number(seg);
     TimestampTz now = GetCurrentTimestamp();
-    if (hinted && IsBackgroundWorker && mark.relid == RelationGetRelid(seg) && mark.file == file &&
+    if (hinted && MyBackendType == B_BG_WORKER && mark.relid == RelationGetRelid(seg) && mark.file == file &&
         now - mark.at < once_retry_s * USECS_PER_SEC) {
         table_close(receipts, AccessShareLock);
         table_close(seg, AccessShareLock);
