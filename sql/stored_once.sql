@@ -29,7 +29,9 @@ SELECT payload FROM aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer
 -- ... and the same transaction does not get it twice.
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$);
 ROLLBACK;
-SELECT payload FROM aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));
+-- ... with the attempt counted for A (a receipt of kind 'r', written by the settler before
+-- ROLLBACK returns).
+SELECT payload, (p).attempts FROM aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A')) AS d(m, payload, p);
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'B', wait => 0))$$);
 -- FIRST_MESSAGE from the head finds nothing more for B either.
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'B', navigation => 'first_message', wait => 0))$$);
@@ -39,11 +41,12 @@ CREATE VIEW once_taken AS  -- a receipt's runs [lo, hi] of msgids, one row per m
   SELECT r.tableoid::regclass AS receipts, r.consumer, g.msgid
     FROM (SELECT tableoid, * FROM "once_qt$0_r" UNION ALL SELECT tableoid, * FROM "once_qt$1_r"
           UNION ALL SELECT tableoid, * FROM "once_qt$2_r") r,
-         generate_series(1, cardinality(r.runs) / 2) i, generate_series(r.runs[2 * i - 1], r.runs[2 * i]) g(msgid);
+         generate_series(1, cardinality(r.runs) / 2) i, generate_series(r.runs[2 * i - 1], r.runs[2 * i]) g(msgid)
+   WHERE r.kind = 't';
 SELECT t.consumer, string_agg(m.user_data, ',' ORDER BY m.msgid) AS took, count(*) - count(DISTINCT m.msgid) AS twice
   FROM once_qt m JOIN once_taken t ON t.msgid = m.msgid GROUP BY 1 ORDER BY 1;
 -- One receipt per dequeue: A's three calls, B's one.
-SELECT consumer, count(*) AS receipts FROM "once_qt$0_r" GROUP BY 1 ORDER BY 1;
+SELECT consumer, count(*) AS receipts FROM "once_qt$0_r" WHERE kind = 't' GROUP BY 1 ORDER BY 1;
 -- A consumer that is no subscriber gets nothing.
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'Z', wait => 0))$$);
 
@@ -73,6 +76,42 @@ SELECT aq._switch_segment('once_qt');
 SELECT aq._rotate_segments('once_qt') AS truncated;
 SELECT pg_relation_size('"once_qt$1"') = 0 AS seg1_empty, pg_relation_size('"once_qt$1_r"') = 0 AS receipts1_empty;
 SELECT count(*) AS left_in_ring FROM once_qt;
+
+-- Attempts (once_walk.hpp, 5): a rolled-back dequeue counts for that consumer only, and the
+-- message is that consumer's again after the queue's retry_delay, with its attempts.
+SELECT aq.create_queue('once_rq', 'once_qt');
+SELECT aq.start_queue('once_rq');
+SELECT aq.add_subscriber('once_rq', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
+SELECT aq.enqueue_array('once_rq', ARRAY['r1', 'r2']) IS NOT NULL AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue_array('once_rq', NULL::text, 10, aq.dequeue_options(consumer_name => 'A'));
+ROLLBACK;
+-- ROLLBACK TO SAVEPOINT: seen at once inside the transaction, which goes on and commits.
+BEGIN;
+SAVEPOINT s;
+SELECT payload, (p).attempts FROM aq.dequeue('once_rq', NULL::text, aq.dequeue_options(consumer_name => 'A')) AS d(m, payload, p);
+ROLLBACK TO SAVEPOINT s;
+SELECT payload, (p).attempts FROM aq.dequeue('once_rq', NULL::text, aq.dequeue_options(consumer_name => 'A')) AS d(m, payload, p);
+COMMIT;
+SELECT payload, (p).attempts FROM aq.dequeue('once_rq', NULL::text, aq.dequeue_options(consumer_name => 'A')) AS d(m, payload, p);
+-- B's are its own: no attempt.
+SELECT payload, (p).attempts FROM aq.dequeue_array('once_rq', NULL::text, 10, aq.dequeue_options(consumer_name => 'B')) AS d(m, payload, p);
+-- A retry_delay keeps the message from A until it passes; B takes it meanwhile.
+SELECT aq.alter_queue('once_rq', retry_delay => '1 hour');
+SELECT aq.enqueue('once_rq', 'r3'::text) > 0 AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue('once_rq', NULL::text, aq.dequeue_options(consumer_name => 'A'));
+ROLLBACK;
+SELECT try_sql($$SELECT aq.dequeue('once_rq', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$) AS a_waits;
+SELECT try_sql($$SELECT aq.dequeue('once_rq', NULL::text, aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'browse', wait => 0))$$) AS a_browses_nothing;
+SELECT payload, (p).attempts FROM aq.dequeue('once_rq', NULL::text, aq.dequeue_options(consumer_name => 'B')) AS d(m, payload, p);
+SELECT r.consumer, r.kind, count(*) AS receipts, count(*) FILTER (WHERE r.at > now() + interval '50 minutes') AS held_an_hour
+  FROM (SELECT * FROM "once_qt$0_r" UNION ALL SELECT * FROM "once_qt$1_r" UNION ALL SELECT * FROM "once_qt$2_r") r
+ WHERE r.kind = 'r' GROUP BY 1, 2 ORDER BY 1, 2;
+-- An attempt is no receipt of what was taken: r3's segment stays while A has not taken it.
+SELECT aq._switch_segment('once_qt');
+SELECT aq._rotate_segments('once_qt') AS truncated;
+SELECT count(*) AS r3_kept FROM once_qt WHERE user_data = 'r3';
 
 -- What does not work yet says so (0A000).
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', correlation => 'x'))$$);

@@ -69,6 +69,7 @@ struct ClaimArgs {
     const int64* group = nullptr;  // a grouped queue table: only this transaction group's messages
     bool may_wait = false;  // the dequeue waits if this finds nothing (a ring's statement probes first)
     retention::Removed* kept = nullptr;  // a queue that retains: the rows removed (retention.hpp, 1)
+    TimestampTz* next_ready = nullptr;  // lowered to when a message waiting for its retry_delay is ready
 };
 
 // The priorities of removed deliveries, for the sweep (deliveries.hpp): up to 8, more is "any".
@@ -236,7 +237,7 @@ int claim_once(const ClaimArgs& a) {
     auto walk = [&](bool from_head) {
         OnceDequeue request{a.queue->relid, &a.queue->segments, a.queue->payload_type, a.queue->queue_id, o.consumer,
                             since, a.queue->priority_order, browse, a.request->array_size, from_head,
-                            a.after ? &after : nullptr, once_sink, &state};
+                            a.after ? &after : nullptr, once_sink, &state, a.next_ready};
         return bulk_dequeue_once(request);
     };
     int32 head_key = a.queue->queue_id ^
@@ -578,10 +579,12 @@ int dequeue(const DequeueRequest& r) {
         retention::Removed* kept = removes(o.mode) && retention::applies(q) ? retention::begin_removed() : nullptr;
         if (kept) retention::check_writable(q);  // before any claim (retention.hpp, 4)
         uint64 seen = 0;
+        TimestampTz retry_ready = 0;  // a stored-once message waiting for its retry_delay (once_walk.hpp, 5)
         WaitEnd end = wait_loop(
             o.wait,
             [&](bool first_pass) {
                 seen = wakeup::generation(q.queue_id);  // before the scan: see wakeup.hpp
+                retry_ready = 0;
                 if (!first_pass) {
                     // The queue may have been stopped or dropped while this dequeue slept.
                     problem = check_queue(lookup(r.queue_name, q), q, r.payload_type, false);
@@ -606,17 +609,22 @@ int dequeue(const DequeueRequest& r) {
                     const Position* after =
                         by_position ? find_position(q.queue_id, o.consumer ? o.consumer : "", browse) : nullptr;
                     bool may_wait = o.wait.forever || o.wait.seconds > 0;
-                    delivered = claim(ClaimArgs{&q, &r, after, nullptr, may_wait, kept});
+                    delivered = claim(ClaimArgs{&q, &r, after, nullptr, may_wait, kept, &retry_ready});
                     // Removing: messages may have come back (or arrived with a higher priority) before
                     // the position, so look from the head once more before waiting (navigation.hpp, 4).
                     // Browse and locked walk forward only: from the head they would return the same
                     // messages.
                     if (delivered == 0 && after && removes(o.mode))
-                        delivered = claim(ClaimArgs{&q, &r, nullptr, nullptr, may_wait, kept});
+                        delivered = claim(ClaimArgs{&q, &r, nullptr, nullptr, may_wait, kept, &retry_ready});
                 }
                 return delivered > 0 ? PassResult::found : PassResult::nothing;
             },
-            [&](TimestampTz now) { return next_visible_in(q, now); },
+            [&](TimestampTz now) {
+                long in = next_visible_in(q, now);
+                if (retry_ready == 0) return in;
+                long retry_in = Max(1L, TimestampDifferenceMilliseconds(now, retry_ready) + 1);
+                return in < 0 ? retry_in : Min(in, retry_in);
+            },
             [&](long timeout_ms) { wakeup::sleep(q.queue_id, seen, timeout_ms); });
         cannot_wait = end == WaitEnd::cannot_wait;
         if (kept) retention::keep(q, *kept, GetCurrentTimestamp());

@@ -33,6 +33,7 @@ extern "C" {
 #include "queue/bulk_enqueue.hpp"
 #include "queue/index_walk.hpp"
 #include "queue/once_walk.hpp"
+#include "queue/retries.hpp"
 #include "queue/ring_scan.hpp"
 #include "queue/rules.hpp"
 #include "queue/scan_floor.hpp"
@@ -124,9 +125,67 @@ struct TakenRuns {
     }
 };
 
+// 5: the attempts of the consumer's messages, as the runs of its committed 'r' receipts (which may
+// overlap: one per aborted dequeue), each ready again at its time; and the runs of 'r' receipts in
+// progress (the settler is writing them: held until it commits).
+struct AttemptRuns {
+    int64* lo = nullptr;
+    int64* hi = nullptr;
+    int64* reach = nullptr;  // the highest hi of the runs up to this one, after sort()
+    TimestampTz* ready_at = nullptr;
+    bool* pending = nullptr;
+    int count = 0, size = 0;
+
+    template <class T> static T* grow(T* p, int n) {
+        return static_cast<T*>(p ? repalloc(p, sizeof(T) * n) : palloc(sizeof(T) * n));
+    }
+    void add(int64 l, int64 h, TimestampTz at, bool is_pending) {
+        if (count == size) {
+            size = size ? size * 2 : 16;
+            lo = grow(lo, size), hi = grow(hi, size), reach = grow(reach, size);
+            ready_at = grow(ready_at, size), pending = grow(pending, size);
+        }
+        lo[count] = l, hi[count] = h, ready_at[count] = at, pending[count] = is_pending;
+        count++;
+    }
+    void sort() {  // insertion sort by lo: attempts are few
+        for (int i = 1; i < count; i++)
+            for (int j = i; j > 0 && lo[j - 1] > lo[j]; j--) {
+                std::swap(lo[j - 1], lo[j]);
+                std::swap(hi[j - 1], hi[j]);
+                std::swap(ready_at[j - 1], ready_at[j]);
+                std::swap(pending[j - 1], pending[j]);
+            }
+        for (int i = 0; i < count; i++) reach[i] = i ? Max(reach[i - 1], hi[i]) : hi[i];
+    }
+    struct Seen {
+        int attempts = 0;
+        TimestampTz ready_at = 0;
+        bool pending = false;
+    };
+    Seen find(int64 msgid) const {
+        Seen seen;
+        int a = 0, b = count - 1, at = -1;
+        while (a <= b) {  // the last run with lo <= msgid
+            int m = (a + b) / 2;
+            if (lo[m] <= msgid) at = m, a = m + 1; else b = m - 1;
+        }
+        for (int i = at; i >= 0 && reach[i] >= msgid; i--) {
+            if (hi[i] < msgid) continue;
+            if (pending[i]) {
+                seen.pending = true;
+            } else {
+                seen.attempts++;
+                seen.ready_at = Max(seen.ready_at, ready_at[i]);
+            }
+        }
+        return seen;
+    }
+};
+
 // 3: the consumer's receipts whose last message is at or after the walk's start, under the latest
 // state (SnapshotDirty: committed, and in progress by other sessions or this transaction).
-void load_taken(Receipts& r, Datum consumer, const scan_floor::Position* from, TakenRuns* runs) {
+void load_taken(Receipts& r, Datum consumer, const scan_floor::Position* from, TakenRuns* runs, AttemptRuns* attempts) {
     SnapshotData dirty;
     InitDirtySnapshot(dirty);
     ScanKeyData keys[2], row[3];
@@ -147,6 +206,11 @@ void load_taken(Receipts& r, Datum consumer, const scan_floor::Position* from, T
         int n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
         if (ARR_HASNULL(array) || n % 2 != 0) continue;  // not aq's: ignored
         const int64* pairs = reinterpret_cast<const int64*>(ARR_DATA_PTR(array));
+        if (DatumGetChar(slot_getattr(slot, rcol_kind + 1, &isnull)) == 'r') {  // an attempt (5)
+            TimestampTz at = DatumGetTimestampTz(slot_getattr(slot, rcol_at + 1, &isnull));
+            for (int i = 0; i < n; i += 2) attempts->add(pairs[i], pairs[i + 1], at, held);
+            continue;
+        }
         for (int i = 0; i < n; i += 2) runs->add(pairs[i], pairs[i + 1], held);
     }
     ExecDropSingleTupleTableSlot(slot);
@@ -167,19 +231,22 @@ int cmp_int64(const void* a, const void* b) {
     return x < y ? -1 : x > y ? 1 : 0;
 }
 
-// 3: one receipt for what the walk took of the segment's messages, heap and index.
-void insert_receipt(Receipts& r, Datum consumer, TimestampTz now) {
+// 3: one receipt for what the walk took of the segment's messages, heap and index; remembered for
+// the settler if the (sub)transaction aborts (5).
+void insert_receipt(Receipts& r, Datum consumer, const char* consumer_name, int32 queue_id, TimestampTz now) {
     qsort(r.taken, r.count, sizeof(int64), cmp_int64);
-    Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * 2 * r.count));
+    int64* bounds = static_cast<int64*>(palloc(sizeof(int64) * 2 * r.count));
     int n = 0;
     for (int i = 0; i < r.count; i++) {
-        if (n > 0 && DatumGetInt64(pairs[n - 1]) + 1 == r.taken[i]) {
-            pairs[n - 1] = Int64GetDatum(r.taken[i]);
+        if (n > 0 && bounds[n - 1] + 1 == r.taken[i]) {
+            bounds[n - 1] = r.taken[i];
         } else {
-            pairs[n++] = Int64GetDatum(r.taken[i]);
-            pairs[n++] = Int64GetDatum(r.taken[i]);
+            bounds[n++] = r.taken[i];
+            bounds[n++] = r.taken[i];
         }
     }
+    Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+    for (int i = 0; i < n; i++) pairs[i] = Int64GetDatum(bounds[i]);
     ArrayType* runs = construct_array(pairs, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
     Datum values[receipt_column_count] = {consumer, CharGetDatum('t'), Int32GetDatum(r.hi.priority),
                                           TimestampTzGetDatum(r.hi.enq_time), Int64GetDatum(r.hi.msgid),
@@ -191,7 +258,10 @@ void insert_receipt(Receipts& r, Datum consumer, TimestampTz now) {
     bool key_nulls[4] = {};
     index_insert(r.index, keys, key_nulls, &tuple->t_self, r.heap, UNIQUE_CHECK_NO, false, r.index_info);
     heap_freetuple(tuple);
+    retries::note_receipt(RelationGetRelid(r.heap), queue_id, consumer_name, r.hi.priority, r.hi.enq_time, r.hi.msgid,
+                          bounds, n);
     pfree(pairs);
+    pfree(bounds);
 }
 
 // 2: the walks of one consumer of one queue table, one at a time (a heavyweight lock, waited for,
@@ -247,8 +317,10 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     }
     Datum consumer = CStringGetTextDatum(r.consumer);
     TakenRuns taken;
-    for (int i = 0; i < r.segments->count; i++) load_taken(receipts[i], consumer, from, &taken);
+    AttemptRuns attempts;
+    for (int i = 0; i < r.segments->count; i++) load_taken(receipts[i], consumer, from, &taken, &attempts);
     taken.sort();
+    attempts.sort();
     MemoryContextSwitchTo(caller_context);
 
     ScanKeyData keys[2], row[3];
@@ -281,6 +353,12 @@ int bulk_dequeue_once(const OnceDequeue& r) {
             continue;
         }
         if (found == TakenRuns::Found::held) continue;
+        AttemptRuns::Seen seen = attempts.find(msgid);
+        if (seen.pending) continue;  // its attempt is being written (5)
+        if (seen.ready_at > now) {   // waiting for its retry_delay
+            if (r.next_ready && (*r.next_ready == 0 || seen.ready_at < *r.next_ready)) *r.next_ready = seen.ready_at;
+            continue;
+        }
         if (!r.browse) {
             MemoryContext outer = MemoryContextSwitchTo(walk_context);
             note_taken(receipts[ring.last - 1], msgid,
@@ -290,7 +368,10 @@ int bulk_dequeue_once(const OnceDequeue& r) {
             ring.claimed_last();  // its segment stays locked with the receipt
         }
         MemoryContext outer = MemoryContextSwitchTo(message_context);
-        BulkDequeuedMessage message{v[col_msgid], v[col_user_data], properties_of(properties_desc, v, isnull),
+        Datum counted[column_count];  // the row's retry_count plus the consumer's attempts (5)
+        memcpy(counted, v, sizeof counted);
+        counted[col_retry_count] = Int32GetDatum(DatumGetInt32(v[col_retry_count]) + seen.attempts);
+        BulkDequeuedMessage message{v[col_msgid], v[col_user_data], properties_of(properties_desc, counted, isnull),
                                     DatumGetInt32(v[col_priority]), DatumGetTimestampTz(v[col_enq_time]),
                                     slot->tts_tid, RelationGetRelid(ring.heap())};
         MemoryContextSwitchTo(outer);
@@ -302,7 +383,7 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     MemoryContextSwitchTo(walk_context);
     for (int i = 0; i < r.segments->count; i++)
         if (receipts[i].count > 0) {
-            insert_receipt(receipts[i], consumer, now);
+            insert_receipt(receipts[i], consumer, r.consumer, r.queue_id, now);
             inserted = true;
         }
     MemoryContextSwitchTo(caller_context);

@@ -33,9 +33,24 @@
 //     consumed and its dequeues do not read it again.  Enqueues lower every subscriber's floor
 //     before their commit (scan_floor.hpp), as the fan-out does.
 //  5. Everything is in the caller's transaction: a rollback takes its receipts back, and the
-//     messages are c's to take again.  Not yet: attempts (a rollback is not counted), retries,
-//     exception queues, expiration, rules, recipient lists, the statement paths (msgid,
-//     correlation, condition, locked mode).
+//     messages are c's to take again, as an attempt.  A receipt is remembered with its
+//     (sub)transaction's level (retries::note_receipt); when that aborts — ROLLBACK, an error,
+//     ROLLBACK TO SAVEPOINT, the FATAL exit of a terminated session — the receipt itself (its runs
+//     and last message, not its row: an aborted insert may be pruned at once) is handed to the
+//     settler, which writes it again, in its own transaction and as the queue table's owner, as a
+//     receipt of kind 'r' with `at` = now + the queue's retry_delay, and the abort waits for that
+//     (a second at most, as for any attempt: retries.hpp, 5).  A walk reads c's 'r' receipts with
+//     its others: a message under k committed ones has k attempts (added to the row's
+//     retry_count), is not c's until the latest `at` has passed (a waiting dequeue wakes then),
+//     and one under an 'r' receipt still being written is held.  An 'r' receipt takes nothing:
+//     truncation (6) counts only 't'.  Bounds: until the settler's commit, another session of c
+//     may take the message with its attempt not yet counted nor its retry_delay applied (the
+//     attempt is counted all the same); a receipt whose transaction ended in a crash, or found no
+//     room in shared memory (1,024 entries of 16 runs), is not counted; prepared transactions'
+//     receipts are not counted (as Oracle, which counts an attempt when the application rolls
+//     back).  Not yet: max_retries (past it the message keeps coming back: exception queues are
+//     not built), expiration, rules, recipient lists, the statement paths (msgid, correlation,
+//     condition, locked mode).
 //  6. Truncation (ring.hpp, T2): a segment goes once every message in it is taken, under committed
 //     receipts of its segment, by every subscriber it is for (ring.cpp, once_settled), proved again
 //     under the ACCESS EXCLUSIVE locks of the segment and its receipts table; both are truncated
@@ -64,6 +79,7 @@ struct OnceDequeue {
     const BulkDequeuePosition* after;  // or nullptr
     BulkDequeueSink sink;
     void* sink_context;
+    TimestampTz* next_ready;  // or nullptr: lowered to when a message passed for its retry_delay is ready
 };
 
 // How many messages were handed on, or -1 when the walk may not run (1).

@@ -45,6 +45,26 @@ constexpr int max_registered = 256;
 Registered registered[max_registered];
 int registered_count = 0;
 
+// The receipts written by this transaction (once_walk.hpp), each with its runs, in receipt_memory
+// (reset when the transaction ends).
+MemoryContext receipt_memory = nullptr;
+settler::Receipt* receipts = nullptr;
+int receipt_used = 0;
+int receipt_capacity = 0;
+constexpr int max_receipts = 1 << 12;  // beyond: not counted (a dequeue writes one per segment)
+
+void forget_receipts(int from_level) {
+    int kept = 0;
+    for (int i = 0; i < receipt_used; i++)
+        if (receipts[i].level < from_level) receipts[kept++] = receipts[i];
+    receipt_used = kept;
+    if (receipt_used == 0 && receipt_memory) {
+        MemoryContextReset(receipt_memory);
+        receipts = nullptr;
+        receipt_capacity = 0;
+    }
+}
+
 // The claiming xid, registered before its first claim.
 TransactionId claiming_xid() {
     TransactionId xid = GetCurrentTransactionId();
@@ -85,7 +105,10 @@ void hand_over(int from_level) {
     uint64 ticket = 0;
     bool any = overflowed;
     for (int i = 0; i < used && !any; i++) any = entries[i].level >= from_level;
-    if (any && settler::available()) ticket = settler::submit(entries, used, from_level, overflowed);
+    for (int i = 0; i < receipt_used && !any; i++) any = receipts[i].level >= from_level;
+    if (any && settler::available())
+        ticket = settler::submit(entries, used, receipts, receipt_used, from_level, overflowed);
+    forget_receipts(from_level);
     int kept = 0;
     for (int i = 0; i < used; i++)
         if (entries[i].level < from_level) entries[kept++] = entries[i];
@@ -115,6 +138,33 @@ void note_claimed(Oid relid, ItemPointer tid) {
         capacity = grown;
     }
     entries[used++] = Entry{relid, *tid, xid, GetCurrentTransactionNestLevel()};
+}
+
+void note_receipt(Oid receipts_relid, int32 queue_id, const char* consumer, int32 hi_priority,
+                  TimestampTz hi_enq_time, int64 hi_msgid, const int64* pairs, int npairs) {
+    if (!settler::available() || receipt_used >= max_receipts) return;
+    if (!receipt_memory)
+        receipt_memory = AllocSetContextCreate(TopMemoryContext, "aq receipts to hand over", ALLOCSET_SMALL_SIZES);
+    if (receipt_used == receipt_capacity) {
+        int grown = receipt_capacity ? receipt_capacity * 2 : 16;
+        receipts = static_cast<settler::Receipt*>(
+            receipts ? repalloc(receipts, sizeof(settler::Receipt) * grown)
+                     : MemoryContextAlloc(receipt_memory, sizeof(settler::Receipt) * grown));
+        receipt_capacity = grown;
+    }
+    settler::Receipt& r = receipts[receipt_used++];
+    r.receipts = receipts_relid;
+    r.queue_id = queue_id;
+    r.xid = GetCurrentTransactionId();
+    r.level = GetCurrentTransactionNestLevel();
+    r.hi_priority = hi_priority;
+    r.hi_enq_time = hi_enq_time;
+    r.hi_msgid = hi_msgid;
+    strlcpy(r.consumer, consumer, NAMEDATALEN);
+    auto* copy = static_cast<int64*>(MemoryContextAlloc(receipt_memory, sizeof(int64) * Max(npairs, 1)));
+    memcpy(copy, pairs, sizeof(int64) * npairs);
+    r.pairs = copy;
+    r.npairs = npairs;
 }
 
 namespace {
@@ -218,6 +268,7 @@ void at_commit() {
     used = 0;
     overflowed = false;
     drop_registered(0, true);
+    forget_receipts(0);
 }
 
 void at_abort() {
@@ -239,6 +290,8 @@ void at_subtransaction_commit() {
         if (entries[i].level >= level) entries[i].level = level - 1;
     for (int i = 0; i < registered_count; i++)
         if (registered[i].level >= level) registered[i].level = level - 1;
+    for (int i = 0; i < receipt_used; i++)
+        if (receipts[i].level >= level) receipts[i].level = level - 1;
 }
 
 void at_subtransaction_abort() {

@@ -73,6 +73,7 @@
 extern "C" {
 #include "postgres.h"
 #include "access/htup_details.h"
+#include "datatype/timestamp.h"
 #include "storage/itemptr.h"
 #include "utils/relcache.h"
 }
@@ -83,6 +84,11 @@ namespace aq::queue::retries {
 // as a dequeuer (settler.hpp), assigning its xid.  Then, for each row claimed, note_claimed.
 void before_claim();
 void note_claimed(Oid relid, ItemPointer tid);
+
+// A receipt the once walk wrote (once_walk.hpp, 5): its runs of msgids (lo, hi pairs) and its last
+// message, remembered with the (sub)transaction's level and handed over if that aborts.
+void note_receipt(Oid receipts, int32 queue_id, const char* consumer, int32 hi_priority, TimestampTz hi_enq_time,
+                  int64 hi_msgid, const int64* pairs, int npairs);
 
 // The claims just made, as the dequeue returns their messages (see the protocol, 1): flushed now
 // in a transaction block; otherwise pending, flushed by flush_pending_claims (the next statement,

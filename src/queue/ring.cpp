@@ -279,7 +279,9 @@ bool once_settled(const Segments& segments, int k, bool hinted = true) {
         " runs AS (SELECT r.consumer, r.runs[2 OPERATOR(pg_catalog.*) i OPERATOR(pg_catalog.-) 1] AS lo,"
         "                 r.runs[2 OPERATOR(pg_catalog.*) i] AS hi"
         "            FROM ONLY %2$s r,"
-        "                 pg_catalog.generate_series(1, pg_catalog.cardinality(r.runs) OPERATOR(pg_catalog./) 2) i),"
+        "                 pg_catalog.generate_series(1, pg_catalog.cardinality(r.runs) OPERATOR(pg_catalog./) 2) i"
+        // What was taken: not the attempts (once_walk.hpp, 5), whose messages are the consumer's again.
+        "           WHERE r.kind OPERATOR(pg_catalog.=) 't'),"
         " taken AS (SELECT runs.consumer, pg_catalog.count(*) AS n"
         "             FROM runs JOIN ONLY %1$s m ON m.msgid OPERATOR(pg_catalog.>=) runs.lo"
         "                                       AND m.msgid OPERATOR(pg_catalog.<=) runs.hi"

@@ -313,7 +313,13 @@ Overrun* overrun_of(Oid relid, bool create) {
 
 }  // namespace
 
-UnitResult run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables) {
+namespace {
+
+// One unit in a transaction of its own, with SPI and a snapshot: work(arg) returns whether
+// something was left.  Its time budget is budget_relid's (an owner's slow trigger must not hold
+// this database's other queue tables for long; what is left is settled later, with a longer
+// budget); none without one.
+UnitResult in_unit(Oid budget_relid, bool (*work)(void*), void* arg) {
     MemoryContext outer = CurrentMemoryContext;
     volatile bool left = false;
     volatile bool extension_missing = false;
@@ -327,23 +333,14 @@ UnitResult run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tab
         pgstat_report_activity(STATE_RUNNING, "aq: settling dequeue attempts");
         extension_missing = !OidIsValid(get_extension_oid("aq", true));
         if (!extension_missing) {
-            if (tables) {
-                int n = 0;
-                Oid* oids = queue_tables(&n);
-                MemoryContext previous = MemoryContextSwitchTo(outer);
-                *tables = static_cast<Oid*>(palloc(sizeof(Oid) * Max(n, 1)));
-                memcpy(*tables, oids, sizeof(Oid) * n);
-                *ntables = n;
-                MemoryContextSwitchTo(previous);
-            } else {
-                // A time limit: an owner's slow trigger must not hold this database's other
-                // queue tables for long (what is left is settled by a later scan, with a
-                // longer budget).
-                const Overrun* o = overrun_of(relid, false);
+            if (OidIsValid(budget_relid)) {
+                const Overrun* o = overrun_of(budget_relid, false);
                 enable_timeout_after(STATEMENT_TIMEOUT, unit_timeout_ms << Min(o ? o->times : 0, 6));
-                left = settle_table(relid, tids, ntids);
+            }
+            left = work(arg);
+            if (OidIsValid(budget_relid)) {
                 disable_timeout(STATEMENT_TIMEOUT, false);
-                if (Overrun* done = overrun_of(relid, false)) done->relid = InvalidOid;
+                if (Overrun* done = overrun_of(budget_relid, false)) done->relid = InvalidOid;
             }
         }
         SPI_finish();
@@ -359,7 +356,7 @@ UnitResult run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tab
         // consumed by then): the next settle of the table gets a longer budget.
         MemoryContextSwitchTo(outer);
         ErrorData* error = CopyErrorData();
-        if (error->sqlerrcode == ERRCODE_QUERY_CANCELED && OidIsValid(relid)) overrun_of(relid, true)->times++;
+        if (error->sqlerrcode == ERRCODE_QUERY_CANCELED && OidIsValid(budget_relid)) overrun_of(budget_relid, true)->times++;
         FreeErrorData(error);
         EmitErrorReport();
         AbortCurrentTransaction();
@@ -371,6 +368,95 @@ UnitResult run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tab
     MemoryContextSwitchTo(outer);
     pgstat_report_activity(STATE_IDLE, nullptr);
     return UnitResult{left, extension_missing};
+}
+
+struct TableUnit {
+    Oid relid;
+    const ItemPointerData* tids;
+    int ntids;
+    Oid** tables;
+    int* ntables;
+    MemoryContext outer;
+};
+
+bool table_unit(void* arg) {
+    auto* u = static_cast<TableUnit*>(arg);
+    if (!u->tables) return settle_table(u->relid, u->tids, u->ntids);
+    int n = 0;
+    Oid* oids = queue_tables(&n);
+    MemoryContext previous = MemoryContextSwitchTo(u->outer);
+    *u->tables = static_cast<Oid*>(palloc(sizeof(Oid) * Max(n, 1)));
+    memcpy(*u->tables, oids, sizeof(Oid) * n);
+    *u->ntables = n;
+    MemoryContextSwitchTo(previous);
+    return false;
+}
+
+struct ReceiptsUnit {
+    Oid receipts;
+    const ReceiptClaim* claims;
+    int n;
+};
+
+// once_walk.hpp, 5: each aborted receipt written as an attempt, a receipt of kind 'r' with the
+// same runs and last message, ready again after its queue's retry_delay; as the queue table's
+// owner.  A queue dropped since: nothing to count.
+bool receipts_unit(void* arg) {
+    auto* u = static_cast<ReceiptsUnit*>(arg);
+    Oid types[1] = {OIDOID};
+    Datum args[1] = {ObjectIdGetDatum(u->receipts)};
+    int rc = SPI_execute_with_args(
+        "SELECT qc.relowner,"
+        "       pg_catalog.quote_ident(rn.nspname) OPERATOR(pg_catalog.||) '.'"
+        "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(rc.relname)"
+        "  FROM aq.queue_segments s JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) s.queue_table_id"
+        "  JOIN pg_catalog.pg_class qc ON qc.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
+        "  JOIN pg_catalog.pg_class rc ON rc.oid OPERATOR(pg_catalog.=) s.receipts::pg_catalog.oid"
+        "  JOIN pg_catalog.pg_namespace rn ON rn.oid OPERATOR(pg_catalog.=) rc.relnamespace"
+        " WHERE s.receipts::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
+        1, types, args, nullptr, true, 1);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler receipts lookup failed: %s", SPI_result_code_string(rc));
+    if (SPI_processed == 0) return false;  // its queue table is gone
+    QueueTable t{};
+    bool isnull;
+    t.owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    char* qualified = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+    // Never waits for the table (as settle_table).
+    if (!ConditionalLockRelationOid(u->receipts, RowExclusiveLock)) return true;
+    char* sql = psprintf(
+        "INSERT INTO %s (consumer, kind, hi_priority, hi_enq_time, hi_msgid, runs, at)"
+        " SELECT $1, 'r', $2, $3, $4, $5, $6 OPERATOR(pg_catalog.+) q.retry_delay"
+        "   FROM aq.queues q WHERE q.queue_id OPERATOR(pg_catalog.=) $7"
+        "    AND q.queue_type OPERATOR(pg_catalog.=) 'normal_queue'"
+        " RETURNING $7",
+        qualified);
+    Oid insert_types[7] = {TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID};
+    TimestampTz now = GetCurrentTimestamp();
+    for (int i = 0; i < u->n; i++) {
+        CHECK_FOR_INTERRUPTS();
+        const ReceiptClaim& c = u->claims[i];
+        Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * Max(c.npairs, 1)));
+        for (int j = 0; j < c.npairs; j++) pairs[j] = Int64GetDatum(c.pairs[j]);
+        Datum values[7] = {CStringGetTextDatum(c.consumer), Int32GetDatum(c.hi_priority),
+                           TimestampTzGetDatum(c.hi_enq_time), Int64GetDatum(c.hi_msgid),
+                           PointerGetDatum(construct_array(pairs, c.npairs, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+                                                           TYPALIGN_DOUBLE)),
+                           TimestampTzGetDatum(now), Int32GetDatum(c.queue_id)};
+        (void)run_as_owner(t, sql, 7, insert_types, values, nullptr, nullptr);  // the commit wakes the queue
+    }
+    return false;
+}
+
+}  // namespace
+
+UnitResult run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables) {
+    TableUnit u{relid, tids, ntids, tables, ntables, CurrentMemoryContext};
+    return in_unit(tables ? InvalidOid : relid, table_unit, &u);
+}
+
+UnitResult run_receipts_unit(Oid receipts, const ReceiptClaim* claims, int n) {
+    ReceiptsUnit u{receipts, claims, n};
+    return in_unit(receipts, receipts_unit, &u);
 }
 
 }  // namespace aq::queue::settler

@@ -366,6 +366,11 @@ void aq_settler_launcher_main(Datum) {
                     for (int r = 0; r < shared->request_count; r++)
                         if (shared->requests[r].database != slot.database) shared->requests[kept++] = shared->requests[r];
                     shared->request_count = kept;
+                    kept = 0;
+                    for (int r = 0; r < shared->receipt_count; r++)
+                        if (shared->receipt_claims[r].database != slot.database)
+                            shared->receipt_claims[kept++] = shared->receipt_claims[r];
+                    shared->receipt_count = kept;
                     if (slot.starved) pg_atomic_fetch_sub_u32(&shared->starved_slots, 1);
                     slot = DatabaseSlot{InvalidOid, slot_stopped, no_proc, 0, 0, 0, false, false, false, 0, {}};
                 } else {
@@ -446,6 +451,7 @@ void aq_settler_main(Datum database_arg) {
     MemoryContext round_context = AllocSetContextCreate(TopMemoryContext, "aq settler round", ALLOCSET_DEFAULT_SIZES);
     TimestampTz idle_since = GetCurrentTimestamp();
     TimestampTz rescan_at = 0;
+    TimestampTz receipts_retry_at = 0;  // aborted receipts that failed to be written wait until then
     int rounds_left = 0;
     bool rounds_done = false;  // this worker ran a time manager's round
     for (;;) {
@@ -470,6 +476,20 @@ void aq_settler_main(Datum database_arg) {
                 shared->requests[kept++] = shared->requests[i];
         }
         shared->request_count = kept;
+        // And its aborted receipts (once_walk.hpp, 5), unless the last ones failed a moment ago.
+        int nr = 0;
+        ReceiptClaim* receipts = nullptr;
+        if (shared->receipt_count > 0 && GetCurrentTimestamp() >= receipts_retry_at) {
+            receipts = static_cast<ReceiptClaim*>(palloc(sizeof(ReceiptClaim) * shared->receipt_count));
+            int kept_receipts = 0;
+            for (int i = 0; i < shared->receipt_count; i++) {
+                if (shared->receipt_claims[i].database == database)
+                    receipts[nr++] = shared->receipt_claims[i];
+                else
+                    shared->receipt_claims[kept_receipts++] = shared->receipt_claims[i];
+            }
+            shared->receipt_count = kept_receipts;
+        }
         // Sweep requests go to this settler's own list; the rest are claims, hints and scans.
         TimestampTz taken_at = GetCurrentTimestamp();
         int kept_requests = 0;
@@ -489,7 +509,7 @@ void aq_settler_main(Datum database_arg) {
         uint64 upto = slot->submitted;
         TimestampTz next_sweep = 0;
         bool owed = sweeps_owed(&next_sweep);
-        bool quiet = n == 0 && !scan && !slot->scan_wanted && slot->settled == upto;
+        bool quiet = n == 0 && nr == 0 && !scan && !slot->scan_wanted && slot->settled == upto;
         TimestampTz now = GetCurrentTimestamp();
         bool time_on = aq::queue::time_manager::processes() > 0;
         bool time_now = time_due(*slot, now, 0);
@@ -544,6 +564,32 @@ void aq_settler_main(Datum database_arg) {
 
         bool left = false;
         bool extension_missing = false;
+        // The aborted receipts, per receipts table; those a unit could not write go back to the
+        // shared array, taken again at the next rescan.
+        {
+            auto* done = static_cast<bool*>(palloc0(sizeof(bool) * Max(nr, 1)));
+            auto* batch = static_cast<ReceiptClaim*>(palloc(sizeof(ReceiptClaim) * Max(nr, 1)));
+            for (int i = 0; i < nr; i++) {
+                if (done[i]) continue;
+                int k = 0;
+                for (int j = i; j < nr; j++)
+                    if (!done[j] && receipts[j].receipts == receipts[i].receipts) {
+                        batch[k++] = receipts[j];
+                        done[j] = true;
+                    }
+                UnitResult unit = run_receipts_unit(receipts[i].receipts, batch, k);
+                extension_missing = unit.extension_missing;
+                if (unit.left && !unit.extension_missing) {
+                    left = true;
+                    receipts_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), long(rescan_ms) << Min(rounds_left, 6));
+                    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+                    if (!append_receipt_claims(batch, k))
+                        ereport(LOG, (errmsg("aq: dequeue attempts of receipts table %u were dropped: no room to retry them",
+                                             receipts[i].receipts)));
+                    LWLockRelease(shared->lock);
+                }
+            }
+        }
         for (int i = 0; i < n; i++)
             if (!OidIsValid(taken[i].relid)) scan = true;
         // Registered xids that had aborted before the scan: a clean scan settled all their claims.
@@ -586,6 +632,7 @@ void aq_settler_main(Datum database_arg) {
             for (int j = 0; j < i && !seen; j++) seen = taken[j].requester == taken[i].requester;
             if (!seen) wake(taken[i].requester);
         }
+        for (int i = 0; i < nr; i++) wake(receipts[i].requester);
         // Rows left (locked, or a settle that keeps failing): scan again, backing off from a
         // second to a minute.
         rounds_left = left ? rounds_left + 1 : 0;

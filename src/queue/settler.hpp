@@ -14,7 +14,10 @@
 //    there is none) and waits until settled >= ticket, at most a second (WaitLatch with a
 //    timeout, polling every 10 ms: interrupts are held during an abort).  When the array is
 //    full it sets scan_wanted instead.  A dequeue that skipped an unsettled attempt appends
-//    a request (a hint) without waiting.
+//    a request (a hint) without waiting.  Receipts of a queue table that stores each message once
+//    (once_walk.hpp, 5) are handed over the same way, in an array of their own: each is written
+//    as an attempt, a receipt of kind 'r', in a unit of its own per receipts table; one that could
+//    not be written goes back to the array, retried at the next rescan.
 //  * "aq settler launcher" (one, static, restarted by the postmaster a second after it exits,
 //    terminated or crashed) starts an "aq settler" worker for every database slot with work
 //    (submitted > settled) that has none: first the slots with requests (urgent: a rollback or a
@@ -65,6 +68,24 @@ struct Claim {
     int level;  // subtransaction nesting level
 };
 
+// A receipt this backend wrote (once_walk.hpp): what one dequeue of consumer took of a segment's
+// messages, as runs [lo, hi] of msgids (pairs), and the last of them in the queue's order.  It has
+// no row the settler could read after an abort (an aborted insert is pruned at any time), so its
+// abort hands the receipt itself over, and the settler writes the attempt as a receipt of kind
+// 'r' (once_walk.hpp, 5).
+struct Receipt {
+    Oid receipts;  // the receipts table
+    int32 queue_id;
+    TransactionId xid;
+    int level;
+    int32 hi_priority;
+    TimestampTz hi_enq_time;
+    int64 hi_msgid;
+    char consumer[NAMEDATALEN];
+    const int64* pairs;  // lo, hi, lo, hi ... (the backend's memory)
+    int npairs;
+};
+
 std::size_t shmem_size();
 void request_lwlocks();  // from shmem_request_hook
 void shmem_startup();
@@ -90,10 +111,11 @@ bool register_dequeuer(TransactionId xid);
 void forget_dequeuers(const TransactionId* xids, int count);
 bool is_dequeuer(TransactionId xid);
 
-// Hands the claims of levels >= from_level to the settler of the current database, in one
-// step (scan: settle every queue table of the database as well).  Returns the ticket to wait
-// for, 0 if none.  Never raises.
-uint64 submit(const Claim* claims, int count, int from_level, bool scan);
+// Hands the claims and receipts of levels >= from_level to the settler of the current database,
+// in one step (scan: settle every queue table of the database as well).  Returns the ticket to
+// wait for, 0 if none.  Never raises, never allocates.  A receipt that finds no room (1,024
+// entries of 16 runs in flight) is not counted.
+uint64 submit(const Claim* claims, int count, const Receipt* receipts, int nreceipts, int from_level, bool scan);
 
 // A dequeue skipped an unsettled attempt at (relid, tid): have it settled, no wait.
 void hint(Oid relid, ItemPointer tid);

@@ -178,7 +178,39 @@ bool is_dequeuer(TransactionId xid) {
     return known;
 }
 
-uint64 submit(const Claim* claims, int count, int from_level, bool scan) {
+bool append_receipt_claims(const ReceiptClaim* claims, int n) {
+    for (int i = 0; i < n; i++) {
+        if (shared->receipt_count >= max_receipt_claims) return false;
+        shared->receipt_claims[shared->receipt_count++] = claims[i];
+    }
+    return true;
+}
+
+namespace {
+
+// One receipt as entries of at most receipt_claim_runs runs each, all with the receipt's last
+// message (each entry's own runs end at or before it).  Under the lock; never allocates.
+void append_receipt(const Receipt& r, uint32 requester) {
+    for (int at = 0; at < r.npairs; at += 2 * receipt_claim_runs) {
+        if (shared->receipt_count >= max_receipt_claims) return;  // not counted (settler.hpp)
+        ReceiptClaim& c = shared->receipt_claims[shared->receipt_count++];
+        c.database = MyDatabaseId;
+        c.receipts = r.receipts;
+        c.queue_id = r.queue_id;
+        c.xid = r.xid;
+        c.requester = requester;
+        c.hi_priority = r.hi_priority;
+        c.hi_enq_time = r.hi_enq_time;
+        c.hi_msgid = r.hi_msgid;
+        memcpy(c.consumer, r.consumer, NAMEDATALEN);
+        c.npairs = Min(r.npairs - at, 2 * receipt_claim_runs);
+        memcpy(c.pairs, r.pairs + at, sizeof(int64) * c.npairs);
+    }
+}
+
+}  // namespace
+
+uint64 submit(const Claim* claims, int count, const Receipt* receipts, int nreceipts, int from_level, bool scan) {
     if (!shared || !OidIsValid(MyDatabaseId) || !MyProc) return 0;
     uint32 me = compat::my_proc_number();
     uint32 to_wake = no_proc;
@@ -194,6 +226,8 @@ uint64 submit(const Claim* claims, int count, int from_level, bool scan) {
             slot->scan_wanted = true;
             (void)append(MyDatabaseId, InvalidOid, nullptr, InvalidTransactionId, me);
         }
+        for (int i = 0; i < nreceipts; i++)
+            if (receipts[i].level >= from_level) append_receipt(receipts[i], me);
         slot->urgent = true;
         ticket = ++slot->submitted;
         // No settler can start (no worker slot): nobody would settle this soon; do not wait.

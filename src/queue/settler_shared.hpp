@@ -19,6 +19,8 @@ namespace aq::queue::settler {
 constexpr int max_databases = 64;
 constexpr int max_requests = 8192;
 constexpr int max_dequeuers = 4096;
+constexpr int max_receipt_claims = 1024;
+constexpr int receipt_claim_runs = 16;  // a receipt with more runs takes several entries
 constexpr int registry_partitions = 16;  // the registry of dequeuing transactions, by xid: one lock each
 constexpr uint32 no_proc = PG_UINT32_MAX;
 constexpr int idle_exit_ms = 3000;
@@ -40,6 +42,21 @@ struct Request {
     TransactionId xid;  // the claiming (sub)transaction, or invalid (a hint)
     uint32 requester;   // procno to wake, or no_proc
     int32 sweep_queue;  // not 0: a sweep of this multi-consumer queue (relid and tid unused)
+};
+
+// An aborted receipt (settler.hpp, Receipt), or a part of one, waiting to be written as an attempt.
+struct ReceiptClaim {
+    Oid database;
+    Oid receipts;
+    int32 queue_id;
+    TransactionId xid;
+    uint32 requester;
+    int32 hi_priority;
+    TimestampTz hi_enq_time;
+    int64 hi_msgid;
+    char consumer[NAMEDATALEN];
+    int npairs;
+    int64 pairs[2 * receipt_claim_runs];
 };
 
 struct Dequeuer {
@@ -90,6 +107,8 @@ struct Shared {
     int time_waiting;  // databases due for the time manager that the launcher found no room for
     DatabaseSlot slots[max_databases];
     Request requests[max_requests];
+    int receipt_count;
+    ReceiptClaim receipt_claims[max_receipt_claims];
     Registry registry[registry_partitions];
 };
 
@@ -114,5 +133,9 @@ struct UnitResult {
     bool extension_missing;  // the database has no aq
 };
 UnitResult run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables);
+// The same for aborted receipts of one receipts table: each written as an attempt (once_walk.hpp, 5).
+UnitResult run_receipts_unit(Oid receipts, const ReceiptClaim* claims, int n);
+// Appends aborted receipts under the lock; false when there was no room for all (the rest dropped).
+bool append_receipt_claims(const ReceiptClaim* claims, int n);
 
 }  // namespace aq::queue::settler
