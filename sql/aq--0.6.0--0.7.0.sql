@@ -445,8 +445,9 @@ BEGIN
     IF t.multiple_consumers AND t.delivery_relid IS NULL AND t.segment_count > 0 THEN
         -- Each message stored once (src/queue/once_walk.hpp): the subscriber receives what is
         -- enqueued after it subscribed, as in Oracle.  The enqueues in progress are waited for
-        -- (they hold ROW EXCLUSIVE on the queue table), then every message enqueued before has a
-        -- msgid up to the sequence's last value, and every later one a higher msgid.
+        -- (they hold ROW EXCLUSIVE on the queue table; its dequeues only ACCESS SHARE), then every
+        -- message enqueued before has a msgid up to the sequence's last value, and every later one
+        -- a higher msgid.
         IF rule IS NOT NULL THEN
             RAISE EXCEPTION 'subscriber rules are not supported yet for queue "%"', queue_name
                 USING ERRCODE = 'feature_not_supported',
@@ -482,6 +483,8 @@ BEGIN
     UPDATE aq.queue_tables qt SET multiple_consumers = true, segment_count = segments
      WHERE qt.queue_table = _create_stored_once_queue_table.queue_table
     RETURNING * INTO t;
+    -- A message is every subscriber's; a copy in an exception queue is one consumer's (NULL: a message).
+    EXECUTE format('ALTER TABLE %s ADD COLUMN consumer_name text COLLATE pg_catalog."C"', t.relid);
     PERFORM aq._create_segments(t);
 END $$;
 REVOKE EXECUTE ON FUNCTION aq._create_stored_once_queue_table(text, regtype, text, integer, text) FROM PUBLIC;

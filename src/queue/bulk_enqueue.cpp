@@ -54,7 +54,9 @@ const ColumnShape queue_table_shape[column_count] = {
 
 bool has_queue_table_shape(Relation rel, Oid payload_type) {
     TupleDesc desc = RelationGetDescr(rel);
-    if (rel->rd_rel->relkind != RELKIND_RELATION || (desc->natts != column_count && !has_group_column(rel))) return false;
+    if (rel->rd_rel->relkind != RELKIND_RELATION ||
+        (desc->natts != column_count && !has_group_column(rel) && !has_consumer_column(rel)))
+        return false;
     if (TupleDescAttr(desc, col_msgid)->attidentity != ATTRIBUTE_IDENTITY_ALWAYS) return false;
     for (int i = 0; i < column_count; i++) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -188,6 +190,14 @@ bool has_group_column(Relation rel) {
            strcmp(NameStr(att->attname), "transaction_group") == 0;
 }
 
+bool has_consumer_column(Relation rel) {
+    TupleDesc desc = RelationGetDescr(rel);
+    if (desc->natts != column_count + 1) return false;
+    Form_pg_attribute att = TupleDescAttr(desc, column_count);
+    return !att->attisdropped && att->atttypid == TEXTOID && !att->attnotnull &&
+           strcmp(NameStr(att->attname), "consumer_name") == 0;
+}
+
 Oid msgid_sequence(Relation rel) {
     return msgid_sequence_of(rel);
 }
@@ -298,6 +308,9 @@ bool bulk_enqueue(const BulkEnqueue& r) {
         if (grouped) {  // the transaction's group (groups.hpp)
             slot->tts_values[column_count] = Int64GetDatum(*r.group);
             slot->tts_isnull[column_count] = false;
+        } else if (RelationGetDescr(rel)->natts > column_count) {  // consumer_name: a message is nobody's copy
+            slot->tts_values[column_count] = (Datum)0;
+            slot->tts_isnull[column_count] = true;
         }
         MemoryContextSwitchTo(outer);
         if (r.messages_out) {

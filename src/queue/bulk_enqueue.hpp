@@ -97,6 +97,9 @@ TimestampTz earliest_due(ArrayType* properties, TimestampTz enq_time);
 // The queue table has, after aq's columns, the transaction_group column of message_grouping
 // transactional (groups.hpp).
 bool has_group_column(Relation rel);
+// Whether the table has, after the queue table's columns, consumer_name: a multi-consumer table
+// that stores each message once, whose exception queues hold one consumer's copies (once_walk.hpp, 5).
+bool has_consumer_column(Relation rel);
 
 // The queue table's msgid identity sequence (cached per table until a relcache invalidation).
 Oid msgid_sequence(Relation rel);

@@ -275,10 +275,55 @@ LOCKTAG walk_tag(Oid queue_table, const char* consumer) {
 
 }  // namespace
 
+bool split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, const int64* pairs, int npairs,
+                   int max_retries, AttemptSplit* out) {
+    *out = AttemptSplit{};
+    // c's walk lock, to the end of the settler's transaction: no walk of c takes these messages
+    // between this reading and the receipts written from it (2).
+    LOCKTAG tag = walk_tag(queue_table, consumer);
+    if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL) return false;
+    Receipts receipts;
+    if (!open_receipts(receipts_relid, RowExclusiveLock, &receipts)) {
+        close_receipts(&receipts);
+        return true;  // not aq's receipts table any more: nothing to count
+    }
+    TakenRuns taken;
+    AttemptRuns attempts;
+    load_taken(receipts, CStringGetTextDatum(consumer), nullptr, &taken, &attempts);
+    close_receipts(&receipts);
+    taken.sort();
+    attempts.sort();
+    int64 total = 0;
+    for (int i = 0; i + 1 < npairs; i += 2) total += pairs[i + 1] - pairs[i] + 1;
+    out->retry_pairs = static_cast<int64*>(palloc(sizeof(int64) * Max(npairs, 2)));
+    out->except_ids = static_cast<int64*>(palloc(sizeof(int64) * Max(total, 1)));
+    out->except_attempts = static_cast<int32*>(palloc(sizeof(int32) * Max(total, 1)));
+    for (int i = 0; i + 1 < npairs; i += 2)
+        for (int64 id = pairs[i]; id <= pairs[i + 1]; id++) {
+            CHECK_FOR_INTERRUPTS();
+            // Taken again since, or held by another session of c: that one's end decides.
+            if (taken.find(id) != TakenRuns::Found::no) continue;
+            int n = attempts.find(id).attempts + 1;
+            if (n > max_retries) {
+                out->except_ids[out->nexcept] = id;
+                out->except_attempts[out->nexcept++] = n;
+            } else if (out->nretry_pairs > 0 && out->retry_pairs[out->nretry_pairs - 1] + 1 == id) {
+                out->retry_pairs[out->nretry_pairs - 1] = id;
+            } else {
+                out->retry_pairs[out->nretry_pairs++] = id;
+                out->retry_pairs[out->nretry_pairs++] = id;
+            }
+        }
+    return true;
+}
+
 int bulk_dequeue_once(const OnceDequeue& r) {
     RingScan ring;
+    // The receipts are written (remove); the messages only read, by any dequeue: ACCESS SHARE on the
+    // queue table and its segments, so that add_subscriber's SHARE lock waits for the enqueues in
+    // progress alone (its since_msgid), not for the dequeues, nor holds them back meanwhile.
     LOCKMODE lock = r.browse ? AccessShareLock : RowExclusiveLock;
-    bool eligible = ring.open(r.relid, *r.segments, r.payload_type, order_of(r.priority_order), lock) &&
+    bool eligible = ring.open(r.relid, *r.segments, r.payload_type, order_of(r.priority_order), AccessShareLock) &&
                     (r.browse ? pg_class_aclcheck(r.relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK
                               : !XactReadOnly && !IsInParallelMode() && caller_may_remove(ring.parent()));
     Receipts receipts[ring::max_segments];

@@ -5,11 +5,12 @@
 // appended and never updated.
 //
 // Protocol (M1, M5, M7 of the design, with receipts per dequeue instead of per message):
-//  1. Eligibility as for the queue walk (index_walk.hpp, 1): the ring opens (RingScan), the caller
-//     may remove from the queue table (browse: may read it); else -1 and the caller says why
-//     (there is no statement for such a table yet).  Each segment's receipts table is opened with
-//     it (RowExclusiveLock; browse AccessShareLock) with its (consumer, hi_priority, hi_enq_time,
-//     hi_msgid) index.  A receipt says what one dequeue of consumer c took of the segment's
+//  1. Eligibility as for the queue walk (index_walk.hpp, 1): the ring opens (RingScan, with
+//     AccessShareLock: a dequeue never writes a message, and add_subscriber's SHARE lock must wait
+//     for the enqueues alone), the caller may remove from the queue table (browse: may read it);
+//     else -1 and the caller says why (there is no statement for such a table yet).  Each segment's
+//     receipts table is opened with it (RowExclusiveLock; browse AccessShareLock) with its
+//     (consumer, hi_priority, hi_enq_time, hi_msgid) index.  A receipt says what one dequeue of consumer c took of the segment's
 //     messages: the runs [lo, hi] of their msgids, and the last of them in the queue's order (hi).
 //  2. A remove walk of c holds c's walk lock (a heavyweight lock on (queue table, c), waited for)
 //     from before its snapshot until its receipts are written: two sessions of c never walk at
@@ -84,5 +85,22 @@ struct OnceDequeue {
 
 // How many messages were handed on, or -1 when the walk may not run (1).
 int bulk_dequeue_once(const OnceDequeue& request);
+
+// 5, for the settler: what an aborted receipt of consumer (its runs of msgids, pairs) comes to.
+// Takes the consumer's walk lock without waiting, to the end of the transaction (false: a walk of
+// the consumer holds it; try again later), and reads the consumer's receipts of that receipts table
+// under the latest state.  A message the consumer took again since, or holds, counts nothing; the
+// others have one attempt more than their committed 'r' receipts: runs of those within max_retries
+// for an 'r' receipt, and those past it, with their attempts, for an 'x' receipt and their copies in
+// the exception queue.  Palloc'd in the current context.
+struct AttemptSplit {
+    int64* retry_pairs;
+    int nretry_pairs;
+    int64* except_ids;
+    int32* except_attempts;
+    int nexcept;
+};
+bool split_attempt(Oid queue_table, Oid receipts, const char* consumer, const int64* pairs, int npairs,
+                   int max_retries, AttemptSplit* out);
 
 }  // namespace aq::queue

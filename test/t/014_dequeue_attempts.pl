@@ -164,6 +164,74 @@ is($node->safe_psql('postgres',
 	"SELECT q.queue_name || ' ' || m.retry_count FROM poison_qt m JOIN aq.queues q ON q.queue_id = m.q_id"),
 	'aq$_poison_qt_e 4', 'it is in the exception queue with retry_count 4');
 
+# ---------------------------------------------------------------- a queue table that stores each message once
+# A consumer's attempt is the receipt its dequeue wrote, handed to the settler when the
+# transaction aborts (src/queue/once_walk.hpp, 5): the same ends of a session count it, for that
+# consumer only.  A crash (kill -9) counts none, as Oracle, but loses nothing: the message is the
+# consumer's again.
+$node->safe_psql('postgres', q{
+SELECT aq._create_stored_once_queue_table('once_qt', 'text', segments => 2);
+SELECT aq.create_queue('once_q', 'once_qt', retry_delay => '0');
+SELECT aq.start_queue('once_q');
+SELECT aq.add_subscriber('once_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
+});
+sub hold_once_message
+{
+	my (@before) = @_;
+	my ($out, $err) = ('', '');
+	my $in = join("\n", @before, 'SELECT pg_backend_pid();', 'BEGIN;',
+		"SELECT 'got:' || payload FROM aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => '20 s'));", '');
+	my $h = IPC::Run::start([ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres') ],
+		'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
+	$h->pump until $out =~ /^got:(.*)$/m || $err =~ /ERROR|FATAL/;
+	my ($payload) = $out =~ /^got:(.*)$/m;
+	my ($pid) = $out =~ /^(\d+)$/m;
+	die "no message: $err" unless defined $payload;
+	return ($h, $pid, $payload);
+}
+sub once_attempts_of_sql
+{
+	my ($payload) = @_;
+	return qq{
+		SELECT count(*) FROM once_qt m,
+		  (SELECT * FROM "once_qt\$0_r" UNION ALL SELECT * FROM "once_qt\$1_r") r,
+		  generate_series(1, cardinality(r.runs) / 2) i
+		 WHERE r.kind = 'r' AND r.consumer = 'A' AND m.user_data = '$payload'
+		   AND m.msgid BETWEEN r.runs[2 * i - 1] AND r.runs[2 * i]};
+}
+sub once_attempts_of
+{
+	my ($payload) = @_;
+	return $node->safe_psql('postgres', once_attempts_of_sql($payload));
+}
+for my $case (@cases[0 .. 3])
+{
+	my ($name, $before, $end) = @$case;
+	$node->safe_psql('postgres', "SELECT aq.enqueue('once_q', 'once $name'::text)");
+	my ($h, $pid, $payload) = hold_once_message(@$before);
+	is($payload, "once $name", "stored once, $name: A holds the message");
+	$end->($h, $pid);
+	my $expected = $name =~ /kill -9/ ? '0' : '1';
+	if ($expected eq '1')
+	{
+		ok($node->poll_query_until('postgres', qq{SELECT (} . once_attempts_of_sql($payload) . qq{) = 1}),
+			"stored once, $name: the attempt is counted");
+	}
+	else
+	{
+		# After the crash restart: nothing counted, nothing lost.
+		$node->poll_query_until('postgres', 'SELECT true');
+	}
+	is(once_attempts_of($payload), $expected, "stored once, $name: " . ($expected ? 'exactly once' : 'not counted'));
+	is($node->safe_psql('postgres',
+		"SELECT payload || ' ' || (message_properties).attempts FROM aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => '10 s'))"),
+		"once $name $expected", "stored once, $name: A gets it again, with attempts = $expected");
+}
+is($node->safe_psql('postgres',
+	"SELECT string_agg(payload || ' ' || (message_properties).attempts, ',') FROM aq.dequeue_array('once_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'B', wait => 0))"),
+	'once client disconnect 0,once pg_terminate_backend 0,once idle_in_transaction_session_timeout 0,once kill -9 of the backend 0',
+	'stored once: B gets every message, with no attempt');
+
 $node->stop;
 my $log = slurp_file($node->logfile);
 my $kills = () = $log =~ /terminated by signal 9/g;
