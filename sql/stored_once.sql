@@ -5,7 +5,7 @@
 SELECT aq._create_stored_once_queue_table('once_qt', 'text', segments => 3);
 SELECT aq.create_queue('once_q', 'once_qt');
 SELECT aq.start_queue('once_q');
-SELECT segment, relid, receipts FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id)
+SELECT s.segment, s.relid, s.receipts FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id)
  WHERE t.queue_table = 'once_qt' ORDER BY segment;
 
 -- No subscriber: no recipient (ORA-24033 analogue), nothing stored.
@@ -112,6 +112,39 @@ SELECT r.consumer, r.kind, count(*) AS receipts, count(*) FILTER (WHERE r.at > n
 SELECT aq._switch_segment('once_qt');
 SELECT aq._rotate_segments('once_qt') AS truncated;
 SELECT count(*) AS r3_kept FROM once_qt WHERE user_data = 'r3';
+
+-- Past max_retries a consumer's message moves to the exception queue, as that consumer's copy (a
+-- receipt of kind 'x'); the other consumers' are untouched.
+SELECT aq._create_stored_once_queue_table('oncex_qt', 'text', segments => 3);
+SELECT aq.create_queue('oncex_q', 'oncex_qt', max_retries => 1);
+SELECT aq.start_queue('oncex_q');
+SELECT aq.start_queue('aq$_oncex_qt_e', enqueue => false);
+SELECT aq.add_subscriber('oncex_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
+SELECT aq.enqueue_array('oncex_q', ARRAY['x1', 'x2']) IS NOT NULL AS enqueued;
+SELECT aq._switch_segment('oncex_qt');  -- the copy goes into the current segment, $1
+BEGIN;
+SELECT payload, (p).attempts FROM aq.dequeue('oncex_q', NULL::text, aq.dequeue_options(consumer_name => 'A')) AS d(m, payload, p);
+ROLLBACK;
+BEGIN;
+SELECT payload, (p).attempts FROM aq.dequeue('oncex_q', NULL::text, aq.dequeue_options(consumer_name => 'A')) AS d(m, payload, p);
+ROLLBACK;
+SELECT payload, (p).attempts FROM aq.dequeue_array('oncex_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A', wait => 0)) AS d(m, payload, p);
+SELECT m.tableoid::regclass AS segment, q.queue_name, m.user_data, m.retry_count, m.consumer_name
+  FROM oncex_qt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE q.queue_type = 'exception_queue';
+SELECT payload, (p).attempts FROM aq.dequeue_array('oncex_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'B')) AS d(m, payload, p);
+-- The exception queue gives a consumer its own copies, or anyone's without a consumer_name.
+SELECT try_sql($$SELECT aq.dequeue('aq$_oncex_qt_e', NULL::text, aq.dequeue_options(consumer_name => 'B', wait => 0))$$) AS b_has_none;
+SELECT payload, (p).attempts FROM aq.dequeue('aq$_oncex_qt_e', NULL::text, aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'browse', wait => 0)) AS d(m, payload, p);
+-- Truncation: segment 0 goes (A took x1 into the exception queue and x2, B both); segment 1 stays
+-- while A's copy is in it.
+SELECT aq._switch_segment('oncex_qt');
+SELECT aq._rotate_segments('oncex_qt') AS truncated;
+SELECT pg_relation_size('"oncex_qt$0"') = 0 AS seg0_empty, pg_relation_size('"oncex_qt$1"') > 0 AS seg1_kept;
+SELECT payload, (p).attempts FROM aq.dequeue('aq$_oncex_qt_e', NULL::text, aq.dequeue_options(wait => 0)) AS d(m, payload, p);
+SELECT aq._switch_segment('oncex_qt');
+SELECT aq._rotate_segments('oncex_qt') AS truncated;
+SELECT pg_relation_size('"oncex_qt$1"') = 0 AS seg1_empty, count(*) AS left_in_ring FROM oncex_qt;
+SELECT aq.drop_queue_table('oncex_qt', force => true);
 
 -- What does not work yet says so (0A000).
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', correlation => 'x'))$$);

@@ -450,7 +450,9 @@ int run_in_look(const ClaimArgs& a, int32 shape, bool probe) {
 
 // One dequeue: the walk when it applies, else the statement.  Requires SPI.
 int claim(const ClaimArgs& a) {
-    if (a.queue->stored_once()) return claim_once(a);
+    // A stored-once table's exception queues hold plain rows, one consumer's copy each: the
+    // statements read them as a single-consumer queue's (once_walk.hpp, 5).
+    if (a.queue->stored_once() && !a.queue->exception_queue) return claim_once(a);
     int in_bulk = claim_in_bulk(a);
     if (in_bulk >= 0) return in_bulk;
     int32 shape = statement_shape(a);
@@ -560,10 +562,9 @@ int dequeue(const DequeueRequest& r) {
         bool grouped = q.grouped && !q.exception_queue;
         if (o.navigation == Navigation::next_transaction && !grouped)
             refused = "navigation next_transaction";
-        else if (q.stored_once() && (q.exception_queue || o.msgid || o.correlation || o.condition ||
-                                     o.mode == DequeueMode::locked))
-            refused_once = q.exception_queue ? "a dequeue from an exception queue"
-                           : o.msgid         ? "msgid"
+        else if (q.stored_once() && !q.exception_queue &&
+                 (o.msgid || o.correlation || o.condition || o.mode == DequeueMode::locked))
+            refused_once = o.msgid           ? "msgid"
                            : o.correlation   ? "correlation"
                            : o.condition     ? "deq_condition"
                                              : "dequeue_mode locked";

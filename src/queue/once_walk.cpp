@@ -199,7 +199,8 @@ void load_taken(Receipts& r, Datum consumer, const scan_floor::Position* from, T
         CHECK_FOR_INTERRUPTS();
         bool isnull;
         TransactionId xmin = DatumGetTransactionId(slot_getsysattr(slot, MinTransactionIdAttributeNumber, &isnull));
-        bool held = TransactionIdIsValid(dirty.xmin) || TransactionIdIsCurrentTransactionId(xmin);
+        bool elsewhere = TransactionIdIsValid(dirty.xmin);  // in progress in another transaction
+        bool held = elsewhere || TransactionIdIsCurrentTransactionId(xmin);
         Datum value = slot_getattr(slot, rcol_runs + 1, &isnull);
         if (isnull) continue;
         ArrayType* array = DatumGetArrayTypeP(value);
@@ -208,7 +209,8 @@ void load_taken(Receipts& r, Datum consumer, const scan_floor::Position* from, T
         const int64* pairs = reinterpret_cast<const int64*>(ARR_DATA_PTR(array));
         if (DatumGetChar(slot_getattr(slot, rcol_kind + 1, &isnull)) == 'r') {  // an attempt (5)
             TimestampTz at = DatumGetTimestampTz(slot_getattr(slot, rcol_at + 1, &isnull));
-            for (int i = 0; i < n; i += 2) attempts->add(pairs[i], pairs[i + 1], at, held);
+            // Pending while the settler writes it; the settler's own earlier ones are counted.
+            for (int i = 0; i < n; i += 2) attempts->add(pairs[i], pairs[i + 1], at, elsewhere);
             continue;
         }
         for (int i = 0; i < n; i += 2) runs->add(pairs[i], pairs[i + 1], held);
@@ -275,17 +277,17 @@ LOCKTAG walk_tag(Oid queue_table, const char* consumer) {
 
 }  // namespace
 
-bool split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, const int64* pairs, int npairs,
+void split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, const int64* pairs, int npairs,
                    int max_retries, AttemptSplit* out) {
     *out = AttemptSplit{};
     // c's walk lock, to the end of the settler's transaction: no walk of c takes these messages
-    // between this reading and the receipts written from it (2).
+    // between this reading and the receipts written from it (2).  A walk holds it for moments.
     LOCKTAG tag = walk_tag(queue_table, consumer);
-    if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL) return false;
+    (void)LockAcquire(&tag, ExclusiveLock, false, false);
     Receipts receipts;
     if (!open_receipts(receipts_relid, RowExclusiveLock, &receipts)) {
         close_receipts(&receipts);
-        return true;  // not aq's receipts table any more: nothing to count
+        return;  // not aq's receipts table any more: nothing to count
     }
     TakenRuns taken;
     AttemptRuns attempts;
@@ -314,7 +316,6 @@ bool split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, co
                 out->retry_pairs[out->nretry_pairs++] = id;
             }
         }
-    return true;
 }
 
 int bulk_dequeue_once(const OnceDequeue& r) {

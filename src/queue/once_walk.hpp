@@ -38,22 +38,30 @@
 //     (sub)transaction's level (retries::note_receipt); when that aborts — ROLLBACK, an error,
 //     ROLLBACK TO SAVEPOINT, the FATAL exit of a terminated session — the receipt itself (its runs
 //     and last message, not its row: an aborted insert may be pruned at once) is handed to the
-//     settler, which writes it again, in its own transaction and as the queue table's owner, as a
-//     receipt of kind 'r' with `at` = now + the queue's retry_delay, and the abort waits for that
-//     (a second at most, as for any attempt: retries.hpp, 5).  A walk reads c's 'r' receipts with
+//     settler, and the abort waits for it (a second at most, as for any attempt: retries.hpp, 5).
+//     The settler, in its own transaction and as the queue table's owner, takes c's walk lock (2)
+//     to its commit and reads c's receipts under the latest state (split_attempt): a message c
+//     took again since, or holds, counts nothing; one with attempts left goes into a receipt of
+//     kind 'r' with `at` = now + the queue's retry_delay; one past max_retries into a receipt of
+//     kind 'x' (c took it for good), with c's copy of it — same msgid, retry_count its attempts,
+//     consumer_name c — in its exception queue (the one it names if that is an exception queue
+//     of the table, else the table's default; none left: it keeps retrying), in the ring's current
+//     segment (ring.hpp, R1).  An exception queue's copies are plain rows, dequeued as a
+//     single-consumer queue's by the statements: with a consumer_name, that consumer's; without,
+//     anyone's.  A walk reads c's 'r' receipts with
 //     its others: a message under k committed ones has k attempts (added to the row's
 //     retry_count), is not c's until the latest `at` has passed (a waiting dequeue wakes then),
 //     and one under an 'r' receipt still being written is held.  An 'r' receipt takes nothing:
-//     truncation (6) counts only 't'.  Bounds: until the settler's commit, another session of c
+//     truncation (6) counts 't' and 'x' only.  Bounds: until the settler's commit, another session of c
 //     may take the message with its attempt not yet counted nor its retry_delay applied (the
 //     attempt is counted all the same); a receipt whose transaction ended in a crash, or found no
 //     room in shared memory (1,024 entries of 16 runs), is not counted; prepared transactions'
 //     receipts are not counted (as Oracle, which counts an attempt when the application rolls
-//     back).  Not yet: max_retries (past it the message keeps coming back: exception queues are
-//     not built), expiration, rules, recipient lists, the statement paths (msgid, correlation,
-//     condition, locked mode).
-//  6. Truncation (ring.hpp, T2): a segment goes once every message in it is taken, under committed
-//     receipts of its segment, by every subscriber it is for (ring.cpp, once_settled), proved again
+//     back).  Not yet: expiration, rules, recipient lists, the statement paths of a normal queue
+//     (msgid, correlation, condition, locked mode).
+//  6. Truncation (ring.hpp, T2): a segment goes once every message in it is taken ('t' or 'x'), under
+//     committed receipts of its segment, by every subscriber it is for, and no consumer's copy is
+//     left in an exception queue in it (ring.cpp, once_settled), proved again
 //     under the ACCESS EXCLUSIVE locks of the segment and its receipts table; both are truncated
 //     together.  No carry-forward: a message stays in its segment with its receipts.
 //  Cost: per message, the merge walk and a search of the runs in memory; per dequeue, one range
@@ -87,8 +95,8 @@ struct OnceDequeue {
 int bulk_dequeue_once(const OnceDequeue& request);
 
 // 5, for the settler: what an aborted receipt of consumer (its runs of msgids, pairs) comes to.
-// Takes the consumer's walk lock without waiting, to the end of the transaction (false: a walk of
-// the consumer holds it; try again later), and reads the consumer's receipts of that receipts table
+// Takes the consumer's walk lock (a walk holds it for moments), to the end of the transaction, and
+// reads the consumer's receipts of that receipts table
 // under the latest state.  A message the consumer took again since, or holds, counts nothing; the
 // others have one attempt more than their committed 'r' receipts: runs of those within max_retries
 // for an 'r' receipt, and those past it, with their attempts, for an 'x' receipt and their copies in
@@ -100,7 +108,7 @@ struct AttemptSplit {
     int32* except_attempts;
     int nexcept;
 };
-bool split_attempt(Oid queue_table, Oid receipts, const char* consumer, const int64* pairs, int npairs,
+void split_attempt(Oid queue_table, Oid receipts, const char* consumer, const int64* pairs, int npairs,
                    int max_retries, AttemptSplit* out);
 
 }  // namespace aq::queue

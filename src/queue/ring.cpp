@@ -242,8 +242,9 @@ struct TruncateWork {
 
 // T2 of a ring that stores each message once (once_walk.hpp): every message of segment k is taken by
 // every subscriber of its queue it is for (since_msgid) under a committed receipt of segment k's
-// receipts table (their runs, joined to the messages by msgid: a run's messages are those the
-// consumer took); what another transaction is enqueuing or taking holds a lock on the segment (R2,
+// receipts table that took it ('t', or 'x': moved to an exception queue; their runs, joined to the
+// messages by msgid, each message counted once), and no consumer's copy in an exception queue is
+// left in it; what another transaction is enqueuing or taking holds a lock on the segment (R2,
 // once_walk.hpp 3), which a proof under the lock excludes.  Requires SPI; reads as the caller.
 // The time manager's proof without the lock reads the whole segment and its receipts: one that
 // failed is not tried again for once_retry_s seconds (this process's marks, by the segment's file).
@@ -280,9 +281,10 @@ bool once_settled(const Segments& segments, int k, bool hinted = true) {
         "                 r.runs[2 OPERATOR(pg_catalog.*) i] AS hi"
         "            FROM ONLY %2$s r,"
         "                 pg_catalog.generate_series(1, pg_catalog.cardinality(r.runs) OPERATOR(pg_catalog./) 2) i"
-        // What was taken: not the attempts (once_walk.hpp, 5), whose messages are the consumer's again.
-        "           WHERE r.kind OPERATOR(pg_catalog.=) 't'),"
-        " taken AS (SELECT runs.consumer, pg_catalog.count(*) AS n"
+        // What was taken, or moved to an exception queue: not the attempts (once_walk.hpp, 5), whose
+        // messages are the consumer's again.
+        "           WHERE r.kind OPERATOR(pg_catalog.<>) 'r'),"
+        " taken AS (SELECT runs.consumer, pg_catalog.count(DISTINCT m.msgid) AS n"
         "             FROM runs JOIN ONLY %1$s m ON m.msgid OPERATOR(pg_catalog.>=) runs.lo"
         "                                       AND m.msgid OPERATOR(pg_catalog.<=) runs.hi"
         "             JOIN aq.subscribers s ON s.queue_id OPERATOR(pg_catalog.=) m.q_id"
@@ -290,7 +292,10 @@ bool once_settled(const Segments& segments, int k, bool hinted = true) {
         "              AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
         "            GROUP BY 1)"
         " SELECT NOT EXISTS (SELECT FROM due LEFT JOIN taken ON taken.consumer OPERATOR(pg_catalog.=) due.consumer"
-        "                     WHERE COALESCE(taken.n, 0) OPERATOR(pg_catalog.<) due.n)",
+        "                     WHERE COALESCE(taken.n, 0) OPERATOR(pg_catalog.<) due.n)"
+        // ... and no consumer's copy is left in an exception queue (once_walk.hpp, 5).
+        "    AND NOT EXISTS (SELECT FROM ONLY %1$s m JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id"
+        "                     WHERE q.queue_type OPERATOR(pg_catalog.=) 'exception_queue')",
         compat::qualified_name(seg), compat::qualified_name(receipts));
     table_close(receipts, AccessShareLock);
     table_close(seg, AccessShareLock);

@@ -38,16 +38,19 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include <algorithm>
 #include <cstdio>
 
 #include "compat/wait_event.hpp"
 #include "base/run_as.hpp"
 #include "compat/proc.hpp"
+#include "compat/relation.hpp"
 #include "commit/committer.hpp"
 #include "base/worker_spec.hpp"
 #include "queue/retries.hpp"
 #include "queue/ring.hpp"
 #include "queue/deliveries.hpp"
+#include "queue/once_walk.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/settler.hpp"
 #include "queue/settler_shared.hpp"
@@ -398,9 +401,41 @@ struct ReceiptsUnit {
     int n;
 };
 
-// once_walk.hpp, 5: each aborted receipt written as an attempt, a receipt of kind 'r' with the
-// same runs and last message, ready again after its queue's retry_delay; as the queue table's
-// owner.  A queue dropped since: nothing to count.
+// Runs of consecutive msgids (lo, hi pairs) of sorted ids, as an int8[].
+Datum runs_of(const int64* ids, int n) {
+    Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * 2 * Max(n, 1)));
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (k > 0 && DatumGetInt64(pairs[k - 1]) + 1 == ids[i]) {
+            pairs[k - 1] = Int64GetDatum(ids[i]);
+        } else {
+            pairs[k++] = Int64GetDatum(ids[i]);
+            pairs[k++] = Int64GetDatum(ids[i]);
+        }
+    }
+    return PointerGetDatum(construct_array(pairs, k, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+Datum int8_array(const int64* values, int n) {
+    Datum* items = static_cast<Datum*>(palloc(sizeof(Datum) * Max(n, 1)));
+    for (int i = 0; i < n; i++) items[i] = Int64GetDatum(values[i]);
+    return PointerGetDatum(construct_array(items, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+Datum int4_array(const int32* values, int n) {
+    Datum* items = static_cast<Datum*>(palloc(sizeof(Datum) * Max(n, 1)));
+    for (int i = 0; i < n; i++) items[i] = Int32GetDatum(values[i]);
+    return PointerGetDatum(construct_array(items, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+}
+
+// once_walk.hpp, 5: each aborted receipt written as attempts, as the queue table's owner, under the
+// consumer's walk lock (split_attempt; a walk holds it for moments, and the unit's time budget bounds
+// the wait: an error or a timeout writes nothing, and the claims are retried): the messages with attempts left in a receipt of kind 'r'
+// (ready again after the queue's retry_delay), those past max_retries in a receipt of kind 'x' (the
+// consumer took them for good) with each one's copy, for that consumer, in its exception queue, in
+// the ring's current segment (ring.hpp, R1); those the consumer took again since count nothing.  A
+// queue dropped since: nothing to count.  A queue table without a default exception queue keeps
+// retrying.
 bool receipts_unit(void* arg) {
     auto* u = static_cast<ReceiptsUnit*>(arg);
     Oid types[1] = {OIDOID};
@@ -408,7 +443,17 @@ bool receipts_unit(void* arg) {
     int rc = SPI_execute_with_args(
         "SELECT qc.relowner,"
         "       pg_catalog.quote_ident(rn.nspname) OPERATOR(pg_catalog.||) '.'"
-        "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(rc.relname)"
+        "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(rc.relname),"
+        "       t.relid::pg_catalog.oid, t.queue_table_id,"
+        "       (SELECT pg_catalog.quote_ident(sn.nspname) OPERATOR(pg_catalog.||) '.'"
+        "                 OPERATOR(pg_catalog.||) pg_catalog.quote_ident(sc.relname)"
+        "          FROM pg_catalog.pg_class sc JOIN pg_catalog.pg_namespace sn ON sn.oid OPERATOR(pg_catalog.=) sc.relnamespace"
+        "         WHERE sc.oid OPERATOR(pg_catalog.=) s.relid::pg_catalog.oid),"
+        "       (SELECT e.queue_id FROM aq.queues e WHERE e.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
+        "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table"
+        "               OPERATOR(pg_catalog.||) '_e')),"
+        "       ARRAY(SELECT a.relid::pg_catalog.oid FROM aq.queue_segments a"
+        "              WHERE a.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id ORDER BY a.segment)"
         "  FROM aq.queue_segments s JOIN aq.queue_tables t ON t.queue_table_id OPERATOR(pg_catalog.=) s.queue_table_id"
         "  JOIN pg_catalog.pg_class qc ON qc.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid"
         "  JOIN pg_catalog.pg_class rc ON rc.oid OPERATOR(pg_catalog.=) s.receipts::pg_catalog.oid"
@@ -417,32 +462,92 @@ bool receipts_unit(void* arg) {
         1, types, args, nullptr, true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler receipts lookup failed: %s", SPI_result_code_string(rc));
     if (SPI_processed == 0) return false;  // its queue table is gone
+    HeapTuple row = SPI_tuptable->vals[0];
+    TupleDesc desc = SPI_tuptable->tupdesc;
     QueueTable t{};
     bool isnull;
-    t.owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-    char* qualified = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+    t.owner = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
+    char* qualified = SPI_getvalue(row, desc, 2);
+    Oid queue_table = DatumGetObjectId(SPI_getbinval(row, desc, 3, &isnull));
+    int32 queue_table_id = DatumGetInt32(SPI_getbinval(row, desc, 4, &isnull));
+    char* segment = SPI_getvalue(row, desc, 5);
+    Datum exception = SPI_getbinval(row, desc, 6, &isnull);
+    int32 default_exception = isnull ? 0 : DatumGetInt32(exception);
+    ring::Segments segments;
+    {
+        ArrayType* relids = DatumGetArrayTypeP(SPI_getbinval(row, desc, 7, &isnull));
+        int n = ArrayGetNItems(ARR_NDIM(relids), ARR_DIMS(relids));
+        const Oid* oids = reinterpret_cast<const Oid*>(ARR_DATA_PTR(relids));
+        for (int i = 0; i < n && i < ring::max_segments; i++) segments.relids[segments.count++] = oids[i];
+    }
     // Never waits for the table (as settle_table).
     if (!ConditionalLockRelationOid(u->receipts, RowExclusiveLock)) return true;
-    char* sql = psprintf(
+    char* retry_sql = psprintf(
         "INSERT INTO %s (consumer, kind, hi_priority, hi_enq_time, hi_msgid, runs, at)"
         " SELECT $1, 'r', $2, $3, $4, $5, $6 OPERATOR(pg_catalog.+) q.retry_delay"
         "   FROM aq.queues q WHERE q.queue_id OPERATOR(pg_catalog.=) $7"
-        "    AND q.queue_type OPERATOR(pg_catalog.=) 'normal_queue'"
         " RETURNING $7",
         qualified);
-    Oid insert_types[7] = {TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID};
+    char* except_sql = psprintf(
+        "INSERT INTO %s (consumer, kind, hi_priority, hi_enq_time, hi_msgid, runs, at)"
+        " VALUES ($1, 'x', $2, $3, $4, $5, $6) RETURNING NULL::pg_catalog.int4",
+        qualified);
+    Oid receipt_types[7] = {TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID};
     TimestampTz now = GetCurrentTimestamp();
     for (int i = 0; i < u->n; i++) {
         CHECK_FOR_INTERRUPTS();
         const ReceiptClaim& c = u->claims[i];
-        Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * Max(c.npairs, 1)));
-        for (int j = 0; j < c.npairs; j++) pairs[j] = Int64GetDatum(c.pairs[j]);
-        Datum values[7] = {CStringGetTextDatum(c.consumer), Int32GetDatum(c.hi_priority),
-                           TimestampTzGetDatum(c.hi_enq_time), Int64GetDatum(c.hi_msgid),
-                           PointerGetDatum(construct_array(pairs, c.npairs, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
-                                                           TYPALIGN_DOUBLE)),
-                           TimestampTzGetDatum(now), Int32GetDatum(c.queue_id)};
-        (void)run_as_owner(t, sql, 7, insert_types, values, nullptr, nullptr);  // the commit wakes the queue
+        Oid q_types[1] = {INT4OID};
+        Datum q_args[1] = {Int32GetDatum(c.queue_id)};
+        rc = SPI_execute_with_args("SELECT max_retries FROM aq.queues WHERE queue_id OPERATOR(pg_catalog.=) $1"
+                                   " AND queue_type OPERATOR(pg_catalog.=) 'normal_queue'",
+                                   1, q_types, q_args, nullptr, true, 1);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler queue lookup failed: %s", SPI_result_code_string(rc));
+        if (SPI_processed == 0) continue;  // dropped since
+        int max_retries = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        if (default_exception == 0) max_retries = PG_INT32_MAX;  // nowhere to move them
+        AttemptSplit split;
+        split_attempt(queue_table, u->receipts, c.consumer, c.pairs, c.npairs, max_retries, &split);
+        Datum consumer = CStringGetTextDatum(c.consumer);
+        if (split.nretry_pairs > 0) {
+            Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * split.nretry_pairs));
+            for (int j = 0; j < split.nretry_pairs; j++) pairs[j] = Int64GetDatum(split.retry_pairs[j]);
+            Datum values[7] = {consumer, Int32GetDatum(c.hi_priority), TimestampTzGetDatum(c.hi_enq_time),
+                               Int64GetDatum(c.hi_msgid),
+                               PointerGetDatum(construct_array(pairs, split.nretry_pairs, INT8OID, sizeof(int64),
+                                                               FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
+                               TimestampTzGetDatum(now), Int32GetDatum(c.queue_id)};
+            (void)run_as_owner(t, retry_sql, 7, receipt_types, values, nullptr, nullptr);  // the commit wakes the queue
+        }
+        if (split.nexcept > 0) {
+            // The copies first, into the current segment (R1: locked to the end of this transaction).
+            Relation current = ring::open_current(queue_table_id, segments);
+            char* copy_sql = psprintf(
+                "INSERT INTO %s (msgid, q_id, enq_time, priority, delay, expiration, corrid, retry_count,"
+                "                exception_queue, enq_uid, user_data, consumer_name)"
+                " SELECT m.msgid, COALESCE((SELECT e.queue_id FROM aq.queues e"
+                "                            WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
+                "                              AND e.queue_table_id OPERATOR(pg_catalog.=) $5"
+                "                              AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'), $4),"
+                "        m.enq_time, m.priority, NULL, m.expiration, m.corrid, a.attempts, m.exception_queue,"
+                "        m.enq_uid, m.user_data, $6"
+                "   FROM ONLY %s m JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS a(msgid, attempts)"
+                "     ON a.msgid OPERATOR(pg_catalog.=) m.msgid"
+                "  WHERE m.q_id OPERATOR(pg_catalog.=) $3"
+                " RETURNING q_id",
+                compat::qualified_name(current), segment);
+            table_close(current, NoLock);
+            Oid copy_types[6] = {INT8ARRAYOID, INT4ARRAYOID, INT4OID, INT4OID, INT4OID, TEXTOID};
+            Datum copy_args[6] = {int8_array(split.except_ids, split.nexcept),
+                                  int4_array(split.except_attempts, split.nexcept), Int32GetDatum(c.queue_id),
+                                  Int32GetDatum(default_exception), Int32GetDatum(queue_table_id), consumer};
+            (void)run_as_owner(t, copy_sql, 6, copy_types, copy_args, nullptr, nullptr);  // wakes the exception queues
+            std::sort(split.except_ids, split.except_ids + split.nexcept);
+            Datum values[6] = {consumer, Int32GetDatum(c.hi_priority), TimestampTzGetDatum(c.hi_enq_time),
+                               Int64GetDatum(c.hi_msgid), runs_of(split.except_ids, split.nexcept),
+                               TimestampTzGetDatum(now)};
+            (void)run_as_owner(t, except_sql, 6, receipt_types, values, nullptr, nullptr);
+        }
     }
     return false;
 }
