@@ -618,7 +618,12 @@ DECLARE
     order_columns text := CASE WHEN by_priority THEN 'priority, enq_time, msgid' ELSE 'enq_time, msgid' END;
 BEGIN
     PERFORM aq._check_owner(t);
-    EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (msgid)', segment);
+    IF t.multiple_consumers THEN
+        -- Each message stored once, beside at most one copy per consumer in an exception queue.
+        EXECUTE format('CREATE UNIQUE INDEX ON %s (msgid, consumer_name) NULLS NOT DISTINCT', segment);
+    ELSE
+        EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (msgid)', segment);
+    END IF;
     EXECUTE format('CREATE INDEX ON %s (q_id, enq_time, msgid)', segment);
     IF by_priority THEN
         EXECUTE format('CREATE INDEX ON %s (q_id, priority, enq_time, msgid)', segment);
@@ -836,9 +841,9 @@ END $$;
 -- In development (docs/design-horizon-storage.md, section 3), not yet a user feature: a
 -- multi-consumer queue table that stores each message once, in a ring of segments, with what each
 -- consumer took of a segment's messages in that segment's receipts table (<segment>_r).  What works
--- so far: subscribers without rules, enqueue, dequeue by consumer in remove and browse modes, each
--- consumer's attempts, retry_delay and exception queue (src/queue/once_walk.hpp); the rest refuses
--- with 0A000.  Superusers only.
+-- so far: subscribers without rules, enqueue, expiration, dequeue by consumer in remove and browse
+-- modes, each consumer's attempts, retry_delay and exception queue (src/queue/once_walk.hpp); the
+-- rest refuses with 0A000.  Superusers only.
 CREATE FUNCTION aq._create_stored_once_queue_table(
     queue_table text,
     queue_payload_type regtype,

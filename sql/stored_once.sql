@@ -146,10 +146,33 @@ SELECT aq._rotate_segments('oncex_qt') AS truncated;
 SELECT pg_relation_size('"oncex_qt$1"') = 0 AS seg1_empty, count(*) AS left_in_ring FROM oncex_qt;
 SELECT aq.drop_queue_table('oncex_qt', force => true);
 
+-- An expired message goes to the exception queue for each subscriber that has not taken it (here by
+-- a dequeue: these suites run without the time manager); the message itself then expires no more.
+SELECT aq._create_stored_once_queue_table('oncee_qt', 'text', segments => 2);
+SELECT aq.create_queue('oncee_q', 'oncee_qt');
+SELECT aq.start_queue('oncee_q');
+SELECT aq.start_queue('aq$_oncee_qt_e', enqueue => false);
+SELECT aq.add_subscriber('oncee_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B', 'C']) s;
+SELECT aq.enqueue('oncee_q', 'e1'::text, aq.message_properties(expiration => '1 s')) > 0 AS enqueued;
+SELECT aq.enqueue('oncee_q', 'e2'::text) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue('oncee_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));
+DO $$ BEGIN  -- until e1 has expired
+  WHILE clock_timestamp() <= (SELECT enq_time + interval '1 s' FROM oncee_qt WHERE user_data = 'e1') LOOP
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END $$;
+SELECT payload FROM aq.dequeue_array('oncee_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'B'));
+SELECT m.user_data, m.consumer_name, m.retry_count, q.queue_name
+  FROM oncee_qt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE q.queue_type = 'exception_queue' ORDER BY 2;
+SELECT user_data, expiration FROM oncee_qt WHERE consumer_name IS NULL ORDER BY msgid;
+SELECT payload FROM aq.dequeue_array('oncee_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'C'));
+SELECT try_sql($$SELECT aq.dequeue('aq$_oncee_qt_e', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$) AS a_has_none;
+SELECT payload, (p).state FROM aq.dequeue('aq$_oncee_qt_e', NULL::text, aq.dequeue_options(consumer_name => 'C')) AS d(m, payload, p);
+SELECT aq.drop_queue_table('oncee_qt', force => true);
+
 -- What does not work yet says so (0A000).
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', correlation => 'x'))$$);
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'locked'))$$);
-SELECT try_sql($$SELECT aq.enqueue('once_q', 'e'::text, aq.message_properties(expiration => '1 s'))$$);
 SELECT try_sql($$SELECT aq.enqueue('once_q', 'r'::text, aq.message_properties(recipient_list => ARRAY[aq.agent('A')]))$$);
 SELECT try_sql($$SELECT aq.listen(ARRAY[aq.agent('A', 'once_q')], wait => 0)$$);
 SELECT try_sql($$SELECT aq.add_subscriber('once_q', aq.agent('R'), rule => 'priority < 5')$$);

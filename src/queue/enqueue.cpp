@@ -98,7 +98,7 @@ void reach_subscribers(const EnqueueRequest& r, const QueueInfo& q, TimestampTz 
         deconstruct_array(r.properties, ARR_ELEMTYPE(r.properties), -1, false, TYPALIGN_DOUBLE, &elements, &nulls, &n);
         for (int i = 0; i < n; i++) {
             if (nulls[i]) continue;
-            for (const char* field : {"recipient_list", "expiration"}) {
+            for (const char* field : {"recipient_list"}) {
                 bool isnull = true;
                 (void)GetAttributeByName(DatumGetHeapTupleHeader(elements[i]), field, &isnull);
                 if (!isnull)

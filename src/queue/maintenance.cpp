@@ -13,6 +13,7 @@ extern "C" {
 #include "base/xact_end.hpp"
 #include "queue/deliveries.hpp"
 #include "queue/maintenance.hpp"
+#include "queue/once_walk.hpp"
 #include "queue/queue_store.hpp"
 #include "queue/statements.hpp"
 #include "queue/wakeup.hpp"
@@ -35,8 +36,14 @@ void look_for_expired(void* arg) {
 }
 }  // namespace
 
+struct OnceExpiry {
+    const QueueInfo* q;
+    TimestampTz now;
+    int64 moved;
+};
+
 int64 expire_messages_of(const QueueInfo& q) {
-    if (q.default_exception_id == 0 || !OidIsValid(q.owner) || q.stored_once()) return -1;
+    if (q.default_exception_id == 0 || !OidIsValid(q.owner)) return -1;
     if (pg_class_aclcheck(claim_relid(q), GetUserId(), ACL_DELETE) != ACLCHECK_OK) return -1;
     Datum args[3] = {Int32GetDatum(q.queue_table_id), Int32GetDatum(q.default_exception_id),
                      TimestampTzGetDatum(GetCurrentTimestamp())};
@@ -46,6 +53,19 @@ int64 expire_messages_of(const QueueInfo& q) {
         ExpiredLook look{&q, args, false};
         base::xact_end::look(look_for_expired, &look);
         if (!look.any) return 0;
+    }
+    // Each message stored once: every subscriber that has not taken it gets its copy in the
+    // exception queue (once_walk.hpp, 7), as the owner.
+    if (q.stored_once()) {
+        OnceExpiry e{&q, DatumGetTimestampTz(args[2]), 0};
+        base::RunAs as;
+        as.role = q.owner;
+        base::run_as(as, [](void* arg) {
+            auto* e = static_cast<OnceExpiry*>(arg);
+            bool held = false;
+            e->moved = expire_once(*e->q, e->now, &held);
+        }, &e);
+        return e.moved;
     }
     SPIPlanPtr plan = statement_plan(q, expire_messages, InvalidOid);
     int rc = base::execute_plan_as(q.owner, plan, args, nullptr, false, 0);

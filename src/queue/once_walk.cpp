@@ -22,6 +22,8 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "executor/spi.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -30,13 +32,18 @@ extern "C" {
 #include <utility>
 
 #include "compat/executor.hpp"
+#include "compat/relation.hpp"
 #include "queue/bulk_enqueue.hpp"
 #include "queue/index_walk.hpp"
+#include "queue/catalog.hpp"
+#include "queue/maintenance.hpp"
 #include "queue/once_walk.hpp"
 #include "queue/retries.hpp"
 #include "queue/ring_scan.hpp"
 #include "queue/rules.hpp"
 #include "queue/scan_floor.hpp"
+#include "queue/settler.hpp"
+#include "queue/wakeup.hpp"
 
 namespace aq::queue {
 
@@ -277,24 +284,67 @@ LOCKTAG walk_tag(Oid queue_table, const char* consumer) {
 
 }  // namespace
 
-void split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, const int64* pairs, int npairs,
-                   int max_retries, AttemptSplit* out) {
-    *out = AttemptSplit{};
-    // c's walk lock, to the end of the settler's transaction: no walk of c takes these messages
-    // between this reading and the receipts written from it (2).  A walk holds it for moments.
+namespace {
+
+// 5: the consumer's receipts of one receipts table under the latest state, read under its walk lock
+// (taken to the end of the transaction: no walk of c takes these messages between this reading and
+// the receipts written from it, 2; a walk holds it for moments).  False: not aq's receipts table.
+struct ConsumerView {
+    TakenRuns taken;
+    AttemptRuns attempts;
+};
+bool view_of(Oid queue_table, Oid receipts_relid, const char* consumer, ConsumerView* view) {
     LOCKTAG tag = walk_tag(queue_table, consumer);
     (void)LockAcquire(&tag, ExclusiveLock, false, false);
     Receipts receipts;
-    if (!open_receipts(receipts_relid, RowExclusiveLock, &receipts)) {
-        close_receipts(&receipts);
-        return;  // not aq's receipts table any more: nothing to count
-    }
-    TakenRuns taken;
-    AttemptRuns attempts;
-    load_taken(receipts, CStringGetTextDatum(consumer), nullptr, &taken, &attempts);
+    bool ok = open_receipts(receipts_relid, RowExclusiveLock, &receipts);
+    if (ok) load_taken(receipts, CStringGetTextDatum(consumer), nullptr, &view->taken, &view->attempts);
     close_receipts(&receipts);
-    taken.sort();
-    attempts.sort();
+    view->taken.sort();
+    view->attempts.sort();
+    return ok;
+}
+
+// Runs of consecutive msgids (lo, hi pairs) of sorted ids, as an int8[].
+Datum runs_of(const int64* ids, int n) {
+    Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * 2 * Max(n, 1)));
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (k > 0 && DatumGetInt64(pairs[k - 1]) + 1 == ids[i]) {
+            pairs[k - 1] = Int64GetDatum(ids[i]);
+        } else {
+            pairs[k++] = Int64GetDatum(ids[i]);
+            pairs[k++] = Int64GetDatum(ids[i]);
+        }
+    }
+    return PointerGetDatum(construct_array(pairs, k, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+Datum int8_array(const int64* values, int n) {
+    Datum* items = static_cast<Datum*>(palloc(sizeof(Datum) * Max(n, 1)));
+    for (int i = 0; i < n; i++) items[i] = Int64GetDatum(values[i]);
+    return PointerGetDatum(construct_array(items, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+Datum int4_array(const int32* values, int n) {
+    Datum* items = static_cast<Datum*>(palloc(sizeof(Datum) * Max(n, 1)));
+    for (int i = 0; i < n; i++) items[i] = Int32GetDatum(values[i]);
+    return PointerGetDatum(construct_array(items, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+}
+
+char* qualified_name_of(Oid relid) {
+    char* name = get_rel_name(relid);
+    if (!name) elog(ERROR, "aq: relation %u is gone", relid);
+    return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), name);
+}
+
+}  // namespace
+
+void split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, const int64* pairs, int npairs,
+                   int max_retries, AttemptSplit* out) {
+    *out = AttemptSplit{};
+    ConsumerView view;
+    if (!view_of(queue_table, receipts_relid, consumer, &view)) return;  // nothing to count
     int64 total = 0;
     for (int i = 0; i + 1 < npairs; i += 2) total += pairs[i + 1] - pairs[i] + 1;
     out->retry_pairs = static_cast<int64*>(palloc(sizeof(int64) * Max(npairs, 2)));
@@ -304,8 +354,8 @@ void split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, co
         for (int64 id = pairs[i]; id <= pairs[i + 1]; id++) {
             CHECK_FOR_INTERRUPTS();
             // Taken again since, or held by another session of c: that one's end decides.
-            if (taken.find(id) != TakenRuns::Found::no) continue;
-            int n = attempts.find(id).attempts + 1;
+            if (view.taken.find(id) != TakenRuns::Found::no) continue;
+            int n = view.attempts.find(id).attempts + 1;
             if (n > max_retries) {
                 out->except_ids[out->nexcept] = id;
                 out->except_attempts[out->nexcept++] = n;
@@ -316,6 +366,148 @@ void split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, co
                 out->retry_pairs[out->nretry_pairs++] = id;
             }
         }
+}
+
+void move_to_exception(const ExceptionMove& m) {
+    if (m.n == 0) return;
+    // The copies, into the current segment (ring.hpp, R1: locked to the end of the transaction).
+    Relation current = ring::open_current(m.queue_table_id, *m.segments);
+    char* copy_sql = psprintf(
+        "INSERT INTO %s (msgid, q_id, enq_time, priority, delay, expiration, corrid, retry_count,"
+        "                exception_queue, enq_uid, user_data, consumer_name)"
+        " SELECT m.msgid, COALESCE((SELECT e.queue_id FROM aq.queues e"
+        "                            WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
+        "                              AND e.queue_table_id OPERATOR(pg_catalog.=) $5"
+        "                              AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'), $4),"
+        "        m.enq_time, m.priority, NULL, m.expiration, m.corrid, a.attempts, m.exception_queue,"
+        "        m.enq_uid, m.user_data, $6"
+        "   FROM ONLY %s m JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS a(msgid, attempts)"
+        "     ON a.msgid OPERATOR(pg_catalog.=) m.msgid"
+        "  WHERE m.q_id OPERATOR(pg_catalog.=) $3"
+        " RETURNING q_id",
+        compat::qualified_name(current), qualified_name_of(m.segment));
+    table_close(current, NoLock);
+    Datum consumer = CStringGetTextDatum(m.consumer);
+    Oid copy_types[6] = {INT8ARRAYOID, INT4ARRAYOID, INT4OID, INT4OID, INT4OID, TEXTOID};
+    Datum copy_args[6] = {int8_array(m.ids, m.n), int4_array(m.attempts, m.n), Int32GetDatum(m.queue_id),
+                          Int32GetDatum(m.default_exception), Int32GetDatum(m.queue_table_id), consumer};
+    int rc = SPI_execute_with_args(copy_sql, 6, copy_types, copy_args, nullptr, false, 0);
+    if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "aq: copying messages to an exception queue failed: %s", SPI_result_code_string(rc));
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        bool isnull;
+        Datum q = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+        if (!isnull) wakeup::note_enqueue(DatumGetInt32(q));  // woken at the commit
+    }
+    // ... and what c took for good: a receipt of kind 'x'.
+    char* receipt_sql = psprintf("INSERT INTO %s (consumer, kind, hi_priority, hi_enq_time, hi_msgid, runs, at)"
+                                 " VALUES ($1, 'x', $2, $3, $4, $5, $6)",
+                                 qualified_name_of(m.receipts));
+    Oid receipt_types[6] = {TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8ARRAYOID, TIMESTAMPTZOID};
+    Datum receipt_args[6] = {consumer, Int32GetDatum(m.hi_priority), TimestampTzGetDatum(m.hi_enq_time),
+                             Int64GetDatum(m.hi_msgid), runs_of(m.ids, m.n), TimestampTzGetDatum(m.now)};
+    rc = SPI_execute_with_args(receipt_sql, 6, receipt_types, receipt_args, nullptr, false, 0);
+    if (rc != SPI_OK_INSERT) elog(ERROR, "aq: writing a receipt failed: %s", SPI_result_code_string(rc));
+}
+
+int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
+    *held = false;
+    // The expired messages of the table's normal queues, one row per subscriber each is for
+    // (since_msgid), by consumer, segment and queue.
+    char* sql = psprintf(
+        "SELECT m.tableoid, m.msgid, m.q_id, m.priority, m.enq_time, s.consumer_name"
+        "  FROM %s m JOIN aq.subscribers s ON s.queue_id OPERATOR(pg_catalog.=) m.q_id"
+        "   AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
+        " WHERE m.expiration OPERATOR(pg_catalog.<=) $1 AND m.consumer_name IS NULL"
+        "   AND m.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
+        "        WHERE n.queue_table_id OPERATOR(pg_catalog.=) $2 AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
+        " ORDER BY s.consumer_name, m.tableoid, m.q_id, m.msgid LIMIT $3",
+        q.qualified_table);
+    Oid types[3] = {TIMESTAMPTZOID, INT4OID, INT8OID};
+    Datum args[3] = {TimestampTzGetDatum(now), Int32GetDatum(q.queue_table_id), Int64GetDatum(expiry_batch_size)};
+    int rc = SPI_execute_with_args(sql, 3, types, args, nullptr, true, 0);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: looking for expired messages failed: %s", SPI_result_code_string(rc));
+    struct Row {
+        Oid segment;
+        int64 msgid;
+        int32 queue_id, priority;
+        TimestampTz enq_time;
+        char* consumer;
+        bool open;  // a consumer holds it: not done
+    };
+    int n = int(SPI_processed);
+    Row* rows = static_cast<Row*>(palloc(sizeof(Row) * Max(n, 1)));
+    for (int i = 0; i < n; i++) {
+        HeapTuple t = SPI_tuptable->vals[i];
+        TupleDesc d = SPI_tuptable->tupdesc;
+        bool isnull;
+        rows[i] = Row{DatumGetObjectId(SPI_getbinval(t, d, 1, &isnull)), DatumGetInt64(SPI_getbinval(t, d, 2, &isnull)),
+                      DatumGetInt32(SPI_getbinval(t, d, 3, &isnull)), DatumGetInt32(SPI_getbinval(t, d, 4, &isnull)),
+                      DatumGetTimestampTz(SPI_getbinval(t, d, 5, &isnull)), SPI_getvalue(t, d, 6), false};
+    }
+    SPI_freetuptable(SPI_tuptable);
+    int64 moved = 0;
+    int64* ids = static_cast<int64*>(palloc(sizeof(int64) * Max(n, 1)));
+    int32* attempts = static_cast<int32*>(palloc(sizeof(int32) * Max(n, 1)));
+    for (int i = 0; i < n;) {
+        int end = i;
+        while (end < n && rows[end].segment == rows[i].segment && strcmp(rows[end].consumer, rows[i].consumer) == 0) end++;
+        int k = -1;
+        for (int s = 0; s < q.segments.count && k < 0; s++)
+            if (q.segments.relids[s] == rows[i].segment) k = s;
+        ConsumerView view;
+        if (k >= 0 && view_of(q.relid, q.segments.receipts[k], rows[i].consumer, &view)) {
+            // Per queue (a segment holds every queue's messages): what the consumer has not taken.
+            for (int from = i; from < end;) {
+                int upto = from, count = 0;
+                while (upto < end && rows[upto].queue_id == rows[from].queue_id) upto++;
+                auto later = [&](const Row& a, const Row& b) {  // a after b in the queue's order
+                    if (q.priority_order && a.priority != b.priority) return a.priority > b.priority;
+                    if (a.enq_time != b.enq_time) return a.enq_time > b.enq_time;
+                    return a.msgid > b.msgid;
+                };
+                const Row* hi = nullptr;
+                for (int j = from; j < upto; j++) {
+                    CHECK_FOR_INTERRUPTS();
+                    TakenRuns::Found found = view.taken.find(rows[j].msgid);
+                    if (found == TakenRuns::Found::held) rows[j].open = true;  // its end decides
+                    if (found != TakenRuns::Found::no) continue;
+                    ids[count] = rows[j].msgid;
+                    attempts[count++] = view.attempts.find(rows[j].msgid).attempts;
+                    if (!hi || later(rows[j], *hi)) hi = &rows[j];
+                }
+                if (count > 0) {
+                    ExceptionMove move{q.queue_table_id, &q.segments, rows[i].segment, q.segments.receipts[k],
+                                       rows[from].queue_id, q.default_exception_id, rows[i].consumer, ids, attempts, count,
+                                       q.priority_order ? hi->priority : 0, hi->enq_time, hi->msgid, now};
+                    move_to_exception(move);
+                    moved += count;
+                }
+                from = upto;
+            }
+        }
+        i = end;
+    }
+    // The messages every subscriber is done with (took, or has a copy of now): no longer expiring.
+    for (int i = 0; i < n; i++) {
+        if (!rows[i].open) continue;
+        *held = true;
+        for (int j = 0; j < n; j++)
+            if (rows[j].segment == rows[i].segment && rows[j].msgid == rows[i].msgid) rows[j].open = true;
+    }
+    for (int k = 0; k < q.segments.count; k++) {
+        int count = 0;
+        for (int i = 0; i < n; i++)
+            if (rows[i].segment == q.segments.relids[k] && !rows[i].open) ids[count++] = rows[i].msgid;
+        if (count == 0) continue;
+        Oid done_types[1] = {INT8ARRAYOID};
+        Datum done_args[1] = {int8_array(ids, count)};
+        rc = SPI_execute_with_args(psprintf("UPDATE ONLY %s SET expiration = NULL WHERE msgid OPERATOR(pg_catalog.=) ANY ($1)"
+                                            " AND consumer_name IS NULL",
+                                            qualified_name_of(q.segments.relids[k])),
+                                   1, done_types, done_args, nullptr, false, 0);
+        if (rc != SPI_OK_UPDATE) elog(ERROR, "aq: expiring messages failed: %s", SPI_result_code_string(rc));
+    }
+    return moved;
 }
 
 int bulk_dequeue_once(const OnceDequeue& r) {
@@ -364,7 +556,16 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     Datum consumer = CStringGetTextDatum(r.consumer);
     TakenRuns taken;
     AttemptRuns attempts;
-    for (int i = 0; i < r.segments->count; i++) load_taken(receipts[i], consumer, from, &taken, &attempts);
+    for (int i = 0; i < r.segments->count; i++) {
+        load_taken(receipts[i], consumer, from, &taken, &attempts);
+        // 5: aborted receipts the settler has not written yet hold their messages (not while no
+        // settler can run: then nothing is held, and those attempts are not counted).
+        int npending = 0;
+        const int64* pending = retries::counting()
+                                   ? settler::pending_receipt_runs(r.segments->receipts[i], r.consumer, &npending)
+                                   : nullptr;
+        for (int j = 0; j + 1 < npending; j += 2) attempts.add(pending[j], pending[j + 1], 0, true);
+    }
     taken.sort();
     attempts.sort();
     MemoryContextSwitchTo(caller_context);

@@ -51,19 +51,26 @@
 //     anyone's.  A walk reads c's 'r' receipts with
 //     its others: a message under k committed ones has k attempts (added to the row's
 //     retry_count), is not c's until the latest `at` has passed (a waiting dequeue wakes then),
-//     and one under an 'r' receipt still being written is held.  An 'r' receipt takes nothing:
-//     truncation (6) counts 't' and 'x' only.  Bounds: until the settler's commit, another session of c
-//     may take the message with its attempt not yet counted nor its retry_delay applied (the
-//     attempt is counted all the same); a receipt whose transaction ended in a crash, or found no
-//     room in shared memory (1,024 entries of 16 runs), is not counted; prepared transactions'
+//     and one under an 'r' receipt still being written, or under an aborted receipt handed over and
+//     not written yet (settler::pending_receipt_runs: the shared array keeps a receipt until the
+//     settler's commit), is held.  An 'r' receipt takes nothing:
+//     truncation (6) counts 't' and 'x' only.  Bounds: a receipt whose transaction ended in a
+//     crash, or found no room in shared memory (1,024 entries of 16 runs), is not counted; while
+//     no settler can start (no worker slot), nothing is held; prepared transactions'
 //     receipts are not counted (as Oracle, which counts an attempt when the application rolls
-//     back).  Not yet: expiration, rules, recipient lists, the statement paths of a normal queue
+//     back).  Not yet: rules, recipient lists, the statement paths of a normal queue
 //     (msgid, correlation, condition, locked mode).
 //  6. Truncation (ring.hpp, T2): a segment goes once every message in it is taken ('t' or 'x'), under
 //     committed receipts of its segment, by every subscriber it is for, and no consumer's copy is
 //     left in an exception queue in it (ring.cpp, once_settled), proved again
 //     under the ACCESS EXCLUSIVE locks of the segment and its receipts table; both are truncated
 //     together.  No carry-forward: a message stays in its segment with its receipts.
+//  7. Expiration: a message whose expiration passed is not taken by any walk (rules.hpp); the
+//     time manager (or, without one, a consuming dequeue, maintenance.hpp, 3) moves it, for each
+//     subscriber it is for that has not taken it, to its exception queue as that subscriber's copy
+//     (5, under the subscriber's walk lock: a subscriber holding it decides by its own end, and the
+//     message is looked at again later); once every subscriber is done with it, its expiration is
+//     cleared (an update of the message's row), so no round reads it again (expire_once).
 //  Cost: per message, the merge walk and a search of the runs in memory; per dequeue, one range
 //  read of c's receipts and one receipt per segment (tools/bench/queue-bench, fan-out).
 //
@@ -110,5 +117,36 @@ struct AttemptSplit {
 };
 void split_attempt(Oid queue_table, Oid receipts, const char* consumer, const int64* pairs, int npairs,
                    int max_retries, AttemptSplit* out);
+
+// 5: consumer's messages (ids, sorted, with their attempts) of one segment of queue_id moved to their
+// exception queues: each one's copy, for that consumer, into the ring's current segment, and a receipt
+// of kind 'x' (last message hi) into the segment's receipts table.  The exception queue waiters are
+// woken at the commit.  Requires SPI; runs as the caller (the queue table's owner).
+struct ExceptionMove {
+    int32 queue_table_id;
+    const ring::Segments* segments;
+    Oid segment;
+    Oid receipts;
+    int32 queue_id;
+    int32 default_exception;  // the queue table's default exception queue
+    const char* consumer;
+    const int64* ids;
+    const int32* attempts;
+    int n;
+    int32 hi_priority;
+    TimestampTz hi_enq_time;
+    int64 hi_msgid;
+    TimestampTz now;
+};
+void move_to_exception(const ExceptionMove& move);
+
+// 7: the expired messages of the queue table's normal queues (at most maintenance.hpp's batch of
+// message and subscriber pairs) moved, for each subscriber that has not taken them, to their
+// exception queues (move_to_exception, under the subscriber's walk lock); a message every subscriber
+// is done with then has its expiration cleared, so it is not looked at again.  held: some subscriber
+// holds one (its transaction decides; looked at again later).  Returns how many copies were made.
+// Requires SPI; runs as the caller (the queue table's owner).
+struct QueueInfo;
+int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held);
 
 }  // namespace aq::queue

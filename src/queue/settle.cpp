@@ -38,7 +38,6 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
-#include <algorithm>
 #include <cstdio>
 
 #include "compat/wait_event.hpp"
@@ -401,41 +400,13 @@ struct ReceiptsUnit {
     int n;
 };
 
-// Runs of consecutive msgids (lo, hi pairs) of sorted ids, as an int8[].
-Datum runs_of(const int64* ids, int n) {
-    Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * 2 * Max(n, 1)));
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        if (k > 0 && DatumGetInt64(pairs[k - 1]) + 1 == ids[i]) {
-            pairs[k - 1] = Int64GetDatum(ids[i]);
-        } else {
-            pairs[k++] = Int64GetDatum(ids[i]);
-            pairs[k++] = Int64GetDatum(ids[i]);
-        }
-    }
-    return PointerGetDatum(construct_array(pairs, k, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
-Datum int8_array(const int64* values, int n) {
-    Datum* items = static_cast<Datum*>(palloc(sizeof(Datum) * Max(n, 1)));
-    for (int i = 0; i < n; i++) items[i] = Int64GetDatum(values[i]);
-    return PointerGetDatum(construct_array(items, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
-Datum int4_array(const int32* values, int n) {
-    Datum* items = static_cast<Datum*>(palloc(sizeof(Datum) * Max(n, 1)));
-    for (int i = 0; i < n; i++) items[i] = Int32GetDatum(values[i]);
-    return PointerGetDatum(construct_array(items, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
-}
-
 // once_walk.hpp, 5: each aborted receipt written as attempts, as the queue table's owner, under the
-// consumer's walk lock (split_attempt; a walk holds it for moments, and the unit's time budget bounds
-// the wait: an error or a timeout writes nothing, and the claims are retried): the messages with attempts left in a receipt of kind 'r'
-// (ready again after the queue's retry_delay), those past max_retries in a receipt of kind 'x' (the
-// consumer took them for good) with each one's copy, for that consumer, in its exception queue, in
-// the ring's current segment (ring.hpp, R1); those the consumer took again since count nothing.  A
-// queue dropped since: nothing to count.  A queue table without a default exception queue keeps
-// retrying.
+// consumer's walk lock (split_attempt; a walk holds it for moments, and the unit's time budget
+// bounds the wait: an error or a timeout writes nothing, and the claims are retried): the messages
+// with attempts left in a receipt of kind 'r' (ready again after the queue's retry_delay), those
+// past max_retries moved to their exception queues (move_to_exception); those the consumer took
+// again since count nothing.  A queue dropped since: nothing to count.  A queue table without a
+// default exception queue keeps retrying.
 bool receipts_unit(void* arg) {
     auto* u = static_cast<ReceiptsUnit*>(arg);
     Oid types[1] = {OIDOID};
@@ -444,11 +415,7 @@ bool receipts_unit(void* arg) {
         "SELECT qc.relowner,"
         "       pg_catalog.quote_ident(rn.nspname) OPERATOR(pg_catalog.||) '.'"
         "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(rc.relname),"
-        "       t.relid::pg_catalog.oid, t.queue_table_id,"
-        "       (SELECT pg_catalog.quote_ident(sn.nspname) OPERATOR(pg_catalog.||) '.'"
-        "                 OPERATOR(pg_catalog.||) pg_catalog.quote_ident(sc.relname)"
-        "          FROM pg_catalog.pg_class sc JOIN pg_catalog.pg_namespace sn ON sn.oid OPERATOR(pg_catalog.=) sc.relnamespace"
-        "         WHERE sc.oid OPERATOR(pg_catalog.=) s.relid::pg_catalog.oid),"
+        "       t.relid::pg_catalog.oid, t.queue_table_id, s.relid::pg_catalog.oid,"
         "       (SELECT e.queue_id FROM aq.queues e WHERE e.queue_table_id OPERATOR(pg_catalog.=) t.queue_table_id"
         "           AND e.queue_name OPERATOR(pg_catalog.=) ('aq$_' OPERATOR(pg_catalog.||) t.queue_table"
         "               OPERATOR(pg_catalog.||) '_e')),"
@@ -470,7 +437,7 @@ bool receipts_unit(void* arg) {
     char* qualified = SPI_getvalue(row, desc, 2);
     Oid queue_table = DatumGetObjectId(SPI_getbinval(row, desc, 3, &isnull));
     int32 queue_table_id = DatumGetInt32(SPI_getbinval(row, desc, 4, &isnull));
-    char* segment = SPI_getvalue(row, desc, 5);
+    Oid segment_relid = DatumGetObjectId(SPI_getbinval(row, desc, 5, &isnull));
     Datum exception = SPI_getbinval(row, desc, 6, &isnull);
     int32 default_exception = isnull ? 0 : DatumGetInt32(exception);
     ring::Segments segments;
@@ -487,10 +454,6 @@ bool receipts_unit(void* arg) {
         " SELECT $1, 'r', $2, $3, $4, $5, $6 OPERATOR(pg_catalog.+) q.retry_delay"
         "   FROM aq.queues q WHERE q.queue_id OPERATOR(pg_catalog.=) $7"
         " RETURNING $7",
-        qualified);
-    char* except_sql = psprintf(
-        "INSERT INTO %s (consumer, kind, hi_priority, hi_enq_time, hi_msgid, runs, at)"
-        " VALUES ($1, 'x', $2, $3, $4, $5, $6) RETURNING NULL::pg_catalog.int4",
         qualified);
     Oid receipt_types[7] = {TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID};
     TimestampTz now = GetCurrentTimestamp();
@@ -520,33 +483,13 @@ bool receipts_unit(void* arg) {
             (void)run_as_owner(t, retry_sql, 7, receipt_types, values, nullptr, nullptr);  // the commit wakes the queue
         }
         if (split.nexcept > 0) {
-            // The copies first, into the current segment (R1: locked to the end of this transaction).
-            Relation current = ring::open_current(queue_table_id, segments);
-            char* copy_sql = psprintf(
-                "INSERT INTO %s (msgid, q_id, enq_time, priority, delay, expiration, corrid, retry_count,"
-                "                exception_queue, enq_uid, user_data, consumer_name)"
-                " SELECT m.msgid, COALESCE((SELECT e.queue_id FROM aq.queues e"
-                "                            WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
-                "                              AND e.queue_table_id OPERATOR(pg_catalog.=) $5"
-                "                              AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'), $4),"
-                "        m.enq_time, m.priority, NULL, m.expiration, m.corrid, a.attempts, m.exception_queue,"
-                "        m.enq_uid, m.user_data, $6"
-                "   FROM ONLY %s m JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS a(msgid, attempts)"
-                "     ON a.msgid OPERATOR(pg_catalog.=) m.msgid"
-                "  WHERE m.q_id OPERATOR(pg_catalog.=) $3"
-                " RETURNING q_id",
-                compat::qualified_name(current), segment);
-            table_close(current, NoLock);
-            Oid copy_types[6] = {INT8ARRAYOID, INT4ARRAYOID, INT4OID, INT4OID, INT4OID, TEXTOID};
-            Datum copy_args[6] = {int8_array(split.except_ids, split.nexcept),
-                                  int4_array(split.except_attempts, split.nexcept), Int32GetDatum(c.queue_id),
-                                  Int32GetDatum(default_exception), Int32GetDatum(queue_table_id), consumer};
-            (void)run_as_owner(t, copy_sql, 6, copy_types, copy_args, nullptr, nullptr);  // wakes the exception queues
-            std::sort(split.except_ids, split.except_ids + split.nexcept);
-            Datum values[6] = {consumer, Int32GetDatum(c.hi_priority), TimestampTzGetDatum(c.hi_enq_time),
-                               Int64GetDatum(c.hi_msgid), runs_of(split.except_ids, split.nexcept),
-                               TimestampTzGetDatum(now)};
-            (void)run_as_owner(t, except_sql, 6, receipt_types, values, nullptr, nullptr);
+            // In order (a receipt's runs are), with their attempts.
+            ExceptionMove move{queue_table_id, &segments, segment_relid, u->receipts, c.queue_id, default_exception,
+                               c.consumer, split.except_ids, split.except_attempts, split.nexcept,
+                               c.hi_priority, c.hi_enq_time, c.hi_msgid, now};
+            base::RunAs as;
+            as.role = t.owner;
+            base::run_as(as, [](void* arg) { move_to_exception(*static_cast<const ExceptionMove*>(arg)); }, &move);
         }
     }
     return false;

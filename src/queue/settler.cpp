@@ -228,6 +228,18 @@ void worker_exit(int, Datum) {
     if (my_slot->state == slot_starting) my_slot->failed_starts++;
     my_slot->state = slot_stopped;
     my_slot->worker_procno = no_proc;
+    // Aborted receipts it was writing go back to the array, for the next worker (terminated in a unit).
+    bool given_back = false;
+    for (int i = 0; i < shared->receipt_count; i++) {
+        ReceiptClaim& c = shared->receipt_claims[i];
+        if (c.database != my_slot->database || !c.taken) continue;
+        c.taken = false;
+        given_back = true;
+    }
+    if (given_back) {
+        my_slot->urgent = true;
+        my_slot->submitted++;
+    }
     if (my_slot->submitted > my_slot->settled) to_wake = shared->launcher_procno;
     // Ended in a round (terminated, an error): what it would have found is unknown, so the next
     // worker starts with one (time_manager.hpp, 3).
@@ -371,6 +383,7 @@ void aq_settler_launcher_main(Datum) {
                         if (shared->receipt_claims[r].database != slot.database)
                             shared->receipt_claims[kept++] = shared->receipt_claims[r];
                     shared->receipt_count = kept;
+                    count_receipt_claims();
                     if (slot.starved) pg_atomic_fetch_sub_u32(&shared->starved_slots, 1);
                     slot = DatabaseSlot{InvalidOid, slot_stopped, no_proc, 0, 0, 0, false, false, false, 0, {}};
                 } else {
@@ -440,6 +453,8 @@ void aq_settler_main(Datum database_arg) {
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     slot->state = slot_running;
     slot->failed_starts = 0;
+    for (int i = 0; i < shared->receipt_count; i++)  // no other worker of the database is writing them
+        if (shared->receipt_claims[i].database == database) shared->receipt_claims[i].taken = false;
     if (slot->starved) {
         slot->starved = false;
         pg_atomic_fetch_sub_u32(&shared->starved_slots, 1);
@@ -480,15 +495,14 @@ void aq_settler_main(Datum database_arg) {
         int nr = 0;
         ReceiptClaim* receipts = nullptr;
         if (shared->receipt_count > 0 && GetCurrentTimestamp() >= receipts_retry_at) {
+            // They stay in the array, marked taken, until written: walks hold their messages (5).
             receipts = static_cast<ReceiptClaim*>(palloc(sizeof(ReceiptClaim) * shared->receipt_count));
-            int kept_receipts = 0;
             for (int i = 0; i < shared->receipt_count; i++) {
-                if (shared->receipt_claims[i].database == database)
-                    receipts[nr++] = shared->receipt_claims[i];
-                else
-                    shared->receipt_claims[kept_receipts++] = shared->receipt_claims[i];
+                ReceiptClaim& c = shared->receipt_claims[i];
+                if (c.database != database || c.taken) continue;
+                c.taken = true;
+                receipts[nr++] = c;
             }
-            shared->receipt_count = kept_receipts;
         }
         // Sweep requests go to this settler's own list; the rest are claims, hints and scans.
         TimestampTz taken_at = GetCurrentTimestamp();
@@ -579,15 +593,14 @@ void aq_settler_main(Datum database_arg) {
                     }
                 UnitResult unit = run_receipts_unit(receipts[i].receipts, batch, k);
                 extension_missing = unit.extension_missing;
-                if (unit.left && !unit.extension_missing) {
+                bool again = unit.left && !unit.extension_missing;
+                if (again) {
                     left = true;
                     receipts_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), long(rescan_ms) << Min(rounds_left, 6));
-                    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-                    if (!append_receipt_claims(batch, k))
-                        ereport(LOG, (errmsg("aq: dequeue attempts of receipts table %u were dropped: no room to retry them",
-                                             receipts[i].receipts)));
-                    LWLockRelease(shared->lock);
                 }
+                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+                finish_receipt_claims(batch, k, !again);
+                LWLockRelease(shared->lock);
             }
         }
         for (int i = 0; i < n; i++)

@@ -117,6 +117,11 @@ bool is_dequeuer(TransactionId xid);
 // entries of 16 runs in flight) is not counted.
 uint64 submit(const Claim* claims, int count, const Receipt* receipts, int nreceipts, int from_level, bool scan);
 
+// The runs (lo, hi pairs, palloc'd; *npairs of them) of consumer's aborted receipts of a receipts
+// table that are not written as attempts yet (once_walk.hpp, 5): a walk holds their messages
+// meanwhile.  nullptr when none (lock-free then).
+int64* pending_receipt_runs(Oid receipts, const char* consumer, int* npairs);
+
 // A dequeue skipped an unsettled attempt at (relid, tid): have it settled, no wait.
 void hint(Oid relid, ItemPointer tid);
 

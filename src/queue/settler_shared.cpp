@@ -178,12 +178,50 @@ bool is_dequeuer(TransactionId xid) {
     return known;
 }
 
-bool append_receipt_claims(const ReceiptClaim* claims, int n) {
-    for (int i = 0; i < n; i++) {
-        if (shared->receipt_count >= max_receipt_claims) return false;
-        shared->receipt_claims[shared->receipt_count++] = claims[i];
+void count_receipt_claims() {
+    pg_atomic_write_u32(&shared->receipts_pending, uint32(shared->receipt_count));
+}
+
+void finish_receipt_claims(const ReceiptClaim* claims, int n, bool done) {
+    int kept = 0;
+    for (int i = 0; i < shared->receipt_count; i++) {
+        ReceiptClaim& c = shared->receipt_claims[i];
+        bool mine = false;
+        for (int j = 0; j < n && !mine; j++) mine = claims[j].id == c.id;
+        if (mine && done) continue;
+        if (mine) c.taken = false;
+        if (kept != i) shared->receipt_claims[kept] = c;
+        kept++;
     }
-    return true;
+    shared->receipt_count = kept;
+    count_receipt_claims();
+}
+
+int64* pending_receipt_runs(Oid receipts, const char* consumer, int* npairs) {
+    *npairs = 0;
+    if (!shared) return nullptr;
+    pg_read_barrier();
+    if (pg_atomic_read_u32(&shared->receipts_pending) == 0) return nullptr;
+    int64* pairs = nullptr;
+    for (int pass = 0; pass < 2; pass++) {  // count, then copy (no allocation under the lock)
+        int n = 0;
+        LWLockAcquire(shared->lock, LW_SHARED);
+        for (int i = 0; i < shared->receipt_count; i++) {
+            const ReceiptClaim& c = shared->receipt_claims[i];
+            if (c.database != MyDatabaseId || c.receipts != receipts || strcmp(c.consumer, consumer) != 0) continue;
+            if (pairs && n + c.npairs <= *npairs) memcpy(pairs + n, c.pairs, sizeof(int64) * c.npairs);
+            n += c.npairs;
+        }
+        LWLockRelease(shared->lock);
+        if (pass == 0) {
+            if (n == 0) return nullptr;
+            pairs = static_cast<int64*>(palloc(sizeof(int64) * n));
+            *npairs = n;
+        } else {
+            *npairs = Min(n, *npairs);  // what fitted (more came meanwhile: the rest at the next walk)
+        }
+    }
+    return pairs;
 }
 
 namespace {
@@ -194,6 +232,8 @@ void append_receipt(const Receipt& r, uint32 requester) {
     for (int at = 0; at < r.npairs; at += 2 * receipt_claim_runs) {
         if (shared->receipt_count >= max_receipt_claims) return;  // not counted (settler.hpp)
         ReceiptClaim& c = shared->receipt_claims[shared->receipt_count++];
+        c.id = ++shared->next_receipt_id;
+        c.taken = false;
         c.database = MyDatabaseId;
         c.receipts = r.receipts;
         c.queue_id = r.queue_id;
@@ -228,6 +268,7 @@ uint64 submit(const Claim* claims, int count, const Receipt* receipts, int nrece
         }
         for (int i = 0; i < nreceipts; i++)
             if (receipts[i].level >= from_level) append_receipt(receipts[i], me);
+        count_receipt_claims();
         slot->urgent = true;
         ticket = ++slot->submitted;
         // No settler can start (no worker slot): nobody would settle this soon; do not wait.

@@ -46,6 +46,8 @@ struct Request {
 
 // An aborted receipt (settler.hpp, Receipt), or a part of one, waiting to be written as an attempt.
 struct ReceiptClaim {
+    uint64 id;
+    bool taken;  // a settler is writing it: it stays until that commits (or is given back)
     Oid database;
     Oid receipts;
     int32 queue_id;
@@ -108,6 +110,8 @@ struct Shared {
     DatabaseSlot slots[max_databases];
     Request requests[max_requests];
     int receipt_count;
+    uint64 next_receipt_id;
+    pg_atomic_uint32 receipts_pending;  // receipt_count, read without the lock (0: nothing to look at)
     ReceiptClaim receipt_claims[max_receipt_claims];
     Registry registry[registry_partitions];
 };
@@ -135,7 +139,10 @@ struct UnitResult {
 UnitResult run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables);
 // The same for aborted receipts of one receipts table: each written as an attempt (once_walk.hpp, 5).
 UnitResult run_receipts_unit(Oid receipts, const ReceiptClaim* claims, int n);
-// Appends aborted receipts under the lock; false when there was no room for all (the rest dropped).
-bool append_receipt_claims(const ReceiptClaim* claims, int n);
+// Under the lock: the aborted receipts of ids are written (done: removed) or given back (else: taken
+// again at the next rescan).
+void finish_receipt_claims(const ReceiptClaim* claims, int n, bool done);
+// Under the lock: receipts_pending follows receipt_count.
+void count_receipt_claims();
 
 }  // namespace aq::queue::settler

@@ -405,6 +405,20 @@ wait_for(q{SELECT pg_relation_size('"tm_onceqt$0"') = 0 AND pg_relation_size('"t
 	'13: once every subscriber took them, the time manager truncates the segment and its receipts');
 is($node->safe_psql('postgres', q{SELECT string_agg(user_data, ',' ORDER BY msgid) FROM tm_onceqt}), 'o4',
 	'13: the later segment\'s message stays');
+# An expired message goes to the exception queue for each subscriber that has not taken it, with
+# nobody reading the queue: A took it first, B gets its copy.
+$node->safe_psql('postgres', q{
+SELECT aq.start_queue('aq$_tm_onceqt_e', enqueue => false);
+SELECT aq.enqueue('tm_onceq', 'o5'::text, aq.message_properties(expiration => '2 s'));
+SELECT count(*) FROM aq.dequeue_array('tm_onceq', NULL::text, 10, aq.dequeue_options(consumer_name => 'A'));
+});
+wait_for(q{SELECT count(*) = 1 FROM tm_onceqt m JOIN aq.queues q ON q.queue_id = m.q_id
+	WHERE q.queue_name = 'aq$_tm_onceqt_e' AND m.consumer_name = 'B' AND m.user_data = 'o5'},
+	'13: the expired message reaches the exception queue as B\'s copy, with no reader');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM tm_onceqt m WHERE m.consumer_name = 'A'}), '0',
+	'13: A, which took it, gets no copy');
+is($node->safe_psql('postgres', q{SELECT expiration IS NULL FROM tm_onceqt WHERE user_data = 'o5' AND consumer_name IS NULL}), 't',
+	'13: the message expires no more');
 
 $node->stop;
 done_testing();
