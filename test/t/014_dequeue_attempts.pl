@@ -47,9 +47,15 @@ SELECT aq.start_queue('poison_q');
 sub hold_message
 {
 	my ($queue, @before) = @_;
+	return hold_dequeue("aq.dequeue('$queue', NULL::text, aq.dequeue_options(wait => '20 s'))", @before);
+}
+
+# The same with the dequeue call given.
+sub hold_dequeue
+{
+	my ($dequeue, @before) = @_;
 	my ($out, $err) = ('', '');
-	my $in = join("\n", @before, 'SELECT pg_backend_pid();', 'BEGIN;',
-		"SELECT 'got:' || payload FROM aq.dequeue('$queue', NULL::text, aq.dequeue_options(wait => '20 s'));", '');
+	my $in = join("\n", @before, 'SELECT pg_backend_pid();', 'BEGIN;', "SELECT 'got:' || payload FROM $dequeue;", '');
 	my $h = IPC::Run::start([ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres') ],
 		'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
 	$h->pump until $out =~ /^got:(.*)$/m || $err =~ /ERROR|FATAL/;
@@ -177,17 +183,7 @@ SELECT aq.add_subscriber('once_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
 });
 sub hold_once_message
 {
-	my (@before) = @_;
-	my ($out, $err) = ('', '');
-	my $in = join("\n", @before, 'SELECT pg_backend_pid();', 'BEGIN;',
-		"SELECT 'got:' || payload FROM aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => '20 s'));", '');
-	my $h = IPC::Run::start([ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres') ],
-		'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
-	$h->pump until $out =~ /^got:(.*)$/m || $err =~ /ERROR|FATAL/;
-	my ($payload) = $out =~ /^got:(.*)$/m;
-	my ($pid) = $out =~ /^(\d+)$/m;
-	die "no message: $err" unless defined $payload;
-	return ($h, $pid, $payload);
+	return hold_dequeue("aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => '20 s'))", @_);
 }
 sub once_attempts_of_sql
 {
