@@ -112,6 +112,12 @@ SELECT r.consumer, r.kind, count(*) AS receipts, count(*) FILTER (WHERE r.at > n
 SELECT aq._switch_segment('once_qt');
 SELECT aq._rotate_segments('once_qt') AS truncated;
 SELECT count(*) AS r3_kept FROM once_qt WHERE user_data = 'r3';
+-- LISTEN returns a consumer's agent when that consumer could take a message now: not while A's r3
+-- waits for its retry_delay, nor for B, which took everything of once_q.
+SELECT try_sql($$SELECT aq.listen(ARRAY[aq.agent('A', 'once_rq'), aq.agent('B', 'once_q')], wait => 0)$$) AS nothing_yet;
+SELECT aq.enqueue('once_rq', 'r4'::text) > 0 AS enqueued;
+SELECT a.name, a.address FROM aq.listen(ARRAY[aq.agent('B', 'once_q'), aq.agent('A', 'once_rq')], wait => 0) AS a;
+SELECT payload FROM aq.dequeue('once_rq', NULL::text, aq.dequeue_options(consumer_name => 'A'));
 
 -- Past max_retries a consumer's message moves to the exception queue, as that consumer's copy (a
 -- receipt of kind 'x'); the other consumers' are untouched.
@@ -146,6 +152,43 @@ SELECT aq._rotate_segments('oncex_qt') AS truncated;
 SELECT pg_relation_size('"oncex_qt$1"') = 0 AS seg1_empty, count(*) AS left_in_ring FROM oncex_qt;
 SELECT aq.drop_queue_table('oncex_qt', force => true);
 
+-- By msgid and by correlation (a LIKE pattern): each consumer's own, as any dequeue.
+SELECT aq._create_stored_once_queue_table('oncem_qt', 'text', segments => 2);
+SELECT aq.create_queue('oncem_q', 'oncem_qt');
+SELECT aq.start_queue('oncem_q');
+SELECT aq.add_subscriber('oncem_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
+SELECT aq.enqueue('oncem_q', 'c1'::text, aq.message_properties(correlation => 'red')) AS c1 \gset
+SELECT aq.enqueue('oncem_q', 'c2'::text, aq.message_properties(correlation => 'blue')) AS c2 \gset
+SELECT aq.enqueue('oncem_q', 'c3'::text, aq.message_properties(correlation => 'reddish')) AS c3 \gset
+SELECT payload FROM aq.dequeue('oncem_q', NULL::text, aq.dequeue_options(consumer_name => 'A', msgid => :c2));
+SELECT try_sql(format($$SELECT aq.dequeue('oncem_q', NULL::text, aq.dequeue_options(consumer_name => 'A', msgid => %s, wait => 0))$$, :c2)) AS taken_already;
+SELECT string_agg(payload, ',') FROM aq.dequeue_array('oncem_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A', correlation => 'red%'));
+SELECT try_sql($$SELECT aq.dequeue('oncem_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$) AS a_done;
+SELECT payload FROM aq.dequeue('oncem_q', NULL::text, aq.dequeue_options(consumer_name => 'B', msgid => :c3, dequeue_mode => 'browse'));
+SELECT try_sql($$SELECT aq.dequeue('oncem_q', NULL::text, aq.dequeue_options(consumer_name => 'B', correlation => 'green', wait => 0))$$) AS no_green;
+SELECT string_agg(payload, ',') FROM aq.dequeue_array('oncem_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'B'));
+SELECT aq.drop_queue_table('oncem_qt', force => true);
+
+-- A receipt's run split by the settler into retries and moves (messages of other priorities between
+-- them), the copies landing in the messages' own segment, beside them.
+SELECT aq._create_stored_once_queue_table('oncep_qt', 'text', sort_list => 'priority,enq_time', segments => 3);
+SELECT aq.create_queue('oncep_q', 'oncep_qt', max_retries => 1);
+SELECT aq.start_queue('oncep_q');
+SELECT aq.start_queue('aq$_oncep_qt_e', enqueue => false);
+SELECT aq.add_subscriber('oncep_q', aq.agent('A'));
+SELECT count(aq.enqueue('oncep_q', 'm' || i, aq.message_properties(priority => CASE WHEN i IN (2, 4) THEN 1 ELSE 5 END)))
+  FROM generate_series(1, 5) i;
+BEGIN;
+SELECT string_agg(payload, ',') FROM aq.dequeue_array('oncep_q', NULL::text, 2, aq.dequeue_options(consumer_name => 'A', wait => 0));
+ROLLBACK;
+BEGIN;
+SELECT string_agg(payload || ':' || (p).attempts, ',') FROM aq.dequeue_array('oncep_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A', wait => 0)) AS d(m, payload, p);
+ROLLBACK;
+SELECT string_agg(payload || ':' || (p).attempts, ',') FROM aq.dequeue_array('oncep_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A', wait => 0)) AS d(m, payload, p);
+SELECT m.tableoid::regclass AS segment, m.user_data, m.retry_count, m.consumer_name
+  FROM oncep_qt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE q.queue_type = 'exception_queue' ORDER BY m.msgid;
+SELECT aq.drop_queue_table('oncep_qt', force => true);
+
 -- An expired message goes to the exception queue for each subscriber that has not taken it (here by
 -- a dequeue: these suites run without the time manager); the message itself then expires no more.
 SELECT aq._create_stored_once_queue_table('oncee_qt', 'text', segments => 2);
@@ -171,10 +214,8 @@ SELECT payload, (p).state FROM aq.dequeue('aq$_oncee_qt_e', NULL::text, aq.deque
 SELECT aq.drop_queue_table('oncee_qt', force => true);
 
 -- What does not work yet says so (0A000).
-SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', correlation => 'x'))$$);
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'locked'))$$);
 SELECT try_sql($$SELECT aq.enqueue('once_q', 'r'::text, aq.message_properties(recipient_list => ARRAY[aq.agent('A')]))$$);
-SELECT try_sql($$SELECT aq.listen(ARRAY[aq.agent('A', 'once_q')], wait => 0)$$);
 SELECT try_sql($$SELECT aq.add_subscriber('once_q', aq.agent('R'), rule => 'priority < 5')$$);
 -- Only superusers make such a table.
 SELECT has_function_privilege('public', 'aq._create_stored_once_queue_table(text, regtype, text, integer, text)', 'EXECUTE') AS public_may;

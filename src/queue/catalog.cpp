@@ -433,9 +433,6 @@ std::string sql_literal(const char* text) {
                         "A ring queue table's inheritance children are its segments, which every dequeue reads through it.",
                         std::string("Remove the inheritance: ALTER TABLE ") + child + " NO INHERIT ...;");
         }
-        case QueueProblem::listen_once:
-            throw Error(sqlstate::feature_not_supported, "LISTEN is not supported yet for queue " + q,
-                        "Its queue table stores each message once, for every subscriber.");
         case QueueProblem::none:
             break;
     }

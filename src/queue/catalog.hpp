@@ -91,7 +91,6 @@ enum class QueueProblem {
     consumer_required,    // a multi-consumer queue's dequeue names no consumer
     consumer_not_allowed,  // a single-consumer queue's dequeue names one
     foreign_inheritor,     // a ring queue table inherited by a table that is not one of its segments
-    listen_once            // LISTEN on a queue table that stores each message once (not yet: once_walk.hpp)
 };
 
 struct Problem {

@@ -205,26 +205,6 @@ int from_floor_then_head(bool first_message, bool after_position, int32 key, Wal
 
 // A queue table that stores each message once: its walk, remove or browse (the options it does not
 // take yet were refused before).
-// The subscriber's since_msgid (once_walk.hpp, 3), or -1 when the consumer is no subscriber.
-SPIPlanPtr subscribed_plan = nullptr;
-int64 subscribed_since(int32 queue_id, const char* consumer) {
-    if (!subscribed_plan) {
-        Oid types[2] = {INT4OID, TEXTOID};
-        subscribed_plan = SPI_prepare("SELECT COALESCE(since_msgid, 0) FROM aq.subscribers WHERE queue_id OPERATOR(pg_catalog.=) $1"
-                                      " AND consumer_name OPERATOR(pg_catalog.=) $2", 2, types);
-        if (!subscribed_plan) elog(ERROR, "aq: SPI_prepare of the subscriber check failed");
-        SPI_keepplan(subscribed_plan);
-    }
-    Datum args[2] = {Int32GetDatum(queue_id), CStringGetTextDatum(consumer)};
-    base::spi::execute(subscribed_plan, args, nullptr, 1, SPI_OK_SELECT, "subscriber check");
-    if (SPI_processed == 0) {
-        base::spi::free_result();
-        return -1;
-    }
-    bool isnull;
-    Datum v = base::spi::first_value(&isnull);
-    return isnull ? 0 : DatumGetInt64(v);
-}
 
 int claim_once(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
@@ -233,16 +213,22 @@ int claim_once(const ClaimArgs& a) {
     if (since < 0) return 0;  // every message is for the subscribers only
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
+    // By msgid: the walk starts at that message (its position, read as the owner: what the caller
+    // may take is the walk's to say).
+    BulkDequeuePosition at{};
+    if (o.msgid && !once_position(*a.queue, *o.msgid, &at)) return 0;
     BulkSinkState state{a.request, 0, 0, 0, {}};
     auto walk = [&](bool from_head) {
         OnceDequeue request{a.queue->relid, &a.queue->segments, a.queue->payload_type, a.queue->queue_id, o.consumer,
                             since, a.queue->priority_order, browse, a.request->array_size, from_head,
-                            a.after ? &after : nullptr, once_sink, &state, a.next_ready};
+                            a.after && !o.msgid ? &after : nullptr, once_sink, &state, a.next_ready,
+                            o.msgid ? &at : nullptr, o.correlation};
         return bulk_dequeue_once(request);
     };
     int32 head_key = a.queue->queue_id ^
                      static_cast<int32>(hash_bytes(reinterpret_cast<const unsigned char*>(o.consumer), strlen(o.consumer)));
-    int rows = browse ? walk(true) : from_floor_then_head(o.navigation == Navigation::first_message, a.after, head_key, walk);
+    int rows = browse || o.msgid ? walk(true)
+                                 : from_floor_then_head(o.navigation == Navigation::first_message, a.after, head_key, walk);
     if (rows < 0)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("queue \"%s\" cannot be read", a.request->queue_name),
@@ -562,12 +548,8 @@ int dequeue(const DequeueRequest& r) {
         bool grouped = q.grouped && !q.exception_queue;
         if (o.navigation == Navigation::next_transaction && !grouped)
             refused = "navigation next_transaction";
-        else if (q.stored_once() && !q.exception_queue &&
-                 (o.msgid || o.correlation || o.condition || o.mode == DequeueMode::locked))
-            refused_once = o.msgid           ? "msgid"
-                           : o.correlation   ? "correlation"
-                           : o.condition     ? "deq_condition"
-                                             : "dequeue_mode locked";
+        else if (q.stored_once() && !q.exception_queue && (o.condition || o.mode == DequeueMode::locked))
+            refused_once = o.condition ? "deq_condition" : "dequeue_mode locked";
         else if (grouped && (o.msgid || o.correlation || o.condition))
             refused = o.msgid ? "msgid" : o.correlation ? "correlation" : "deq_condition";
         if (refused || refused_once) {

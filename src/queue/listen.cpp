@@ -10,6 +10,10 @@
 //  3. After a wake-up by commits only the queues whose generation moved are checked, in list
 //     order; the first pass and every pass after a timeout check them all.  The wait is the one
 //     wait loop (waiting.hpp).
+//  4. A normal queue of a queue table that stores each message once is read by its walk instead
+//     (once_walk.hpp), browsing one message for the consumer: what it would hand on is what that
+//     consumer could take now (not taken, not held, its retry_delay passed), and a message waiting
+//     for its retry_delay ends the sleep when it is ready.
 extern "C" {
 #include "postgres.h"
 #include "access/heapam.h"
@@ -19,6 +23,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "storage/bufmgr.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 }
@@ -28,6 +33,7 @@ extern "C" {
 
 #include "base/guard.hpp"
 #include "base/spi.hpp"
+#include "queue/once_walk.hpp"
 #include "base/xact_end.hpp"
 #include "queue/catalog.hpp"
 #include "queue/maintenance.hpp"
@@ -65,7 +71,26 @@ bool row_free(Relation rel, ItemPointer tid) {
 // Whether the queue has a message a remove dequeue could take now.  Reads the candidates in the
 // queue's order through a cursor, a few at a time, and stops at the first that no transaction
 // holds: the cost is the messages being dequeued ahead of it.  Requires SPI.
-bool has_ready_message(const QueueInfo& q, const char* consumer) {
+// A normal queue of a queue table that stores each message once: a browse walk of one message for
+// the consumer (once_walk.hpp); retry_ready is lowered to when a message waiting for its
+// retry_delay is ready.
+void count_one(void* context, const BulkDequeuedMessage&) {
+    ++*static_cast<int*>(context);
+}
+bool once_ready(const QueueInfo& q, const char* consumer, TimestampTz* retry_ready) {
+    int64 since = subscribed_since(q.queue_id, consumer);
+    if (since < 0) return false;
+    int count = 0;
+    OnceDequeue request{q.relid, &q.segments, q.payload_type, q.queue_id, consumer, since, q.priority_order,
+                        true, 1, true, nullptr, count_one, &count, retry_ready};
+    if (bulk_dequeue_once(request) < 0)
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                        errmsg("permission denied for table %s", get_rel_name(q.relid))));
+    return count > 0;
+}
+
+bool has_ready_message(const QueueInfo& q, const char* consumer, TimestampTz* retry_ready) {
+    if (q.stored_once() && !q.exception_queue) return once_ready(q, consumer, retry_ready);
     SPIPlanPtr plan = statement_plan(q, ready_candidates, InvalidOid);
     Datum args[4] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(GetCurrentTimestamp()), BoolGetDatum(q.exception_queue),
                      consumer ? CStringGetTextDatum(consumer) : (Datum)0};
@@ -101,13 +126,14 @@ bool has_ready_message(const QueueInfo& q, const char* consumer) {
 struct ReadyLook {
     const QueueInfo* q;
     const char* consumer;
+    TimestampTz* retry_ready;
     bool ready;
 };
-bool has_ready_message_released(const QueueInfo& q, const char* consumer) {
-    ReadyLook look{&q, consumer, false};
+bool has_ready_message_released(const QueueInfo& q, const char* consumer, TimestampTz* retry_ready) {
+    ReadyLook look{&q, consumer, retry_ready, false};
     auto read = [](void* arg) {
         auto* l = static_cast<ReadyLook*>(arg);
-        l->ready = has_ready_message(*l->q, l->consumer);
+        l->ready = has_ready_message(*l->q, l->consumer, l->retry_ready);
     };
     if (q.segments.count > 0)
         base::xact_end::look(read, &look);
@@ -145,11 +171,6 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
                     if (consumer_named) problem = {};
                     return false;
                 }
-                if (queues[i].stored_once()) {
-                    problem = {QueueProblem::listen_once};
-                    problem_at = i;
-                    return false;
-                }
                 ids[i] = queues[i].queue_id;
             }
             return true;
@@ -159,6 +180,7 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
         // order); the first pass and every pass after a timeout (a delay passed, an expiry, rows
         // written by hand) check them all.
         bool check_all = true;
+        TimestampTz retry_ready = 0;  // a stored-once message waiting for its retry_delay (once_walk.hpp, 5)
         WaitEnd end = wait_loop(
             wait,
             [&](bool) {
@@ -169,12 +191,13 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
                     changed[i] = check_all || now_seen != seen[i];
                     seen[i] = now_seen;
                 }
+                retry_ready = 0;
                 for (int i = 0; i < count && found < 0; i++) {
                     if (!changed[i]) continue;
                     // An exception queue has what expired in its queue table once it is moved there,
                     // which a dequeue from it does first (and so does LISTEN, but never read-only).
                     if (queues[i].exception_queue && !XactReadOnly) expire_messages_of(queues[i]);
-                    if (has_ready_message_released(queues[i], agents[i].name)) found = i;
+                    if (has_ready_message_released(queues[i], agents[i].name, &retry_ready)) found = i;
                 }
                 return found >= 0 ? PassResult::found : PassResult::nothing;
             },
@@ -183,6 +206,10 @@ int listen(const ListenAgent* agents, int count, const Wait& wait) {
                 for (int i = 0; i < count; i++) {
                     long in = next_visible_in(queues[i], now);
                     if (in >= 0 && (wake < 0 || in < wake)) wake = in;
+                }
+                if (retry_ready != 0) {
+                    long in = Max(1L, TimestampDifferenceMilliseconds(now, retry_ready) + 1);
+                    if (wake < 0 || in < wake) wake = in;
                 }
                 return wake;
             },

@@ -13,6 +13,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "common/hashfn.h"
+#include "catalog/pg_collation_d.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
@@ -29,8 +30,11 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
+#include <algorithm>
 #include <utility>
 
+#include "base/run_as.hpp"
+#include "base/spi.hpp"
 #include "compat/executor.hpp"
 #include "compat/relation.hpp"
 #include "queue/bulk_enqueue.hpp"
@@ -80,6 +84,11 @@ bool open_receipts(Oid relid, LOCKMODE lock, Receipts* r) {
     static const AttrNumber by_consumer[] = {rcol_consumer + 1, rcol_hi_priority + 1, rcol_hi_enq_time + 1, rcol_hi_msgid + 1};
     Oid index_oid = find_index(r->heap, by_consumer, 4);
     if (!OidIsValid(index_oid)) return false;
+    // A receipt is inserted into the heap and that index only: any other index would miss it.
+    List* indexes = RelationGetIndexList(r->heap);
+    int nindexes = list_length(indexes);
+    list_free(indexes);
+    if (nindexes != 1) return false;
     r->index = index_open(index_oid, lock);
     if (!in_sort_order(r->index)) return false;
     r->index_info = BuildIndexInfo(r->index);
@@ -293,16 +302,18 @@ struct ConsumerView {
     TakenRuns taken;
     AttemptRuns attempts;
 };
-bool view_of(Oid queue_table, Oid receipts_relid, const char* consumer, ConsumerView* view) {
+enum class View { read, busy, not_aqs };
+View view_of(Oid queue_table, Oid receipts_relid, const char* consumer, ConsumerView* view) {
+    // Never waited for: an aborting session of c may hold it while it waits for the settler.
     LOCKTAG tag = walk_tag(queue_table, consumer);
-    (void)LockAcquire(&tag, ExclusiveLock, false, false);
+    if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL) return View::busy;
     Receipts receipts;
     bool ok = open_receipts(receipts_relid, RowExclusiveLock, &receipts);
     if (ok) load_taken(receipts, CStringGetTextDatum(consumer), nullptr, &view->taken, &view->attempts);
     close_receipts(&receipts);
     view->taken.sort();
     view->attempts.sort();
-    return ok;
+    return ok ? View::read : View::not_aqs;
 }
 
 // Runs of consecutive msgids (lo, hi pairs) of sorted ids, as an int8[].
@@ -340,23 +351,28 @@ char* qualified_name_of(Oid relid) {
 
 }  // namespace
 
-void split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, const int64* pairs, int npairs,
+bool split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, const int64* pairs, int npairs,
                    int max_retries, AttemptSplit* out) {
     *out = AttemptSplit{};
     ConsumerView view;
-    if (!view_of(queue_table, receipts_relid, consumer, &view)) return;  // nothing to count
+    View read = view_of(queue_table, receipts_relid, consumer, &view);
+    if (read == View::busy) return false;
+    if (read == View::not_aqs) return true;  // nothing to count
     int64 total = 0;
     for (int i = 0; i + 1 < npairs; i += 2) total += pairs[i + 1] - pairs[i] + 1;
-    out->retry_pairs = static_cast<int64*>(palloc(sizeof(int64) * Max(npairs, 2)));
+    // A run splits into as many as one per message (those between go elsewhere): 2 per message.
+    out->retry_pairs = static_cast<int64*>(palloc(sizeof(int64) * 2 * Max(total, 1)));
     out->except_ids = static_cast<int64*>(palloc(sizeof(int64) * Max(total, 1)));
     out->except_attempts = static_cast<int32*>(palloc(sizeof(int32) * Max(total, 1)));
     for (int i = 0; i + 1 < npairs; i += 2)
         for (int64 id = pairs[i]; id <= pairs[i + 1]; id++) {
             CHECK_FOR_INTERRUPTS();
-            // Taken again since, or held by another session of c: that one's end decides.
-            if (view.taken.find(id) != TakenRuns::Found::no) continue;
+            // Taken again since: nothing to count.  Held by another session of c: counted, but it
+            // stays that session's (its end decides whether it goes to the exception queue).
+            TakenRuns::Found found = view.taken.find(id);
+            if (found == TakenRuns::Found::taken) continue;
             int n = view.attempts.find(id).attempts + 1;
-            if (n > max_retries) {
+            if (n > max_retries && found == TakenRuns::Found::no) {
                 out->except_ids[out->nexcept] = id;
                 out->except_attempts[out->nexcept++] = n;
             } else if (out->nretry_pairs > 0 && out->retry_pairs[out->nretry_pairs - 1] + 1 == id) {
@@ -366,6 +382,7 @@ void split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, co
                 out->retry_pairs[out->nretry_pairs++] = id;
             }
         }
+    return true;
 }
 
 void move_to_exception(const ExceptionMove& m) {
@@ -379,12 +396,13 @@ void move_to_exception(const ExceptionMove& m) {
         "                            WHERE e.queue_name OPERATOR(pg_catalog.=) m.exception_queue"
         "                              AND e.queue_table_id OPERATOR(pg_catalog.=) $5"
         "                              AND e.queue_type OPERATOR(pg_catalog.=) 'exception_queue'), $4),"
-        "        m.enq_time, m.priority, NULL, m.expiration, m.corrid, a.attempts, m.exception_queue,"
+        "        m.enq_time, m.priority, NULL, m.expiration, m.corrid, m.retry_count OPERATOR(pg_catalog.+) a.attempts,"
+        "        m.exception_queue,"
         "        m.enq_uid, m.user_data, $6"
         "   FROM ONLY %s m JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS a(msgid, attempts)"
         "     ON a.msgid OPERATOR(pg_catalog.=) m.msgid"
         "  WHERE m.q_id OPERATOR(pg_catalog.=) $3"
-        " RETURNING q_id",
+        " RETURNING q_id, msgid",
         compat::qualified_name(current), qualified_name_of(m.segment));
     table_close(current, NoLock);
     Datum consumer = CStringGetTextDatum(m.consumer);
@@ -393,18 +411,24 @@ void move_to_exception(const ExceptionMove& m) {
                           Int32GetDatum(m.default_exception), Int32GetDatum(m.queue_table_id), consumer};
     int rc = SPI_execute_with_args(copy_sql, 6, copy_types, copy_args, nullptr, false, 0);
     if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "aq: copying messages to an exception queue failed: %s", SPI_result_code_string(rc));
+    // What c took for good is what was copied (a message gone from its segment is not taken).
+    int64* copied = static_cast<int64*>(palloc(sizeof(int64) * Max(SPI_processed, 1)));
+    int ncopied = 0;
     for (uint64 i = 0; i < SPI_processed; i++) {
         bool isnull;
         Datum q = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
         if (!isnull) wakeup::note_enqueue(DatumGetInt32(q));  // woken at the commit
+        copied[ncopied++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
     }
+    if (ncopied == 0) return;
+    std::sort(copied, copied + ncopied);
     // ... and what c took for good: a receipt of kind 'x'.
     char* receipt_sql = psprintf("INSERT INTO %s (consumer, kind, hi_priority, hi_enq_time, hi_msgid, runs, at)"
                                  " VALUES ($1, 'x', $2, $3, $4, $5, $6)",
                                  qualified_name_of(m.receipts));
     Oid receipt_types[6] = {TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8ARRAYOID, TIMESTAMPTZOID};
     Datum receipt_args[6] = {consumer, Int32GetDatum(m.hi_priority), TimestampTzGetDatum(m.hi_enq_time),
-                             Int64GetDatum(m.hi_msgid), runs_of(m.ids, m.n), TimestampTzGetDatum(m.now)};
+                             Int64GetDatum(m.hi_msgid), runs_of(copied, ncopied), TimestampTzGetDatum(m.now)};
     rc = SPI_execute_with_args(receipt_sql, 6, receipt_types, receipt_args, nullptr, false, 0);
     if (rc != SPI_OK_INSERT) elog(ERROR, "aq: writing a receipt failed: %s", SPI_result_code_string(rc));
 }
@@ -455,7 +479,10 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
         for (int s = 0; s < q.segments.count && k < 0; s++)
             if (q.segments.relids[s] == rows[i].segment) k = s;
         ConsumerView view;
-        if (k >= 0 && view_of(q.relid, q.segments.receipts[k], rows[i].consumer, &view)) {
+        View read = k >= 0 ? view_of(q.relid, q.segments.receipts[k], rows[i].consumer, &view) : View::not_aqs;
+        if (read == View::busy)  // a walk of the consumer: looked at again later
+            for (int j = i; j < end; j++) rows[j].open = true;
+        if (read == View::read) {
             // Per queue (a segment holds every queue's messages): what the consumer has not taken.
             for (int from = i; from < end;) {
                 int upto = from, count = 0;
@@ -510,6 +537,51 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
     return moved;
 }
 
+namespace {
+SPIPlanPtr subscribed_plan = nullptr;
+}  // namespace
+
+int64 subscribed_since(int32 queue_id, const char* consumer) {
+    if (!subscribed_plan) {
+        Oid types[2] = {INT4OID, TEXTOID};
+        subscribed_plan = SPI_prepare("SELECT COALESCE(since_msgid, 0) FROM aq.subscribers WHERE queue_id OPERATOR(pg_catalog.=) $1"
+                                      " AND consumer_name OPERATOR(pg_catalog.=) $2", 2, types);
+        if (!subscribed_plan) elog(ERROR, "aq: SPI_prepare of the subscriber check failed");
+        SPI_keepplan(subscribed_plan);
+    }
+    Datum args[2] = {Int32GetDatum(queue_id), CStringGetTextDatum(consumer)};
+    base::spi::execute(subscribed_plan, args, nullptr, 1, SPI_OK_SELECT, "subscriber check");
+    if (SPI_processed == 0) {
+        base::spi::free_result();
+        return -1;
+    }
+    bool isnull;
+    Datum v = base::spi::first_value(&isnull);
+    return isnull ? 0 : DatumGetInt64(v);
+}
+
+bool once_position(const QueueInfo& q, int64 msgid, BulkDequeuePosition* at) {
+    char* sql = psprintf("SELECT priority, enq_time FROM %s WHERE msgid OPERATOR(pg_catalog.=) $1"
+                         " AND q_id OPERATOR(pg_catalog.=) $2 AND consumer_name IS NULL LIMIT 1",
+                         q.qualified_table);
+    Oid types[2] = {INT8OID, INT4OID};
+    SPIPlanPtr plan = SPI_prepare(sql, 2, types);
+    if (!plan) elog(ERROR, "aq: SPI_prepare of the message position failed: %s", SPI_result_code_string(SPI_result));
+    Datum args[2] = {Int64GetDatum(msgid), Int32GetDatum(q.queue_id)};
+    int rc = base::execute_plan_as(q.owner, plan, args, nullptr, true, 1);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: reading a message's position failed: %s", SPI_result_code_string(rc));
+    bool found = SPI_processed == 1;
+    if (found) {
+        bool isnull;
+        *at = BulkDequeuePosition{DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+                                  DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)),
+                                  msgid};
+    }
+    SPI_freetuptable(SPI_tuptable);
+    SPI_freeplan(plan);
+    return found;
+}
+
 int bulk_dequeue_once(const OnceDequeue& r) {
     RingScan ring;
     // The receipts are written (remove); the messages only read, by any dequeue: ACCESS SHARE on the
@@ -529,7 +601,10 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     }
     TupleDesc properties_desc = open_properties(false);
 
-    bool floor_applies = !r.browse && !r.after;
+    // A walk by msgid starts at its message; one by correlation starts at the floor but raises it
+    // not (the messages it passes are not all taken).
+    bool floor_applies = !r.browse && !r.after && !r.only;
+    bool floor_rises = floor_applies && !r.correlation;
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id, r.consumer);
     LOCKTAG tag = walk_tag(r.relid, r.consumer);
@@ -545,7 +620,10 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     bool from_floor = floor_applies && !r.from_head && floor.floor.enq_time != DT_NOBEGIN;
     scan_floor::Position start{};
     const scan_floor::Position* from = nullptr;
-    if (r.after) {
+    if (r.only) {
+        start = scan_floor::Position{r.only->enq_time, r.only->msgid, r.priority_order ? r.only->priority : 0};
+        from = &start;
+    } else if (r.after) {
         start = scan_floor::Position{r.after->enq_time, r.after->msgid, r.priority_order ? r.after->priority : 0};
         from = &start;
     } else if (from_floor) {
@@ -572,12 +650,14 @@ int bulk_dequeue_once(const OnceDequeue& r) {
 
     ScanKeyData keys[2], row[3];
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
-    int nkeys = 1 + start_key(&keys[1], row, 2, r.priority_order, r.after, from_floor ? &floor.floor : nullptr);
+    int nkeys = 1 + start_key(&keys[1], row, 2, r.priority_order, r.only ? nullptr : r.after,
+                              r.only ? &start : from_floor ? &floor.floor : nullptr);
     ring.begin(snapshot, keys, nkeys);
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq once dequeue", ALLOCSET_SMALL_SIZES);
 
     RowView row_view{nullptr, col_delay, col_expiration, false, InvalidOid};
-    FloorWatch watch = FloorWatch::of_order(floor_applies, 2, r.priority_order, now);
+    FloorWatch watch = FloorWatch::of_order(floor_rises, 2, r.priority_order, now);
+    Datum pattern = r.correlation ? CStringGetTextDatum(r.correlation) : (Datum)0;
     int handed = 0;
     while (handed < r.max_messages) {
         if (!ring.next_visible(watch)) break;
@@ -587,10 +667,15 @@ int bulk_dequeue_once(const OnceDequeue& r) {
         if (r.after && !after_position(*r.after, r.priority_order, v)) continue;
         if (ring.last == 0) continue;  // the parent's: no receipts (3)
         int64 id = DatumGetInt64(v[col_msgid]);
+        if (r.only && id != r.only->msgid) break;  // past it: the walk started at its position
         if (id <= r.since) {  // enqueued before c subscribed: never c's
             watch.consumed_here();
             continue;
         }
+        if (r.correlation &&
+            (isnull[col_corrid] ||
+             !DatumGetBool(DirectFunctionCall2Coll(textlike, C_COLLATION_OID, v[col_corrid], pattern))))
+            continue;
         row_view.slot = slot;
         if (!rules::holds<rules::Takeable>(row_view, now)) continue;
         int64 msgid = DatumGetInt64(v[col_msgid]);
@@ -636,7 +721,7 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     MemoryContextSwitchTo(caller_context);
     MemoryContextDelete(walk_context);
     if (!r.browse) (void)LockRelease(&tag, ExclusiveLock, false);
-    if (floor_applies) scan_floor::raise(r.queue_id, floor, watch.candidate, r.consumer);
+    if (floor_rises) scan_floor::raise(r.queue_id, floor, watch.candidate, r.consumer);
 
     MemoryContextDelete(message_context);
     for (int i = 0; i < r.segments->count; i++) close_receipts(&receipts[i]);

@@ -23,7 +23,9 @@
 //     start holds no message the walk can meet.  Then, for each visible message of c's queue that
 //     is for c (its msgid after c's since_msgid: what was enqueued after c subscribed, which
 //     add_subscriber finds after waiting for the enqueues in progress; every such message, there
-//     are no rules or recipient lists yet) and takeable (rules.hpp: ready, unexpired): taken for
+//     are no rules or recipient lists yet), of the dequeue's msgid or correlation if it has one
+//     (a walk by msgid starts at that message's position and stops after it; a filtered walk
+//     raises no floor), and takeable (rules.hpp: ready, unexpired): taken for
 //     good is passed for good, held is passed, else a
 //     remove walk notes it for its segment's receipt and hands it on; a browse hands it on.  At the
 //     end one receipt per segment it took from is inserted (heap and index), then the lock goes:
@@ -40,8 +42,10 @@
 //     and last message, not its row: an aborted insert may be pruned at once) is handed to the
 //     settler, and the abort waits for it (a second at most, as for any attempt: retries.hpp, 5).
 //     The settler, in its own transaction and as the queue table's owner, takes c's walk lock (2)
-//     to its commit and reads c's receipts under the latest state (split_attempt): a message c
-//     took again since, or holds, counts nothing; one with attempts left goes into a receipt of
+//     to its commit, without waiting (busy: that receipt is written later), and reads c's receipts
+//     under the latest state (split_attempt): a message c took again since counts nothing; one
+//     another session of c holds is counted ('r') and stays that session's; one with attempts
+//     left goes into a receipt of
 //     kind 'r' with `at` = now + the queue's retry_delay; one past max_retries into a receipt of
 //     kind 'x' (c took it for good), with c's copy of it — same msgid, retry_count its attempts,
 //     consumer_name c — in its exception queue (the one it names if that is an exception queue
@@ -55,16 +59,19 @@
 //     not written yet (settler::pending_receipt_runs: the shared array keeps a receipt until the
 //     settler's commit), is held.  An 'r' receipt takes nothing:
 //     truncation (6) counts 't' and 'x' only.  Bounds: a receipt whose transaction ended in a
-//     crash, or found no room in shared memory (1,024 entries of 16 runs), is not counted; while
-//     no settler can start (no worker slot), nothing is held; prepared transactions'
+//     crash, or found no room in shared memory (1,024 entries of 16 runs), or beyond a
+//     transaction's 4,096th, is not counted; while no settler can start (no worker slot), nothing
+//     is held; a walk between an abort's record and its hand-over (instructions apart) may take
+//     the message first, and that attempt is not counted; prepared transactions'
 //     receipts are not counted (as Oracle, which counts an attempt when the application rolls
-//     back).  Not yet: rules, recipient lists, the statement paths of a normal queue
-//     (msgid, correlation, condition, locked mode).
+//     back).  Not yet: rules, recipient lists, deq_condition and the locked mode.
 //  6. Truncation (ring.hpp, T2): a segment goes once every message in it is taken ('t' or 'x'), under
 //     committed receipts of its segment, by every subscriber it is for, and no consumer's copy is
 //     left in an exception queue in it (ring.cpp, once_settled), proved again
 //     under the ACCESS EXCLUSIVE locks of the segment and its receipts table; both are truncated
-//     together.  No carry-forward: a message stays in its segment with its receipts.
+//     together.  No carry-forward: a message stays in its segment with its receipts, and so does a
+//     consumer's copy in an exception queue until it is dequeued: an exception queue nobody reads
+//     keeps its segment, and in the end the ring's switch waits for it (ring.hpp, T4).
 //  7. Expiration: a message whose expiration passed is not taken by any walk (rules.hpp); the
 //     time manager (or, without one, a consuming dequeue, maintenance.hpp, 3) moves it, for each
 //     subscriber it is for that has not taken it, to its exception queue as that subscriber's copy
@@ -96,18 +103,29 @@ struct OnceDequeue {
     BulkDequeueSink sink;
     void* sink_context;
     TimestampTz* next_ready;  // or nullptr: lowered to when a message passed for its retry_delay is ready
+    const BulkDequeuePosition* only = nullptr;  // a dequeue by msgid: that message, at its position
+    const char* correlation = nullptr;          // only messages whose corrid is LIKE this (C collation)
 };
 
 // How many messages were handed on, or -1 when the walk may not run (1).
 int bulk_dequeue_once(const OnceDequeue& request);
 
+// A dequeue by msgid: the position of that message of the queue (read as the table's owner), false
+// when there is none.  Requires SPI.
+struct QueueInfo;
+bool once_position(const QueueInfo& q, int64 msgid, BulkDequeuePosition* at);
+
+// The subscriber's since_msgid (3), or -1 when the consumer is no subscriber.  Requires SPI.
+int64 subscribed_since(int32 queue_id, const char* consumer);
+
 // 5, for the settler: what an aborted receipt of consumer (its runs of msgids, pairs) comes to.
-// Takes the consumer's walk lock (a walk holds it for moments), to the end of the transaction, and
+// Takes the consumer's walk lock without waiting (false: a walk holds it, or an aborting session of
+// the consumer that waits for this settle; try again later), to the end of the transaction, and
 // reads the consumer's receipts of that receipts table
-// under the latest state.  A message the consumer took again since, or holds, counts nothing; the
-// others have one attempt more than their committed 'r' receipts: runs of those within max_retries
-// for an 'r' receipt, and those past it, with their attempts, for an 'x' receipt and their copies in
-// the exception queue.  Palloc'd in the current context.
+// under the latest state.  A message the consumer took again since counts nothing; the others have
+// one attempt more than their committed 'r' receipts: runs of those within max_retries, and of those
+// another session of the consumer holds, for an 'r' receipt, and the rest, with their attempts, for
+// an 'x' receipt and their copies in the exception queue.  Palloc'd in the current context.
 struct AttemptSplit {
     int64* retry_pairs;
     int nretry_pairs;
@@ -115,7 +133,7 @@ struct AttemptSplit {
     int32* except_attempts;
     int nexcept;
 };
-void split_attempt(Oid queue_table, Oid receipts, const char* consumer, const int64* pairs, int npairs,
+bool split_attempt(Oid queue_table, Oid receipts, const char* consumer, const int64* pairs, int npairs,
                    int max_retries, AttemptSplit* out);
 
 // 5: consumer's messages (ids, sorted, with their attempts) of one segment of queue_id moved to their

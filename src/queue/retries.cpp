@@ -152,7 +152,10 @@ void note_receipt(Oid receipts_relid, int32 queue_id, const char* consumer, int3
                      : MemoryContextAlloc(receipt_memory, sizeof(settler::Receipt) * grown));
         receipt_capacity = grown;
     }
-    settler::Receipt& r = receipts[receipt_used++];
+    // The runs first: an allocation that fails leaves no entry half made for the abort to hand over.
+    auto* copy = static_cast<int64*>(MemoryContextAlloc(receipt_memory, sizeof(int64) * Max(npairs, 1)));
+    memcpy(copy, pairs, sizeof(int64) * npairs);
+    settler::Receipt& r = receipts[receipt_used];
     r.receipts = receipts_relid;
     r.queue_id = queue_id;
     r.xid = GetCurrentTransactionId();
@@ -161,10 +164,9 @@ void note_receipt(Oid receipts_relid, int32 queue_id, const char* consumer, int3
     r.hi_enq_time = hi_enq_time;
     r.hi_msgid = hi_msgid;
     strlcpy(r.consumer, consumer, NAMEDATALEN);
-    auto* copy = static_cast<int64*>(MemoryContextAlloc(receipt_memory, sizeof(int64) * Max(npairs, 1)));
-    memcpy(copy, pairs, sizeof(int64) * npairs);
     r.pairs = copy;
     r.npairs = npairs;
+    receipt_used++;
 }
 
 namespace {

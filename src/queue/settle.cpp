@@ -398,11 +398,12 @@ struct ReceiptsUnit {
     Oid receipts;
     const ReceiptClaim* claims;
     int n;
+    bool* written;
 };
 
 // once_walk.hpp, 5: each aborted receipt written as attempts, as the queue table's owner, under the
-// consumer's walk lock (split_attempt; a walk holds it for moments, and the unit's time budget
-// bounds the wait: an error or a timeout writes nothing, and the claims are retried): the messages
+// consumer's walk lock (split_attempt; when busy, that claim is left for later; an error or a
+// timeout writes nothing, and the claims are retried): the messages
 // with attempts left in a receipt of kind 'r' (ready again after the queue's retry_delay), those
 // past max_retries moved to their exception queues (move_to_exception); those the consumer took
 // again since count nothing.  A queue dropped since: nothing to count.  A queue table without a
@@ -428,7 +429,10 @@ bool receipts_unit(void* arg) {
         " WHERE s.receipts::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
         1, types, args, nullptr, true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler receipts lookup failed: %s", SPI_result_code_string(rc));
-    if (SPI_processed == 0) return false;  // its queue table is gone
+    if (SPI_processed == 0) {  // its queue table is gone: nothing to count
+        for (int i = 0; i < u->n; i++) u->written[i] = true;
+        return false;
+    }
     HeapTuple row = SPI_tuptable->vals[0];
     TupleDesc desc = SPI_tuptable->tupdesc;
     QueueTable t{};
@@ -447,8 +451,8 @@ bool receipts_unit(void* arg) {
         const Oid* oids = reinterpret_cast<const Oid*>(ARR_DATA_PTR(relids));
         for (int i = 0; i < n && i < ring::max_segments; i++) segments.relids[segments.count++] = oids[i];
     }
-    // Never waits for the table (as settle_table).
-    if (!ConditionalLockRelationOid(u->receipts, RowExclusiveLock)) return true;
+    // Never waits for the table (as settle_table): nothing written, all tried again later.
+    if (!ConditionalLockRelationOid(u->receipts, RowExclusiveLock)) return false;
     char* retry_sql = psprintf(
         "INSERT INTO %s (consumer, kind, hi_priority, hi_enq_time, hi_msgid, runs, at)"
         " SELECT $1, 'r', $2, $3, $4, $5, $6 OPERATOR(pg_catalog.+) q.retry_delay"
@@ -466,11 +470,15 @@ bool receipts_unit(void* arg) {
                                    " AND queue_type OPERATOR(pg_catalog.=) 'normal_queue'",
                                    1, q_types, q_args, nullptr, true, 1);
         if (rc != SPI_OK_SELECT) elog(ERROR, "aq: settler queue lookup failed: %s", SPI_result_code_string(rc));
-        if (SPI_processed == 0) continue;  // dropped since
+        if (SPI_processed == 0) {  // dropped since
+            u->written[i] = true;
+            continue;
+        }
         int max_retries = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
         if (default_exception == 0) max_retries = PG_INT32_MAX;  // nowhere to move them
         AttemptSplit split;
-        split_attempt(queue_table, u->receipts, c.consumer, c.pairs, c.npairs, max_retries, &split);
+        if (!split_attempt(queue_table, u->receipts, c.consumer, c.pairs, c.npairs, max_retries, &split))
+            continue;  // the consumer's walk lock is busy: later
         Datum consumer = CStringGetTextDatum(c.consumer);
         if (split.nretry_pairs > 0) {
             Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * split.nretry_pairs));
@@ -491,6 +499,7 @@ bool receipts_unit(void* arg) {
             as.role = t.owner;
             base::run_as(as, [](void* arg) { move_to_exception(*static_cast<const ExceptionMove*>(arg)); }, &move);
         }
+        u->written[i] = true;
     }
     return false;
 }
@@ -502,9 +511,13 @@ UnitResult run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tab
     return in_unit(tables ? InvalidOid : relid, table_unit, &u);
 }
 
-UnitResult run_receipts_unit(Oid receipts, const ReceiptClaim* claims, int n) {
-    ReceiptsUnit u{receipts, claims, n};
-    return in_unit(receipts, receipts_unit, &u);
+UnitResult run_receipts_unit(Oid receipts, const ReceiptClaim* claims, int n, bool* written) {
+    for (int i = 0; i < n; i++) written[i] = false;
+    ReceiptsUnit u{receipts, claims, n, written};
+    UnitResult result = in_unit(receipts, receipts_unit, &u);
+    if (result.left || result.extension_missing)  // rolled back: nothing was written
+        for (int i = 0; i < n; i++) written[i] = result.extension_missing;
+    return result;
 }
 
 }  // namespace aq::queue::settler

@@ -466,7 +466,6 @@ void aq_settler_main(Datum database_arg) {
     MemoryContext round_context = AllocSetContextCreate(TopMemoryContext, "aq settler round", ALLOCSET_DEFAULT_SIZES);
     TimestampTz idle_since = GetCurrentTimestamp();
     TimestampTz rescan_at = 0;
-    TimestampTz receipts_retry_at = 0;  // aborted receipts that failed to be written wait until then
     int rounds_left = 0;
     bool rounds_done = false;  // this worker ran a time manager's round
     for (;;) {
@@ -494,12 +493,14 @@ void aq_settler_main(Datum database_arg) {
         // And its aborted receipts (once_walk.hpp, 5), unless the last ones failed a moment ago.
         int nr = 0;
         ReceiptClaim* receipts = nullptr;
-        if (shared->receipt_count > 0 && GetCurrentTimestamp() >= receipts_retry_at) {
+        if (shared->receipt_count > 0) {
             // They stay in the array, marked taken, until written: walks hold their messages (5).
+            // One given back after a failure waits for its time (not_before); the others do not.
+            TimestampTz taken_receipts_at = GetCurrentTimestamp();
             receipts = static_cast<ReceiptClaim*>(palloc(sizeof(ReceiptClaim) * shared->receipt_count));
             for (int i = 0; i < shared->receipt_count; i++) {
                 ReceiptClaim& c = shared->receipt_claims[i];
-                if (c.database != database || c.taken) continue;
+                if (c.database != database || c.taken || c.not_before > taken_receipts_at) continue;
                 c.taken = true;
                 receipts[nr++] = c;
             }
@@ -578,28 +579,32 @@ void aq_settler_main(Datum database_arg) {
 
         bool left = false;
         bool extension_missing = false;
-        // The aborted receipts, per receipts table; those a unit could not write go back to the
-        // shared array, taken again at the next rescan.
+        // The aborted receipts, per receipts table; those a unit could not write (an error, the
+        // table or a consumer's walk lock busy) go back to the shared array until the next rescan.
         {
-            auto* done = static_cast<bool*>(palloc0(sizeof(bool) * Max(nr, 1)));
+            auto* grouped = static_cast<bool*>(palloc0(sizeof(bool) * Max(nr, 1)));
             auto* batch = static_cast<ReceiptClaim*>(palloc(sizeof(ReceiptClaim) * Max(nr, 1)));
+            auto* written = static_cast<bool*>(palloc(sizeof(bool) * Max(nr, 1)));
             for (int i = 0; i < nr; i++) {
-                if (done[i]) continue;
+                if (grouped[i]) continue;
                 int k = 0;
                 for (int j = i; j < nr; j++)
-                    if (!done[j] && receipts[j].receipts == receipts[i].receipts) {
+                    if (!grouped[j] && receipts[j].receipts == receipts[i].receipts) {
                         batch[k++] = receipts[j];
-                        done[j] = true;
+                        grouped[j] = true;
                     }
-                UnitResult unit = run_receipts_unit(receipts[i].receipts, batch, k);
+                UnitResult unit = run_receipts_unit(receipts[i].receipts, batch, k, written);
                 extension_missing = unit.extension_missing;
-                bool again = unit.left && !unit.extension_missing;
-                if (again) {
+                TimestampTz retry_at =
+                    TimestampTzPlusMilliseconds(GetCurrentTimestamp(), long(rescan_ms) << Min(rounds_left, 6));
+                bool any_left = false;
+                for (int j = 0; j < k; j++) any_left |= !written[j];
+                if (any_left) {
                     left = true;
-                    receipts_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), long(rescan_ms) << Min(rounds_left, 6));
+                    if (rescan_at == 0 || retry_at < rescan_at) rescan_at = retry_at;
                 }
                 LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-                finish_receipt_claims(batch, k, !again);
+                finish_receipt_claims(batch, k, written, retry_at);
                 LWLockRelease(shared->lock);
             }
         }

@@ -182,14 +182,18 @@ void count_receipt_claims() {
     pg_atomic_write_u32(&shared->receipts_pending, uint32(shared->receipt_count));
 }
 
-void finish_receipt_claims(const ReceiptClaim* claims, int n, bool done) {
+void finish_receipt_claims(const ReceiptClaim* claims, int n, const bool* written, TimestampTz retry_at) {
     int kept = 0;
     for (int i = 0; i < shared->receipt_count; i++) {
         ReceiptClaim& c = shared->receipt_claims[i];
-        bool mine = false;
-        for (int j = 0; j < n && !mine; j++) mine = claims[j].id == c.id;
-        if (mine && done) continue;
-        if (mine) c.taken = false;
+        int mine = -1;
+        for (int j = 0; j < n && mine < 0; j++)
+            if (claims[j].id == c.id) mine = j;
+        if (mine >= 0 && written[mine]) continue;
+        if (mine >= 0) {
+            c.taken = false;
+            c.not_before = retry_at;
+        }
         if (kept != i) shared->receipt_claims[kept] = c;
         kept++;
     }
@@ -234,6 +238,7 @@ void append_receipt(const Receipt& r, uint32 requester) {
         ReceiptClaim& c = shared->receipt_claims[shared->receipt_count++];
         c.id = ++shared->next_receipt_id;
         c.taken = false;
+        c.not_before = 0;
         c.database = MyDatabaseId;
         c.receipts = r.receipts;
         c.queue_id = r.queue_id;

@@ -48,6 +48,7 @@ struct Request {
 struct ReceiptClaim {
     uint64 id;
     bool taken;  // a settler is writing it: it stays until that commits (or is given back)
+    TimestampTz not_before;  // given back after a failure: taken again from then on
     Oid database;
     Oid receipts;
     int32 queue_id;
@@ -137,11 +138,12 @@ struct UnitResult {
     bool extension_missing;  // the database has no aq
 };
 UnitResult run_unit(Oid relid, const ItemPointerData* tids, int ntids, Oid** tables, int* ntables);
-// The same for aborted receipts of one receipts table: each written as an attempt (once_walk.hpp, 5).
-UnitResult run_receipts_unit(Oid receipts, const ReceiptClaim* claims, int n);
-// Under the lock: the aborted receipts of ids are written (done: removed) or given back (else: taken
-// again at the next rescan).
-void finish_receipt_claims(const ReceiptClaim* claims, int n, bool done);
+// The same for aborted receipts of one receipts table: each written as an attempt (once_walk.hpp, 5);
+// written[i] says whether claims[i] was (all false when the unit failed).
+UnitResult run_receipts_unit(Oid receipts, const ReceiptClaim* claims, int n, bool* written);
+// Under the lock: the aborted receipts claims[i] are written (written[i]: removed) or given back
+// (taken again from retry_at).
+void finish_receipt_claims(const ReceiptClaim* claims, int n, const bool* written, TimestampTz retry_at);
 // Under the lock: receipts_pending follows receipt_count.
 void count_receipt_claims();
 
