@@ -233,8 +233,9 @@ int claim_once(const ClaimArgs& a) {
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("queue \"%s\" cannot be read", a.request->queue_name),
                         errdetail("Its queue table stores each message once; it is read only directly, which its "
-                                  "tables, their triggers, rules or row-level security, the caller's privileges, a "
-                                  "read-only transaction or a server without aq preloaded do not allow.")));
+                                  "tables, their triggers, rules, row-level security or indexes of their own, the "
+                                  "caller's privileges, a read-only transaction or a server without aq preloaded do "
+                                  "not allow.")));
     if (rows > 0) {
         remember_position(a.queue->queue_id, o.consumer, browse, state.last_priority, state.last_enq_time,
                           state.last_msgid);
