@@ -841,9 +841,9 @@ END $$;
 -- In development (docs/design-horizon-storage.md, section 3), not yet a user feature: a
 -- multi-consumer queue table that stores each message once, in a ring of segments, with what each
 -- consumer took of a segment's messages in that segment's receipts table (<segment>_r).  What works
--- so far: subscribers without rules, enqueue, expiration, dequeue by consumer in remove and browse
--- modes (by msgid, by correlation), LISTEN, each consumer's attempts, retry_delay and exception
--- queue (src/queue/once_walk.hpp); the rest refuses with 0A000.  Superusers only.
+-- so far: subscribers without rules, enqueue, expiration, dequeue by consumer in remove, browse and
+-- locked modes (by msgid, by correlation), LISTEN, each consumer's attempts, retry_delay and
+-- exception queue (src/queue/once_walk.hpp); the rest refuses with 0A000.  Superusers only.
 CREATE FUNCTION aq._create_stored_once_queue_table(
     queue_table text,
     queue_payload_type regtype,

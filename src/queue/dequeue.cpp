@@ -222,7 +222,7 @@ int claim_once(const ClaimArgs& a) {
         OnceDequeue request{a.queue->relid, &a.queue->segments, a.queue->payload_type, a.queue->queue_id, o.consumer,
                             since, a.queue->priority_order, browse, a.request->array_size, from_head,
                             a.after && !o.msgid ? &after : nullptr, once_sink, &state, a.next_ready,
-                            o.msgid ? &at : nullptr, o.correlation};
+                            o.msgid ? &at : nullptr, o.correlation, o.mode == DequeueMode::locked};
         return bulk_dequeue_once(request);
     };
     int32 head_key = a.queue->queue_id ^
@@ -240,6 +240,8 @@ int claim_once(const ClaimArgs& a) {
         remember_position(a.queue->queue_id, o.consumer, browse, state.last_priority, state.last_enq_time,
                           state.last_msgid);
         if (!browse) wakeup::note_dequeue(a.queue->queue_id);
+        // Locked messages are the consumer's again when the transaction commits: wake waiters then.
+        if (o.mode == DequeueMode::locked) wakeup::note_release(a.queue->queue_id);
     }
     return rows;
 }
@@ -549,8 +551,8 @@ int dequeue(const DequeueRequest& r) {
         bool grouped = q.grouped && !q.exception_queue;
         if (o.navigation == Navigation::next_transaction && !grouped)
             refused = "navigation next_transaction";
-        else if (q.stored_once() && !q.exception_queue && (o.condition || o.mode == DequeueMode::locked))
-            refused_once = o.condition ? "deq_condition" : "dequeue_mode locked";
+        else if (q.stored_once() && !q.exception_queue && o.condition)
+            refused_once = "deq_condition";
         else if (grouped && (o.msgid || o.correlation || o.condition))
             refused = o.msgid ? "msgid" : o.correlation ? "correlation" : "deq_condition";
         if (refused || refused_once) {

@@ -223,12 +223,16 @@ void load_taken(Receipts& r, Datum consumer, const scan_floor::Position* from, T
         int n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
         if (ARR_HASNULL(array) || n % 2 != 0) continue;  // not aq's: ignored
         const int64* pairs = reinterpret_cast<const int64*>(ARR_DATA_PTR(array));
-        if (DatumGetChar(slot_getattr(slot, rcol_kind + 1, &isnull)) == 'r') {  // an attempt (5)
+        char kind = DatumGetChar(slot_getattr(slot, rcol_kind + 1, &isnull));
+        if (kind == 'r') {  // an attempt (5)
             TimestampTz at = DatumGetTimestampTz(slot_getattr(slot, rcol_at + 1, &isnull));
             // Pending while the settler writes it; the settler's own earlier ones are counted.
             for (int i = 0; i < n; i += 2) attempts->add(pairs[i], pairs[i + 1], at, elsewhere);
             continue;
         }
+        // Locked (3): held while another transaction that locked runs; nothing once it ended, nor
+        // for the transaction that locked (its later dequeues take it, as FOR UPDATE lets them).
+        if (kind == 'l' && !elsewhere) continue;
         for (int i = 0; i < n; i += 2) runs->add(pairs[i], pairs[i + 1], held);
     }
     ExecDropSingleTupleTableSlot(slot);
@@ -251,7 +255,7 @@ int cmp_int64(const void* a, const void* b) {
 
 // 3: one receipt for what the walk took of the segment's messages, heap and index; remembered for
 // the settler if the (sub)transaction aborts (5).
-void insert_receipt(Receipts& r, Datum consumer, const char* consumer_name, int32 queue_id, TimestampTz now) {
+void insert_receipt(Receipts& r, Datum consumer, const char* consumer_name, int32 queue_id, TimestampTz now, char kind) {
     qsort(r.taken, r.count, sizeof(int64), cmp_int64);
     int64* bounds = static_cast<int64*>(palloc(sizeof(int64) * 2 * r.count));
     int n = 0;
@@ -266,7 +270,7 @@ void insert_receipt(Receipts& r, Datum consumer, const char* consumer_name, int3
     Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * n));
     for (int i = 0; i < n; i++) pairs[i] = Int64GetDatum(bounds[i]);
     ArrayType* runs = construct_array(pairs, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-    Datum values[receipt_column_count] = {consumer, CharGetDatum('t'), Int32GetDatum(r.hi.priority),
+    Datum values[receipt_column_count] = {consumer, CharGetDatum(kind), Int32GetDatum(r.hi.priority),
                                           TimestampTzGetDatum(r.hi.enq_time), Int64GetDatum(r.hi.msgid),
                                           PointerGetDatum(runs), TimestampTzGetDatum(now)};
     bool nulls[receipt_column_count] = {};
@@ -715,7 +719,7 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     MemoryContextSwitchTo(walk_context);
     for (int i = 0; i < r.segments->count; i++)
         if (receipts[i].count > 0) {
-            insert_receipt(receipts[i], consumer, r.consumer, r.queue_id, now);
+            insert_receipt(receipts[i], consumer, r.consumer, r.queue_id, now, r.lock_only ? 'l' : 't');
             inserted = true;
         }
     MemoryContextSwitchTo(caller_context);

@@ -30,7 +30,10 @@
 //     remove walk notes it for its segment's receipt and hands it on; a browse hands it on.  At the
 //     end one receipt per segment it took from is inserted (heap and index), then the lock goes:
 //     the next walk of c sees them.  A message of the parent (written by hand; it has no receipts
-//     table) is passed.
+//     table) is passed.  The locked mode writes receipts of kind 'l': held while another
+//     transaction that wrote them runs, nothing once it ended (committed: the message is c's again,
+//     as Oracle's lock ends with the transaction; aborted: an attempt, 5) nor for the transaction
+//     itself, whose later dequeues (by msgid, in remove mode) take the message.
 //  4. The floor watch (index_walk.hpp, 6) meets the first entry whose row is visible or not gone;
 //     it passes on when that row is a message c took for good (3), so c's floor rises past what c
 //     consumed and its dequeues do not read it again.  Enqueues lower every subscriber's floor
@@ -64,7 +67,7 @@
 //     is held; a walk between an abort's record and its hand-over (instructions apart) may take
 //     the message first, and that attempt is not counted; prepared transactions'
 //     receipts are not counted (as Oracle, which counts an attempt when the application rolls
-//     back).  Not yet: rules, recipient lists, deq_condition and the locked mode.
+//     back).  Not yet: rules, recipient lists, deq_condition.
 //  6. Truncation (ring.hpp, T2): a segment goes once every message in it is taken ('t' or 'x'), under
 //     committed receipts of its segment, by every subscriber it is for, and no consumer's copy is
 //     left in an exception queue in it (ring.cpp, once_settled), proved again
@@ -105,6 +108,7 @@ struct OnceDequeue {
     TimestampTz* next_ready;  // or nullptr: lowered to when a message passed for its retry_delay is ready
     const BulkDequeuePosition* only = nullptr;  // a dequeue by msgid: that message, at its position
     const char* correlation = nullptr;          // only messages whose corrid is LIKE this (C collation)
+    bool lock_only = false;                     // locked mode: a receipt of kind 'l' (3)
 };
 
 // How many messages were handed on, or -1 when the walk may not run (1).

@@ -282,8 +282,8 @@ bool once_settled(const Segments& segments, int k, bool hinted = true) {
         "            FROM ONLY %2$s r,"
         "                 pg_catalog.generate_series(1, pg_catalog.cardinality(r.runs) OPERATOR(pg_catalog./) 2) i"
         // What was taken, or moved to an exception queue: not the attempts (once_walk.hpp, 5), whose
-        // messages are the consumer's again.
-        "           WHERE r.kind OPERATOR(pg_catalog.<>) 'r'),"
+        // messages are the consumer's again, nor the locks (3), which end with their transaction.
+        "           WHERE r.kind OPERATOR(pg_catalog.=) ANY ('{t,x}'::pg_catalog.\"char\"[])),"
         " taken AS (SELECT runs.consumer, pg_catalog.count(DISTINCT m.msgid) AS n"
         "             FROM runs JOIN ONLY %1$s m ON m.msgid OPERATOR(pg_catalog.>=) runs.lo"
         "                                       AND m.msgid OPERATOR(pg_catalog.<=) runs.hi"
