@@ -1786,7 +1786,15 @@ BEGIN
     FOR t IN SELECT qt.queue_table_id, qt.relid, qt.delivery_relid, qt.segment_count,
                     coalesce(has_table_privilege(qt.relid, 'SELECT'), false)
                     AND (qt.delivery_relid IS NULL OR coalesce(has_table_privilege(qt.delivery_relid, 'SELECT'), false))
-                    AS readable
+                    AND coalesce((SELECT bool_and(coalesce(has_table_privilege(s.receipts, 'SELECT'), false))
+                                    FROM aq.queue_segments s
+                                   WHERE s.queue_table_id = qt.queue_table_id AND s.receipts IS NOT NULL), true)
+                    AS readable,
+                    -- Each message stored once: what the consumers took is in the segments' receipts.
+                    (SELECT string_agg(format('SELECT %s::oid AS seg, r.consumer, r.kind, r.runs FROM ONLY %s r',
+                                              s.relid::oid, s.receipts), ' UNION ALL ')
+                       FROM aq.queue_segments s
+                      WHERE s.queue_table_id = qt.queue_table_id AND s.receipts IS NOT NULL) AS receipts
                FROM aq.queue_tables qt ORDER BY qt.queue_table
     LOOP
         IF NOT t.readable THEN
@@ -1795,6 +1803,43 @@ BEGIN
                 SELECT q.queue_id, s.consumer_name, NULL::bigint, NULL::bigint, NULL::bigint, NULL::timestamptz
                   FROM aq.queues q LEFT JOIN aq.subscribers s ON s.queue_id = q.queue_id
                  WHERE q.queue_table_id = t.queue_table_id;
+            CONTINUE;
+        END IF;
+        IF t.receipts IS NOT NULL THEN
+            -- Per subscriber, the messages for it (after its since_msgid) that no receipt of its
+            -- took ('t') or moved ('x'); and each consumer's copies in the exception queues.
+            RETURN QUERY EXECUTE format(
+                'WITH rc AS (%2$s),'
+                '     runs AS (SELECT rc.seg, rc.consumer, rc.runs[2 * i - 1] AS lo, rc.runs[2 * i] AS hi'
+                '                FROM rc, generate_series(1, cardinality(rc.runs) / 2) i WHERE rc.kind IN (''t'', ''x'')),'
+                '     r AS (SELECT m.q_id, s.consumer_name, m.enq_time,'
+                '                  CASE WHEN m.expiration <= now() THEN ''expired'''
+                '                       WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
+                '             FROM %1$s m JOIN aq.subscribers s ON s.queue_id = m.q_id'
+                '              AND (s.since_msgid IS NULL OR m.msgid > s.since_msgid)'
+                '            WHERE m.consumer_name IS NULL'
+                '              AND NOT EXISTS (SELECT FROM runs WHERE runs.seg = m.tableoid'
+                '                                 AND runs.consumer = s.consumer_name COLLATE "C"'
+                '                                 AND m.msgid BETWEEN runs.lo AND runs.hi)'
+                '           UNION ALL'
+                '           SELECT m.q_id, m.consumer_name COLLATE "default", m.enq_time, ''ready'''
+                '             FROM %1$s m WHERE m.consumer_name IS NOT NULL),'
+                '     c AS (SELECT r.q_id, r.consumer_name,'
+                '                  count(*) FILTER (WHERE r.state = ''ready'') AS ready,'
+                '                  count(*) FILTER (WHERE r.state = ''waiting'') AS waiting,'
+                '                  count(*) FILTER (WHERE r.state = ''expired'') AS expired,'
+                '                  min(r.enq_time) FILTER (WHERE r.state = ''ready'') AS oldest_ready'
+                '             FROM r GROUP BY r.q_id, r.consumer_name),'
+                '     k AS (SELECT s.queue_id, s.consumer_name FROM aq.subscribers s JOIN aq.queues q ON q.queue_id = s.queue_id'
+                '            WHERE q.queue_table_id = $1'
+                '           UNION SELECT c.q_id, c.consumer_name FROM c)'
+                ' SELECT q.queue_id, k.consumer_name, coalesce(c.ready, 0), coalesce(c.waiting, 0), coalesce(c.expired, 0),'
+                '        c.oldest_ready'
+                '   FROM aq.queues q LEFT JOIN k ON k.queue_id = q.queue_id'
+                '   LEFT JOIN c ON c.q_id = q.queue_id AND c.consumer_name IS NOT DISTINCT FROM k.consumer_name'
+                '  WHERE q.queue_table_id = $1',
+                t.relid, t.receipts)
+                USING t.queue_table_id;
             CONTINUE;
         END IF;
         RETURN QUERY EXECUTE format(

@@ -160,7 +160,13 @@ SELECT aq.add_subscriber('oncem_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
 SELECT aq.enqueue('oncem_q', 'c1'::text, aq.message_properties(correlation => 'red')) AS c1 \gset
 SELECT aq.enqueue('oncem_q', 'c2'::text, aq.message_properties(correlation => 'blue')) AS c2 \gset
 SELECT aq.enqueue('oncem_q', 'c3'::text, aq.message_properties(correlation => 'reddish')) AS c3 \gset
+BEGIN;
 SELECT payload FROM aq.dequeue('oncem_q', NULL::text, aq.dequeue_options(consumer_name => 'A', msgid => :c2));
+-- What the dequeue keeps locked: the segment it took from and its receipts; not the other segment
+-- nor its receipts (it read the message's position in a look and wrote no receipt there).
+SELECT c.relname, l.mode FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+ WHERE l.pid = pg_backend_pid() AND c.relname LIKE 'oncem_qt$%' AND c.relkind = 'r' ORDER BY 1, 2;
+COMMIT;
 SELECT try_sql(format($$SELECT aq.dequeue('oncem_q', NULL::text, aq.dequeue_options(consumer_name => 'A', msgid => %s, wait => 0))$$, :c2)) AS taken_already;
 SELECT string_agg(payload, ',') FROM aq.dequeue_array('oncem_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A', correlation => 'red%'));
 SELECT try_sql($$SELECT aq.dequeue('oncem_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$) AS a_done;
@@ -232,13 +238,46 @@ DO $$ BEGIN  -- until e1 has expired
     PERFORM pg_sleep(0.01);
   END LOOP;
 END $$;
+BEGIN;
 SELECT payload FROM aq.dequeue_array('oncee_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'B'));
+-- The move took each subscriber's walk lock for a moment, not to the end of this transaction.
+SELECT count(*) AS walk_locks_held FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 4 AND pid = pg_backend_pid();
+COMMIT;
 SELECT m.user_data, m.consumer_name, m.retry_count, q.queue_name
   FROM oncee_qt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE q.queue_type = 'exception_queue' ORDER BY 2;
 SELECT user_data, expiration FROM oncee_qt WHERE consumer_name IS NULL ORDER BY msgid;
 SELECT payload FROM aq.dequeue_array('oncee_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'C'));
 SELECT try_sql($$SELECT aq.dequeue('aq$_oncee_qt_e', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$) AS a_has_none;
 SELECT payload, (p).state FROM aq.dequeue('aq$_oncee_qt_e', NULL::text, aq.dequeue_options(consumer_name => 'C')) AS d(m, payload, p);
+-- A message for nobody (its subscribers removed) expires no more either: nothing looks at it again.
+SELECT aq.enqueue('oncee_q', 'e3'::text, aq.message_properties(expiration => '1 s')) > 0 AS enqueued;
+SELECT aq.remove_subscriber('oncee_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B', 'C']) s;
+DO $$ BEGIN
+  WHILE clock_timestamp() <= (SELECT enq_time + interval '1 s' FROM oncee_qt WHERE user_data = 'e3') LOOP
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END $$;
+SELECT aq.add_subscriber('oncee_q', aq.agent('Z'));  -- a dequeue that commits, after which e3 ...
+SELECT aq.enqueue('oncee_q', 'z'::text) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue('oncee_q', NULL::text, aq.dequeue_options(consumer_name => 'Z'));
+SELECT user_data, expiration FROM oncee_qt WHERE user_data = 'e3';  -- ... expires no more
+-- A batch of the move is a batch of messages with all their subscribers (10,000 messages; here 10,002
+-- for three): none is cleared with a subscriber left out, whose walk would then take it.
+SELECT aq.add_subscriber('oncee_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
+SELECT cardinality(aq.enqueue_array('oncee_q', array_agg('b' || i),
+                                    array_agg(aq.message_properties(expiration => '1 s')))) AS enqueued
+  FROM generate_series(1, 10002) i;
+SELECT aq.enqueue('oncee_q', 'fresh'::text) > 0 AS enqueued;
+DO $$ BEGIN
+  WHILE clock_timestamp() <= (SELECT max(enq_time) + interval '1 s' FROM oncee_qt WHERE user_data LIKE 'b%') LOOP
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END $$;
+SELECT payload FROM aq.dequeue('oncee_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));  -- moves a batch
+SELECT payload FROM aq.dequeue_array('oncee_q', NULL::text, 100, aq.dequeue_options(consumer_name => 'B'));
+SELECT consumer_name, count(*) AS copies FROM oncee_qt WHERE consumer_name IS NOT NULL AND user_data LIKE 'b%' GROUP BY 1 ORDER BY 1;
+SELECT count(*) FILTER (WHERE expiration IS NULL) AS cleared, count(*) FILTER (WHERE expiration IS NOT NULL) AS expiring
+  FROM oncee_qt WHERE consumer_name IS NULL AND user_data LIKE 'b%';
 SELECT aq.drop_queue_table('oncee_qt', force => true);
 
 -- What does not work yet says so (0A000).

@@ -35,6 +35,7 @@ extern "C" {
 
 #include "base/run_as.hpp"
 #include "base/spi.hpp"
+#include "base/xact_end.hpp"
 #include "compat/executor.hpp"
 #include "compat/relation.hpp"
 #include "queue/bulk_enqueue.hpp"
@@ -95,9 +96,10 @@ bool open_receipts(Oid relid, LOCKMODE lock, Receipts* r) {
     return true;
 }
 
-void close_receipts(Receipts* r) {
-    if (r->index) index_close(r->index, NoLock);  // kept to the end of the transaction
-    if (r->heap) table_close(r->heap, NoLock);
+// The lock is kept to the end of the transaction (NoLock), or released (lock: what opened it).
+void close_receipts(Receipts* r, LOCKMODE release = NoLock) {
+    if (r->index) index_close(r->index, release);
+    if (r->heap) table_close(r->heap, release);
 }
 
 // The messages the consumer took, as runs [lo, hi] of msgids: committed by another transaction
@@ -306,6 +308,15 @@ struct ConsumerView {
     TakenRuns taken;
     AttemptRuns attempts;
 };
+}  // namespace
+
+void release_walk_lock(Oid queue_table, const char* consumer) {
+    LOCKTAG tag = walk_tag(queue_table, consumer);
+    (void)LockRelease(&tag, ExclusiveLock, false);
+}
+
+namespace {
+
 enum class View { read, busy, not_aqs };
 View view_of(Oid queue_table, Oid receipts_relid, const char* consumer, ConsumerView* view) {
     // Never waited for: an aborting session of c may hold it while it waits for the settler.
@@ -437,73 +448,100 @@ void move_to_exception(const ExceptionMove& m) {
     if (rc != SPI_OK_INSERT) elog(ERROR, "aq: writing a receipt failed: %s", SPI_result_code_string(rc));
 }
 
+namespace {
+struct ExpiredRow {
+    Oid segment;
+    int64 msgid;
+    int32 queue_id, priority;
+    TimestampTz enq_time;
+    char* consumer;  // nullptr: a message for nobody (no subscriber left, or the parent's)
+    bool open;       // a consumer holds it, or a walk of it was busy: not done
+};
+int by_message(const void* a, const void* b) {
+    const ExpiredRow* x = *static_cast<const ExpiredRow* const*>(a);
+    const ExpiredRow* y = *static_cast<const ExpiredRow* const*>(b);
+    if (x->segment != y->segment) return x->segment < y->segment ? -1 : 1;
+    return x->msgid < y->msgid ? -1 : x->msgid > y->msgid ? 1 : 0;
+}
+}  // namespace
+
 int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
     *held = false;
-    // The expired messages of the table's normal queues, one row per subscriber each is for
-    // (since_msgid), by consumer, segment and queue.
+    // A batch of the expired messages of the table's normal queues, then one row per subscriber each
+    // is for (since_msgid; none: one row without a consumer), by consumer, segment and queue: every
+    // subscriber of a message of the batch is in it.
     char* sql = psprintf(
         "SELECT m.tableoid, m.msgid, m.q_id, m.priority, m.enq_time, s.consumer_name"
-        "  FROM %s m JOIN aq.subscribers s ON s.queue_id OPERATOR(pg_catalog.=) m.q_id"
+        "  FROM (SELECT e.tableoid, e.msgid, e.q_id, e.priority, e.enq_time FROM %s e"
+        "         WHERE e.expiration OPERATOR(pg_catalog.<=) $1 AND e.consumer_name IS NULL"
+        "           AND e.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
+        "                WHERE n.queue_table_id OPERATOR(pg_catalog.=) $2 AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
+        "         ORDER BY e.tableoid, e.msgid LIMIT $3) m"
+        "  LEFT JOIN aq.subscribers s ON s.queue_id OPERATOR(pg_catalog.=) m.q_id"
         "   AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
-        " WHERE m.expiration OPERATOR(pg_catalog.<=) $1 AND m.consumer_name IS NULL"
-        "   AND m.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
-        "        WHERE n.queue_table_id OPERATOR(pg_catalog.=) $2 AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
-        " ORDER BY s.consumer_name, m.tableoid, m.q_id, m.msgid LIMIT $3",
+        " ORDER BY s.consumer_name NULLS FIRST, m.tableoid, m.q_id, m.msgid",
         q.qualified_table);
     Oid types[3] = {TIMESTAMPTZOID, INT4OID, INT8OID};
     Datum args[3] = {TimestampTzGetDatum(now), Int32GetDatum(q.queue_table_id), Int64GetDatum(expiry_batch_size)};
     int rc = SPI_execute_with_args(sql, 3, types, args, nullptr, true, 0);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: looking for expired messages failed: %s", SPI_result_code_string(rc));
-    struct Row {
-        Oid segment;
-        int64 msgid;
-        int32 queue_id, priority;
-        TimestampTz enq_time;
-        char* consumer;
-        bool open;  // a consumer holds it: not done
-    };
     int n = int(SPI_processed);
-    Row* rows = static_cast<Row*>(palloc(sizeof(Row) * Max(n, 1)));
+    ExpiredRow* rows = static_cast<ExpiredRow*>(palloc(sizeof(ExpiredRow) * Max(n, 1)));
     for (int i = 0; i < n; i++) {
         HeapTuple t = SPI_tuptable->vals[i];
         TupleDesc d = SPI_tuptable->tupdesc;
         bool isnull;
-        rows[i] = Row{DatumGetObjectId(SPI_getbinval(t, d, 1, &isnull)), DatumGetInt64(SPI_getbinval(t, d, 2, &isnull)),
-                      DatumGetInt32(SPI_getbinval(t, d, 3, &isnull)), DatumGetInt32(SPI_getbinval(t, d, 4, &isnull)),
-                      DatumGetTimestampTz(SPI_getbinval(t, d, 5, &isnull)), SPI_getvalue(t, d, 6), false};
+        rows[i] = ExpiredRow{DatumGetObjectId(SPI_getbinval(t, d, 1, &isnull)), DatumGetInt64(SPI_getbinval(t, d, 2, &isnull)),
+                             DatumGetInt32(SPI_getbinval(t, d, 3, &isnull)), DatumGetInt32(SPI_getbinval(t, d, 4, &isnull)),
+                             DatumGetTimestampTz(SPI_getbinval(t, d, 5, &isnull)), SPI_getvalue(t, d, 6), false};
     }
     SPI_freetuptable(SPI_tuptable);
     int64 moved = 0;
     int64* ids = static_cast<int64*>(palloc(sizeof(int64) * Max(n, 1)));
     int32* attempts = static_cast<int32*>(palloc(sizeof(int32) * Max(n, 1)));
+    auto same_group = [&](const ExpiredRow& a, const ExpiredRow& b) {
+        return a.segment == b.segment && a.consumer && b.consumer && strcmp(a.consumer, b.consumer) == 0;
+    };
     for (int i = 0; i < n;) {
-        int end = i;
-        while (end < n && rows[end].segment == rows[i].segment && strcmp(rows[end].consumer, rows[i].consumer) == 0) end++;
+        int end = i + 1;
+        while (end < n && same_group(rows[end], rows[i])) end++;
         int k = -1;
-        for (int s = 0; s < q.segments.count && k < 0; s++)
+        for (int s = 0; s < q.segments.count && k < 0 && rows[i].consumer; s++)
             if (q.segments.relids[s] == rows[i].segment) k = s;
         ConsumerView view;
         View read = k >= 0 ? view_of(q.relid, q.segments.receipts[k], rows[i].consumer, &view) : View::not_aqs;
-        if (read == View::busy)  // a walk of the consumer: looked at again later
+        // A walk of the consumer (busy), or receipts the walks refuse: looked at again later.
+        if (read == View::busy || (read == View::not_aqs && k >= 0))
             for (int j = i; j < end; j++) rows[j].open = true;
         if (read == View::read) {
+            // Its aborted receipts not written yet (5): their messages wait for their attempts.
+            int npending = 0;
+            const int64* pending = retries::counting()
+                                       ? settler::pending_receipt_runs(q.segments.receipts[k], rows[i].consumer, &npending)
+                                       : nullptr;
+            for (int j = 0; j + 1 < npending; j += 2) view.attempts.add(pending[j], pending[j + 1], 0, true);
+            view.attempts.sort();
             // Per queue (a segment holds every queue's messages): what the consumer has not taken.
             for (int from = i; from < end;) {
                 int upto = from, count = 0;
                 while (upto < end && rows[upto].queue_id == rows[from].queue_id) upto++;
-                auto later = [&](const Row& a, const Row& b) {  // a after b in the queue's order
+                auto later = [&](const ExpiredRow& a, const ExpiredRow& b) {  // a after b in the queue's order
                     if (q.priority_order && a.priority != b.priority) return a.priority > b.priority;
                     if (a.enq_time != b.enq_time) return a.enq_time > b.enq_time;
                     return a.msgid > b.msgid;
                 };
-                const Row* hi = nullptr;
+                const ExpiredRow* hi = nullptr;
                 for (int j = from; j < upto; j++) {
                     CHECK_FOR_INTERRUPTS();
                     TakenRuns::Found found = view.taken.find(rows[j].msgid);
-                    if (found == TakenRuns::Found::held) rows[j].open = true;  // its end decides
+                    AttemptRuns::Seen seen = view.attempts.find(rows[j].msgid);
+                    if (found == TakenRuns::Found::held || (found == TakenRuns::Found::no && seen.pending)) {
+                        rows[j].open = true;  // its end decides
+                        continue;
+                    }
                     if (found != TakenRuns::Found::no) continue;
                     ids[count] = rows[j].msgid;
-                    attempts[count++] = view.attempts.find(rows[j].msgid).attempts;
+                    attempts[count++] = seen.attempts;
                     if (!hi || later(rows[j], *hi)) hi = &rows[j];
                 }
                 if (count > 0) {
@@ -515,26 +553,35 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
                 }
                 from = upto;
             }
+            // Written (uncommitted receipts are held by the walks: dirty reads): the consumer's walks
+            // need not wait for this transaction's end.
+            release_walk_lock(q.relid, rows[i].consumer);
         }
         i = end;
     }
-    // The messages every subscriber is done with (took, or has a copy of now): no longer expiring.
-    for (int i = 0; i < n; i++) {
-        if (!rows[i].open) continue;
-        *held = true;
-        for (int j = 0; j < n; j++)
-            if (rows[j].segment == rows[i].segment && rows[j].msgid == rows[i].msgid) rows[j].open = true;
-    }
-    for (int k = 0; k < q.segments.count; k++) {
+    // The messages every subscriber is done with (took, or has a copy of now), and those for
+    // nobody: no longer expiring.  By message: one open row keeps it.
+    const ExpiredRow** order = static_cast<const ExpiredRow**>(palloc(sizeof(ExpiredRow*) * Max(n, 1)));
+    for (int i = 0; i < n; i++) order[i] = &rows[i];
+    qsort(order, n, sizeof(ExpiredRow*), by_message);
+    for (int i = 0; i < n;) {
+        Oid segment = order[i]->segment;
         int count = 0;
-        for (int i = 0; i < n; i++)
-            if (rows[i].segment == q.segments.relids[k] && !rows[i].open) ids[count++] = rows[i].msgid;
+        for (; i < n && order[i]->segment == segment;) {
+            int64 msgid = order[i]->msgid;
+            bool open = false;
+            for (; i < n && order[i]->segment == segment && order[i]->msgid == msgid; i++) open |= order[i]->open;
+            if (open)
+                *held = true;
+            else
+                ids[count++] = msgid;
+        }
         if (count == 0) continue;
         Oid done_types[1] = {INT8ARRAYOID};
         Datum done_args[1] = {int8_array(ids, count)};
         rc = SPI_execute_with_args(psprintf("UPDATE ONLY %s SET expiration = NULL WHERE msgid OPERATOR(pg_catalog.=) ANY ($1)"
                                             " AND consumer_name IS NULL",
-                                            qualified_name_of(q.segments.relids[k])),
+                                            qualified_name_of(segment)),
                                    1, done_types, done_args, nullptr, false, 0);
         if (rc != SPI_OK_UPDATE) elog(ERROR, "aq: expiring messages failed: %s", SPI_result_code_string(rc));
     }
@@ -564,7 +611,30 @@ int64 subscribed_since(int32 queue_id, const char* consumer) {
     return isnull ? 0 : DatumGetInt64(v);
 }
 
+namespace {
+struct PositionLook {
+    const QueueInfo* q;
+    int64 msgid;
+    BulkDequeuePosition* at;
+    bool found;
+};
+void read_position(void* arg);
+}  // namespace
+
 bool once_position(const QueueInfo& q, int64 msgid, BulkDequeuePosition* at) {
+    // In a look (ring.hpp, L1): reading through the table locks every segment, which a dequeue
+    // that then waits must not keep.
+    PositionLook look{&q, msgid, at, false};
+    base::xact_end::look(read_position, &look);
+    return look.found;
+}
+
+namespace {
+void read_position(void* arg) {
+    auto* l = static_cast<PositionLook*>(arg);
+    const QueueInfo& q = *l->q;
+    int64 msgid = l->msgid;
+    BulkDequeuePosition* at = l->at;
     char* sql = psprintf("SELECT priority, enq_time FROM %s WHERE msgid OPERATOR(pg_catalog.=) $1"
                          " AND q_id OPERATOR(pg_catalog.=) $2 AND consumer_name IS NULL LIMIT 1",
                          q.qualified_table);
@@ -583,8 +653,9 @@ bool once_position(const QueueInfo& q, int64 msgid, BulkDequeuePosition* at) {
     }
     SPI_freetuptable(SPI_tuptable);
     SPI_freeplan(plan);
-    return found;
+    l->found = found;
 }
+}  // namespace
 
 int bulk_dequeue_once(const OnceDequeue& r) {
     RingScan ring;
@@ -728,7 +799,10 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     if (floor_rises) scan_floor::raise(r.queue_id, floor, watch.candidate, r.consumer);
 
     MemoryContextDelete(message_context);
-    for (int i = 0; i < r.segments->count; i++) close_receipts(&receipts[i]);
+    // A receipts table the walk wrote nothing into is let go, as the ring lets go of a segment it
+    // took nothing from (ring_scan.hpp, 5): a waiting consumer holds no lock that would keep a
+    // segment and its receipts from truncation (ring.hpp, L1).
+    for (int i = 0; i < r.segments->count; i++) close_receipts(&receipts[i], receipts[i].count > 0 ? NoLock : lock);
     ring.close();
     walk.end();
     ReleaseTupleDesc(properties_desc);

@@ -45,7 +45,7 @@
 //     and last message, not its row: an aborted insert may be pruned at once) is handed to the
 //     settler, and the abort waits for it (a second at most, as for any attempt: retries.hpp, 5).
 //     The settler, in its own transaction and as the queue table's owner, takes c's walk lock (2)
-//     to its commit, without waiting (busy: that receipt is written later), and reads c's receipts
+//     until the receipts are written, without waiting (busy: tried again 50 ms later), and reads c's receipts
 //     under the latest state (split_attempt): a message c took again since counts nothing; one
 //     another session of c holds is counted ('r') and stays that session's; one with attempts
 //     left goes into a receipt of
@@ -76,11 +76,14 @@
 //     consumer's copy in an exception queue until it is dequeued: an exception queue nobody reads
 //     keeps its segment, and in the end the ring's switch waits for it (ring.hpp, T4).
 //  7. Expiration: a message whose expiration passed is not taken by any walk (rules.hpp); the
-//     time manager (or, without one, a consuming dequeue, maintenance.hpp, 3) moves it, for each
-//     subscriber it is for that has not taken it, to its exception queue as that subscriber's copy
-//     (5, under the subscriber's walk lock: a subscriber holding it decides by its own end, and the
-//     message is looked at again later); once every subscriber is done with it, its expiration is
-//     cleared (an update of the message's row), so no round reads it again (expire_once).
+//     time manager (or, without one, a consuming dequeue, maintenance.hpp, 3, in its transaction)
+//     moves it, for each subscriber it is for that has not taken it, to its exception queue as
+//     that subscriber's copy (5: under the subscriber's walk lock, taken without waiting and let go
+//     once the receipts are written; a subscriber holding it, whose aborted receipt is not written
+//     yet, or whose walk lock is busy, has it looked at again later); once every subscriber is done
+//     with it (or it is for nobody), its expiration is cleared (an update of the message's row), so
+//     no round reads it again (expire_once).  A batch is 10,000 messages with all their
+//     subscribers: a message is never cleared with a subscriber left out.
 //  Cost: per message, the merge walk and a search of the runs in memory; per dequeue, one range
 //  read of c's receipts and one receipt per segment (tools/bench/queue-bench, fan-out).
 //
@@ -139,6 +142,10 @@ struct AttemptSplit {
 };
 bool split_attempt(Oid queue_table, Oid receipts, const char* consumer, const int64* pairs, int npairs,
                    int max_retries, AttemptSplit* out);
+
+// The walk lock split_attempt took, once the receipts it decided are written (uncommitted, they are
+// held for the consumer's walks, which read them dirty): its walks need not wait for the commit.
+void release_walk_lock(Oid queue_table, const char* consumer);
 
 // 5: consumer's messages (ids, sorted, with their attempts) of one segment of queue_id moved to their
 // exception queues: each one's copy, for that consumer, into the ring's current segment, and a receipt

@@ -499,6 +499,7 @@ bool receipts_unit(void* arg) {
             as.role = t.owner;
             base::run_as(as, [](void* arg) { move_to_exception(*static_cast<const ExceptionMove*>(arg)); }, &move);
         }
+        release_walk_lock(queue_table, c.consumer);
         u->written[i] = true;
     }
     return false;

@@ -466,6 +466,7 @@ void aq_settler_main(Datum database_arg) {
     MemoryContext round_context = AllocSetContextCreate(TopMemoryContext, "aq settler round", ALLOCSET_DEFAULT_SIZES);
     TimestampTz idle_since = GetCurrentTimestamp();
     TimestampTz rescan_at = 0;
+    TimestampTz receipts_next = 0;  // aborted receipts given back wait until then (no scan: a sleep's end)
     int rounds_left = 0;
     bool rounds_done = false;  // this worker ran a time manager's round
     for (;;) {
@@ -492,6 +493,8 @@ void aq_settler_main(Datum database_arg) {
         shared->request_count = kept;
         // And its aborted receipts (once_walk.hpp, 5), unless the last ones failed a moment ago.
         int nr = 0;
+        bool receipts_here = false;  // of this database, due or not: the worker stays for them
+        receipts_next = 0;
         ReceiptClaim* receipts = nullptr;
         if (shared->receipt_count > 0) {
             // They stay in the array, marked taken, until written: walks hold their messages (5).
@@ -500,7 +503,13 @@ void aq_settler_main(Datum database_arg) {
             receipts = static_cast<ReceiptClaim*>(palloc(sizeof(ReceiptClaim) * shared->receipt_count));
             for (int i = 0; i < shared->receipt_count; i++) {
                 ReceiptClaim& c = shared->receipt_claims[i];
-                if (c.database != database || c.taken || c.not_before > taken_receipts_at) continue;
+                if (c.database != database) continue;
+                receipts_here = true;
+                if (c.taken) continue;
+                if (c.not_before > taken_receipts_at) {
+                    if (receipts_next == 0 || c.not_before < receipts_next) receipts_next = c.not_before;
+                    continue;
+                }
                 c.taken = true;
                 receipts[nr++] = c;
             }
@@ -534,7 +543,7 @@ void aq_settler_main(Datum database_arg) {
         // databases wait for a time manager: then it leaves after its round (5).
         bool yield = quiet && !owed && rounds_done && shared->time_waiting > 0;
         if ((yield || (idle && !time_due(*slot, now, 60000) && TimestampDifferenceExceeds(idle_since, now, idle_exit_ms))) &&
-            !rescan_at) {
+            !rescan_at && !receipts_here) {
             slot->state = slot_stopped;
             slot->worker_procno = no_proc;
             my_slot = nullptr;
@@ -562,6 +571,8 @@ void aq_settler_main(Datum database_arg) {
         if (quiet && !scan && !time_now) {
             MemoryContextSwitchTo(outer);
             long wait_ms = rescan_at ? Max(1L, TimestampDifferenceMilliseconds(now, rescan_at)) : 1000L;
+            if (receipts_next != 0)
+                wait_ms = Min(wait_ms, Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), receipts_next)));
             if (owed) wait_ms = Min(wait_ms, Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_sweep)));
             if (time_next != 0)
                 wait_ms = Min(wait_ms, Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), time_next)));
@@ -580,7 +591,7 @@ void aq_settler_main(Datum database_arg) {
         bool left = false;
         bool extension_missing = false;
         // The aborted receipts, per receipts table; those a unit could not write (an error, the
-        // table or a consumer's walk lock busy) go back to the shared array until the next rescan.
+        // table or a consumer's walk lock busy) go back to the shared array until their retry time.
         {
             auto* grouped = static_cast<bool*>(palloc0(sizeof(bool) * Max(nr, 1)));
             auto* batch = static_cast<ReceiptClaim*>(palloc(sizeof(ReceiptClaim) * Max(nr, 1)));
@@ -595,14 +606,11 @@ void aq_settler_main(Datum database_arg) {
                     }
                 UnitResult unit = run_receipts_unit(receipts[i].receipts, batch, k, written);
                 extension_missing = unit.extension_missing;
-                TimestampTz retry_at =
-                    TimestampTzPlusMilliseconds(GetCurrentTimestamp(), long(rescan_ms) << Min(rounds_left, 6));
-                bool any_left = false;
-                for (int j = 0; j < k; j++) any_left |= !written[j];
-                if (any_left) {
-                    left = true;
-                    if (rescan_at == 0 || retry_at < rescan_at) rescan_at = retry_at;
-                }
+                // A unit that failed backs off as any settle; a consumer's walk lock that was busy (a
+                // walk holds it for moments) is tried again soon.
+                TimestampTz retry_at = TimestampTzPlusMilliseconds(
+                    GetCurrentTimestamp(), unit.left ? long(rescan_ms) << Min(rounds_left, 6) : busy_retry_ms);
+                if (unit.left) left = true;
                 LWLockAcquire(shared->lock, LW_EXCLUSIVE);
                 finish_receipt_claims(batch, k, written, retry_at);
                 LWLockRelease(shared->lock);
@@ -656,6 +664,7 @@ void aq_settler_main(Datum database_arg) {
         rounds_left = left ? rounds_left + 1 : 0;
         if (left)
             rescan_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), long(rescan_ms) << Min(rounds_left - 1, 6));
+
         idle_since = GetCurrentTimestamp();
         // A database without aq (the scan after a start visits every database): leave at
         // once, so that it is not kept busy (CREATE DATABASE from it as a template).

@@ -24,6 +24,7 @@ constexpr int receipt_claim_runs = 16;  // a receipt with more runs takes severa
 constexpr int registry_partitions = 16;  // the registry of dequeuing transactions, by xid: one lock each
 constexpr uint32 no_proc = PG_UINT32_MAX;
 constexpr int idle_exit_ms = 3000;
+constexpr long busy_retry_ms = 50;  // an aborted receipt whose consumer's walk lock was busy (once_walk.hpp, 5)
 constexpr int rescan_ms = 1000;
 constexpr int start_interval_ms = 1000;
 constexpr uint32 max_failed_starts = 3;
