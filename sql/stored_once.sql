@@ -199,6 +199,21 @@ SELECT payload FROM aq.dequeue('oncel_q', NULL::text, aq.dequeue_options(consume
 ROLLBACK;
 SELECT payload, (p).attempts FROM aq.dequeue('oncel_q', NULL::text, aq.dequeue_options(consumer_name => 'A')) AS d(m, payload, p);
 SELECT kind, count(*) FROM "oncel_qt$0_r" GROUP BY 1 ORDER BY 1;
+-- One message is one attempt however many receipts of the transaction cover it: locked, then
+-- removed by msgid, then all rolled back; locked again inside a savepoint rolled back while the
+-- outer lock stays (no attempt).
+SELECT aq.enqueue('oncel_q', 'l3'::text) AS l3 \gset
+BEGIN;
+SELECT payload FROM aq.dequeue('oncel_q', NULL::text, aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'locked'));
+SELECT payload FROM aq.dequeue('oncel_q', NULL::text, aq.dequeue_options(consumer_name => 'A', msgid => :l3));
+ROLLBACK;
+BEGIN;
+SELECT payload, (p).attempts FROM aq.dequeue('oncel_q', NULL::text, aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'locked')) AS d(m, payload, p);
+SAVEPOINT s;
+SELECT payload FROM aq.dequeue('oncel_q', NULL::text, aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'locked', navigation => 'first_message'));
+ROLLBACK TO SAVEPOINT s;
+SELECT payload, (p).attempts FROM aq.dequeue('oncel_q', NULL::text, aq.dequeue_options(consumer_name => 'A', msgid => :l3)) AS d(m, payload, p);
+COMMIT;
 -- Segment 0 goes once l1 and l2 are taken.
 SELECT aq._rotate_segments('oncel_qt') AS truncated;
 SELECT aq.drop_queue_table('oncel_qt', force => true);

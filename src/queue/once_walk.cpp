@@ -328,6 +328,7 @@ View view_of(Oid queue_table, Oid receipts_relid, const char* consumer, Consumer
     close_receipts(&receipts);
     view->taken.sort();
     view->attempts.sort();
+    if (!ok) release_walk_lock(queue_table, consumer);  // nothing will be written: let it go now
     return ok ? View::read : View::not_aqs;
 }
 
@@ -372,7 +373,8 @@ bool split_attempt(Oid queue_table, Oid receipts_relid, const char* consumer, co
     ConsumerView view;
     View read = view_of(queue_table, receipts_relid, consumer, &view);
     if (read == View::busy) return false;
-    if (read == View::not_aqs) return true;  // nothing to count
+    if (read == View::not_aqs) return true;  // nothing to count (and the lock already let go)
+    out->locked = true;
     int64 total = 0;
     for (int i = 0; i + 1 < npairs; i += 2) total += pairs[i + 1] - pairs[i] + 1;
     // A run splits into as many as one per message (those between go elsewhere): 2 per message.
@@ -561,6 +563,7 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
     }
     // The messages every subscriber is done with (took, or has a copy of now), and those for
     // nobody: no longer expiring.  By message: one open row keeps it.
+    int64 messages = 0;
     const ExpiredRow** order = static_cast<const ExpiredRow**>(palloc(sizeof(ExpiredRow*) * Max(n, 1)));
     for (int i = 0; i < n; i++) order[i] = &rows[i];
     qsort(order, n, sizeof(ExpiredRow*), by_message);
@@ -571,10 +574,12 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
             int64 msgid = order[i]->msgid;
             bool open = false;
             for (; i < n && order[i]->segment == segment && order[i]->msgid == msgid; i++) open |= order[i]->open;
-            if (open)
+            if (open) {
                 *held = true;
-            else
+            } else {
                 ids[count++] = msgid;
+                messages++;
+            }
         }
         if (count == 0) continue;
         Oid done_types[1] = {INT8ARRAYOID};
@@ -585,7 +590,8 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
                                    1, done_types, done_args, nullptr, false, 0);
         if (rc != SPI_OK_UPDATE) elog(ERROR, "aq: expiring messages failed: %s", SPI_result_code_string(rc));
     }
-    return moved;
+    (void)moved;
+    return messages;  // cleared: a full batch has the time manager go on at once (time_manager.hpp, 4)
 }
 
 namespace {

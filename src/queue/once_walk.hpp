@@ -67,7 +67,10 @@
 //     is held; a walk between an abort's record and its hand-over (instructions apart) may take
 //     the message first, and that attempt is not counted; prepared transactions'
 //     receipts are not counted (as Oracle, which counts an attempt when the application rolls
-//     back).  Not yet: rules, recipient lists, deq_condition.
+//     back).  A transaction remembers of a new receipt only the messages none of its receipts
+//     for that consumer covers yet: a message locked then removed by msgid, taken again, or
+//     locked again in a subtransaction while an outer level holds it, is one attempt when all of
+//     it rolls back, and none while the outer level stays.  Not yet: rules, recipient lists, deq_condition.
 //  6. Truncation (ring.hpp, T2): a segment goes once every message in it is taken ('t' or 'x'), under
 //     committed receipts of its segment, by every subscriber it is for, and no consumer's copy is
 //     left in an exception queue in it (ring.cpp, once_settled), proved again
@@ -75,6 +78,8 @@
 //     together.  No carry-forward: a message stays in its segment with its receipts, and so does a
 //     consumer's copy in an exception queue until it is dequeued: an exception queue nobody reads
 //     keeps its segment, and in the end the ring's switch waits for it (ring.hpp, T4).
+//     A receipts table the settler cannot lock (LOCK TABLE, VACUUM FULL) backs off as a settle
+//     that left rows does; a busy walk lock is tried again after 50 ms.
 //  7. Expiration: a message whose expiration passed is not taken by any walk (rules.hpp); the
 //     time manager (or, without one, a consuming dequeue, maintenance.hpp, 3, in its transaction)
 //     moves it, for each subscriber it is for that has not taken it, to its exception queue as
@@ -82,8 +87,9 @@
 //     once the receipts are written; a subscriber holding it, whose aborted receipt is not written
 //     yet, or whose walk lock is busy, has it looked at again later); once every subscriber is done
 //     with it (or it is for nobody), its expiration is cleared (an update of the message's row), so
-//     no round reads it again (expire_once).  A batch is 10,000 messages with all their
-//     subscribers: a message is never cleared with a subscriber left out.
+//     no round reads it again (expire_once).  A batch is the first 10,000 expired messages with all
+//     their subscribers: a message is never cleared with a subscriber left out (known: a batch whose
+//     messages all stay held keeps the later ones waiting until one is done).
 //  Cost: per message, the merge walk and a search of the runs in memory; per dequeue, one range
 //  read of c's receipts and one receipt per segment (tools/bench/queue-bench, fan-out).
 //
@@ -134,6 +140,7 @@ int64 subscribed_since(int32 queue_id, const char* consumer);
 // another session of the consumer holds, for an 'r' receipt, and the rest, with their attempts, for
 // an 'x' receipt and their copies in the exception queue.  Palloc'd in the current context.
 struct AttemptSplit {
+    bool locked;  // the walk lock was taken (release_walk_lock once the receipts are written)
     int64* retry_pairs;
     int nretry_pairs;
     int64* except_ids;
@@ -173,7 +180,7 @@ void move_to_exception(const ExceptionMove& move);
 // message and subscriber pairs) moved, for each subscriber that has not taken them, to their
 // exception queues (move_to_exception, under the subscriber's walk lock); a message every subscriber
 // is done with then has its expiration cleared, so it is not looked at again.  held: some subscriber
-// holds one (its transaction decides; looked at again later).  Returns how many copies were made.
+// holds one (its transaction decides; looked at again later).  Returns how many messages it cleared.
 // Requires SPI; runs as the caller (the queue table's owner).
 struct QueueInfo;
 int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held);

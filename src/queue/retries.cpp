@@ -152,9 +152,43 @@ void note_receipt(Oid receipts_relid, int32 queue_id, const char* consumer, int3
                      : MemoryContextAlloc(receipt_memory, sizeof(settler::Receipt) * grown));
         receipt_capacity = grown;
     }
-    // The runs first: an allocation that fails leaves no entry half made for the abort to hand over.
-    auto* copy = static_cast<int64*>(MemoryContextAlloc(receipt_memory, sizeof(int64) * Max(npairs, 1)));
+    // Only the messages no receipt of this transaction's for the consumer covers yet: a message
+    // locked and then removed by msgid, or taken again by a later dequeue of the transaction, or in
+    // a subtransaction while an outer level holds it, is one attempt if it all rolls back (and none
+    // while the outer level stays), as one claim of a row is.  The runs first: an allocation that
+    // fails leaves no entry half made for the abort to hand over.
+    int capacity = npairs;
+    for (int i = 0; i < receipt_used; i++)
+        if (receipts[i].receipts == receipts_relid && strcmp(receipts[i].consumer, consumer) == 0)
+            capacity += receipts[i].npairs;  // a subtracted run splits a piece in two at most
+    auto* copy = static_cast<int64*>(MemoryContextAlloc(receipt_memory, sizeof(int64) * Max(capacity, 1)));
+    auto* next = static_cast<int64*>(palloc(sizeof(int64) * Max(capacity, 1)));
     memcpy(copy, pairs, sizeof(int64) * npairs);
+    int n = npairs;
+    for (int i = 0; i < receipt_used && n > 0; i++) {
+        const settler::Receipt& e = receipts[i];
+        if (e.receipts != receipts_relid || strcmp(e.consumer, consumer) != 0) continue;
+        for (int j = 0; j + 1 < e.npairs && n > 0; j += 2) {
+            int64 lo = e.pairs[j], hi = e.pairs[j + 1];
+            int m = 0;
+            for (int k = 0; k + 1 < n; k += 2) {  // each piece minus [lo, hi]
+                int64 a = copy[k], b = copy[k + 1];
+                if (b < lo || a > hi) {
+                    next[m++] = a, next[m++] = b;
+                    continue;
+                }
+                if (a < lo) next[m++] = a, next[m++] = lo - 1;
+                if (b > hi) next[m++] = hi + 1, next[m++] = b;
+            }
+            memcpy(copy, next, sizeof(int64) * m);
+            n = m;
+        }
+    }
+    pfree(next);
+    if (n == 0) {
+        pfree(copy);
+        return;  // nothing new to this transaction
+    }
     settler::Receipt& r = receipts[receipt_used];
     r.receipts = receipts_relid;
     r.queue_id = queue_id;
@@ -165,7 +199,7 @@ void note_receipt(Oid receipts_relid, int32 queue_id, const char* consumer, int3
     r.hi_msgid = hi_msgid;
     strlcpy(r.consumer, consumer, NAMEDATALEN);
     r.pairs = copy;
-    r.npairs = npairs;
+    r.npairs = n;
     receipt_used++;
 }
 

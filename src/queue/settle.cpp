@@ -451,8 +451,9 @@ bool receipts_unit(void* arg) {
         const Oid* oids = reinterpret_cast<const Oid*>(ARR_DATA_PTR(relids));
         for (int i = 0; i < n && i < ring::max_segments; i++) segments.relids[segments.count++] = oids[i];
     }
-    // Never waits for the table (as settle_table): nothing written, all tried again later.
-    if (!ConditionalLockRelationOid(u->receipts, RowExclusiveLock)) return false;
+    // Never waits for the table (as settle_table): nothing written, all tried again later, backing
+    // off as a settle that left rows does (a LOCK TABLE or a VACUUM FULL may hold it for long).
+    if (!ConditionalLockRelationOid(u->receipts, RowExclusiveLock)) return true;
     char* retry_sql = psprintf(
         "INSERT INTO %s (consumer, kind, hi_priority, hi_enq_time, hi_msgid, runs, at)"
         " SELECT $1, 'r', $2, $3, $4, $5, $6 OPERATOR(pg_catalog.+) q.retry_delay"
@@ -499,7 +500,7 @@ bool receipts_unit(void* arg) {
             as.role = t.owner;
             base::run_as(as, [](void* arg) { move_to_exception(*static_cast<const ExceptionMove*>(arg)); }, &move);
         }
-        release_walk_lock(queue_table, c.consumer);
+        if (split.locked) release_walk_lock(queue_table, c.consumer);
         u->written[i] = true;
     }
     return false;
