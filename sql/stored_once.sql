@@ -47,6 +47,8 @@ SELECT t.consumer, string_agg(m.user_data, ',' ORDER BY m.msgid) AS took, count(
   FROM once_qt m JOIN once_taken t ON t.msgid = m.msgid GROUP BY 1 ORDER BY 1;
 -- One receipt per dequeue: A's three calls, B's one.
 SELECT consumer, count(*) AS receipts FROM "once_qt$0_r" WHERE kind = 't' GROUP BY 1 ORDER BY 1;
+-- aq.queue_health counts, per subscriber, what it has not taken (from the receipts).
+SELECT queue, consumer_name, ready, waiting, expired FROM aq.queue_health WHERE queue_table = 'once_qt' ORDER BY 1, 2;
 -- A consumer that is no subscriber gets nothing.
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'Z', wait => 0))$$);
 
