@@ -122,6 +122,7 @@ int bulk_dequeue(const BulkDequeue& r) {
         MemoryContextReset(message_context);
         removed++;
     }
+    row_view.send_hints();
     if (floor_applies) scan_floor::raise(r.queue_id, floor, watch.candidate);
 
     MemoryContextDelete(message_context);

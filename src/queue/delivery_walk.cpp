@@ -195,6 +195,7 @@ int bulk_dequeue_deliveries(const BulkDeliveryDequeue& r) {
         removed++;
     }
 
+    row_view.send_hints();
     if (floor_applies) scan_floor::raise(r.queue_id, floor, watch.candidate, r.consumer);
 
     MemoryContextDelete(message_context);

@@ -153,6 +153,7 @@ int bulk_dequeue_group(const BulkDequeue& r, int64 group) {
         removed++;
     }
     if (held.present) hand_on(!later);
+    row_view.send_hints();
 
     MemoryContextDelete(held_context);
     ring.close();
@@ -210,6 +211,7 @@ int next_group(const GroupSearch& s, int64* group) {
         found = true;
         break;
     }
+    row_view.send_hints();
     if (floor_applies) {
         scan_floor::Position candidate = watch.candidate;
         candidate.msgid = PG_INT64_MIN;  // the whole group (the "msgid" column read is the group too)

@@ -149,13 +149,14 @@ bool claim_by_delete(Relation rel, TupleTableSlot* slot, CommandId command, Snap
 // 4.
 // The rules' view of the row a walk holds in its slot (rules.hpp): its delay and expiration
 // columns (0-based, of the deformed slot), and settled() read from its header (rules.hpp, 3),
-// which hints the settler of an unsettled claim (at most 16 per walk).
+// which notes an unsettled claim for the settler (at most 16 per walk), told by send_hints() once
+// the walk is done (settler::Hints; a walk ended by an error tells nothing: the next one does).
 struct RowView {
     TupleTableSlot* slot;
     int delay_col, expiration_col;
     bool counting;  // retries::counting(): without it no claim is unsettled
     Oid relid;      // for the hint
-    int hinted = 0;
+    settler::Hints hints;
 
     bool delay_null() const { return slot->tts_isnull[delay_col]; }
     rules::Time delay() const { return DatumGetTimestampTz(slot->tts_values[delay_col]); }
@@ -163,9 +164,10 @@ struct RowView {
     rules::Time expiration() const { return DatumGetTimestampTz(slot->tts_values[expiration_col]); }
     bool settled() {
         if (!counting || !holds_unsettled_claim(slot)) return true;
-        if (hinted++ < 16) settler::hint(relid, &slot->tts_tid);
+        hints.add(relid, slot->tts_tid);
         return false;
     }
+    void send_hints() { settler::hint(hints); }
 };
 
 // 6.

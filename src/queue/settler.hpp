@@ -122,7 +122,24 @@ uint64 submit(const Claim* claims, int count, const Receipt* receipts, int nrece
 // meanwhile.  nullptr when none (lock-free then).
 int64* pending_receipt_runs(Oid receipts, const char* consumer, int* npairs);
 
-// A dequeue skipped an unsettled attempt at (relid, tid): have it settled, no wait.
+// Unsettled attempts a dequeue skipped (at most 16; later ones are left to the next walk).  A walk
+// gathers them and hands them over together once it is done, so that one settle counts them all
+// and one commit brings them back (a hint per row let a waiting dequeue wake at the first).
+struct Hints {
+    static constexpr int capacity = 16;
+    Oid relids[capacity];
+    ItemPointerData tids[capacity];
+    int count = 0;
+    void add(Oid relid, ItemPointerData tid) {
+        if (count < capacity) {
+            relids[count] = relid;
+            tids[count++] = tid;
+        }
+    }
+};
+
+// Have them settled, no wait; empties hints.
+void hint(Hints& hints);
 void hint(Oid relid, ItemPointer tid);
 
 // Transactions that committed with a contended sweep of these multi-consumer queues

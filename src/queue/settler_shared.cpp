@@ -285,24 +285,38 @@ uint64 submit(const Claim* claims, int count, const Receipt* receipts, int nrece
     return ticket;
 }
 
-void hint(Oid relid, ItemPointer tid) {
-    if (!shared || !OidIsValid(MyDatabaseId)) return;
+void hint(Hints& hints) {
+    int count = hints.count;
+    hints.count = 0;
+    if (!shared || !OidIsValid(MyDatabaseId) || count == 0) return;
     uint32 to_wake = no_proc;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     DatabaseSlot* slot = slot_for(MyDatabaseId, true);
-    bool known = false;
-    for (int i = 0; slot && i < shared->request_count && !known; i++) {
-        const Request& r = shared->requests[i];
-        known = r.database == MyDatabaseId && r.relid == relid && ItemPointerEquals(const_cast<ItemPointer>(&r.tid), tid);
+    bool added = false;
+    for (int h = 0; slot && h < count; h++) {
+        bool known = false;
+        for (int i = 0; i < shared->request_count && !known; i++) {
+            const Request& r = shared->requests[i];
+            known = r.database == MyDatabaseId && r.relid == hints.relids[h] &&
+                    ItemPointerEquals(const_cast<ItemPointer>(&r.tid), &hints.tids[h]);
+        }
+        if (known) continue;
+        if (!append(MyDatabaseId, hints.relids[h], &hints.tids[h], InvalidTransactionId, no_proc)) slot->scan_wanted = true;
+        added = true;
     }
-    if (slot && !known) {
-        if (!append(MyDatabaseId, relid, tid, InvalidTransactionId, no_proc)) slot->scan_wanted = true;
+    if (added) {
         slot->urgent = true;
         slot->submitted++;
         wake_for(slot, &to_wake);
     }
     LWLockRelease(shared->lock);
     wake(to_wake);
+}
+
+void hint(Oid relid, ItemPointer tid) {
+    Hints hints;
+    hints.add(relid, *tid);
+    hint(hints);
 }
 
 void request_sweeps(const int32* queue_ids, int count) {
