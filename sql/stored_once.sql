@@ -297,6 +297,57 @@ SELECT count(*) FILTER (WHERE expiration IS NULL) AS cleared, count(*) FILTER (W
   FROM oncee_qt WHERE consumer_name IS NULL AND user_data LIKE 'b%';
 SELECT aq.drop_queue_table('oncee_qt', force => true);
 
+-- A dequeue condition (deq_condition) is evaluated by the walk on each message the consumer would
+-- take: its properties and payload by Oracle's names, retry_count the consumer's own count.
+CREATE TYPE oncec_t AS (amount int, tag text);
+SELECT aq._create_stored_once_queue_table('oncec_qt', 'oncec_t', segments => 3);
+SELECT aq.create_queue('oncec_q', 'oncec_qt', max_retries => 5);
+SELECT aq.start_queue('oncec_q');
+SELECT aq.add_subscriber('oncec_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
+SELECT cardinality(aq.enqueue_array('oncec_q', array_agg(ROW(i * 10, 't' || i)::oncec_t ORDER BY i),
+                                    array_agg(aq.message_properties(priority => i % 3) ORDER BY i))) AS enqueued
+  FROM generate_series(1, 6) i;
+SELECT aq._switch_segment('oncec_qt');  -- the condition is analyzed against every segment
+SELECT aq.enqueue('oncec_q', ROW(70, 'u7')::oncec_t) > 0 AS enqueued;
+SELECT (payload).amount FROM aq.dequeue_array('oncec_q', NULL::oncec_t, 10,
+  aq.dequeue_options(consumer_name => 'A', deq_condition => 'tab.user_data.amount > 30'));
+-- B's condition, on a property and a payload field (its own name, without tab).
+SELECT (payload).amount FROM aq.dequeue_array('oncec_q', NULL::oncec_t, 10,
+  aq.dequeue_options(consumer_name => 'B', deq_condition => 'priority = 0 AND user_data.tag LIKE ''t%'''));
+-- What a condition passed stays the consumer's, in order (the floor did not rise past it).
+SELECT (payload).amount FROM aq.dequeue_array('oncec_q', NULL::oncec_t, 10,
+  aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'browse'));
+-- A browse with a condition takes nothing.
+SELECT (payload).amount FROM aq.dequeue_array('oncec_q', NULL::oncec_t, 10,
+  aq.dequeue_options(consumer_name => 'B', dequeue_mode => 'browse', deq_condition => 'user_data.amount < 30'));
+-- retry_count is the consumer's: B's rolled-back dequeue of 10 is an attempt of B's, not of A's.
+BEGIN;
+SELECT (payload).amount FROM aq.dequeue('oncec_q', NULL::oncec_t,
+  aq.dequeue_options(consumer_name => 'B', deq_condition => 'user_data.amount = 10'));
+ROLLBACK;
+SELECT (payload).amount, (p).attempts FROM aq.dequeue_array('oncec_q', NULL::oncec_t, 10,
+  aq.dequeue_options(consumer_name => 'B', deq_condition => 'retry_count = 1')) AS d(m, payload, p);
+SELECT try_sql($$SELECT aq.dequeue_array('oncec_q', NULL::oncec_t, 10,
+  aq.dequeue_options(consumer_name => 'A', deq_condition => 'retry_count > 0', wait => 0))$$);
+-- With a msgid and a condition: that message, if it holds.
+SELECT try_sql(format($$SELECT (payload).amount FROM aq.dequeue('oncec_q', NULL::oncec_t,
+  aq.dequeue_options(consumer_name => 'A', msgid => %s, deq_condition => 'user_data.amount > 20', wait => 0))$$,
+  (SELECT msgid FROM oncec_qt WHERE (user_data).amount = 20)));
+SELECT try_sql(format($$SELECT (payload).amount FROM aq.dequeue('oncec_q', NULL::oncec_t,
+  aq.dequeue_options(consumer_name => 'A', msgid => %s, deq_condition => 'user_data.amount < 30', wait => 0))$$,
+  (SELECT msgid FROM oncec_qt WHERE (user_data).amount = 20)));
+-- A condition's errors are the statement's, with their positions: syntax (42601), an unknown
+-- field (42703), not boolean (42804), a subquery (22023), a failing function (22012).
+SELECT try_sql($$SELECT aq.dequeue('oncec_q', NULL::oncec_t, aq.dequeue_options(consumer_name => 'A', deq_condition => 'priority >', wait => 0))$$);
+SELECT try_sql($$SELECT aq.dequeue('oncec_q', NULL::oncec_t, aq.dequeue_options(consumer_name => 'A', deq_condition => 'tab.user_data.nope > 1', wait => 0))$$);
+SELECT try_sql($$SELECT aq.dequeue('oncec_q', NULL::oncec_t, aq.dequeue_options(consumer_name => 'A', deq_condition => 'priority + 1', wait => 0))$$);
+SELECT try_sql($$SELECT aq.dequeue('oncec_q', NULL::oncec_t, aq.dequeue_options(consumer_name => 'A', deq_condition => 'msgid IN (SELECT 1)', wait => 0))$$);
+SELECT try_sql($$SELECT aq.dequeue('oncec_q', NULL::oncec_t, aq.dequeue_options(consumer_name => 'A', deq_condition => '1 / (user_data.amount - 10) > 0', wait => 0))$$);
+-- ... and a failed dequeue took nothing.
+SELECT (payload).amount FROM aq.dequeue_array('oncec_q', NULL::oncec_t, 10, aq.dequeue_options(consumer_name => 'A'));
+SELECT aq.drop_queue_table('oncec_qt', force => true);
+DROP TYPE oncec_t;
+
 -- What does not work yet says so (0A000).
 SELECT try_sql($$SELECT aq.enqueue('once_q', 'r'::text, aq.message_properties(recipient_list => ARRAY[aq.agent('A')]))$$);
 SELECT try_sql($$SELECT aq.add_subscriber('once_q', aq.agent('R'), rule => 'priority < 5')$$);

@@ -2,6 +2,8 @@
 extern "C" {
 #include "postgres.h"
 #include "access/table.h"
+#include "executor/executor.h"
+#include "optimizer/optimizer.h"
 #include "mb/pg_wchar.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
@@ -266,6 +268,47 @@ void check(Node* raw, const char* text, const char* option, Oid relid) {
     with_source(text, option, [&] { assign_expr_collations(pstate, expr); });
     table_close(rel, NoLock);  // kept to the end of the transaction, as the statement's lock
     free_parsestate(pstate);
+}
+
+// ---------------------------------------------------------------- row filters
+
+struct RowFilter {
+    EState* estate;  // its query context holds the expression state
+    ExprContext* econtext;
+    ExprState* qual;
+};
+
+RowFilter* begin_filter(Node* raw, const char* text, const char* option, Relation rel) {
+    Statement s{nullptr, 0, raw, text, option, false};
+    ParseState* pstate = make_parsestate(nullptr);
+    pstate->p_sourcetext = text;
+    pstate->p_pre_columnref_hook = oracle_field_reference;
+    pstate->p_ref_hook_state = &s;
+    ParseNamespaceItem* item =
+        addRangeTableEntryForRelation(pstate, rel, AccessShareLock, makeAlias(table_alias, NIL), false, true);
+    addNSItemToQuery(pstate, item, false, true, true);
+    Node* expr = analyze(pstate, &s, EXPR_KIND_WHERE);
+    with_source(text, option, [&] { assign_expr_collations(pstate, expr); });
+    free_parsestate(pstate);
+    auto* filter = static_cast<RowFilter*>(palloc0(sizeof(RowFilter)));
+    filter->estate = CreateExecutorState();
+    MemoryContext previous = MemoryContextSwitchTo(filter->estate->es_query_cxt);
+    Expr* planned = expression_planner(reinterpret_cast<Expr*>(expr));
+    filter->qual = ExecInitQual(list_make1(planned), nullptr);
+    MemoryContextSwitchTo(previous);
+    filter->econtext = GetPerTupleExprContext(filter->estate);
+    return filter;
+}
+
+bool filter_passes(RowFilter* filter, TupleTableSlot* slot) {
+    ResetExprContext(filter->econtext);
+    filter->econtext->ecxt_scantuple = slot;
+    return ExecQual(filter->qual, filter->econtext);
+}
+
+void end_filter(RowFilter* filter) {
+    FreeExecutorState(filter->estate);
+    pfree(filter);
 }
 
 void setup_statement(ParseState* pstate, void* arg) {

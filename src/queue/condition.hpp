@@ -36,6 +36,8 @@ extern "C" {
 #include "nodes/nodes.h"
 #include "parser/parse_node.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "utils/relcache.h"
 }
 
 namespace aq::queue::condition {
@@ -87,5 +89,16 @@ struct PlanRequest {
 
 // Requires an SPI connection.
 SPIPlanPtr prepared_plan(const PlanRequest& request);
+
+// A condition a walk evaluates itself on the rows it reads (once_walk.hpp, 3), where no statement
+// reads them: analyzed against rel as check() does (alias tab, rel's own attribute numbers; the same
+// errors, at their positions in the condition), planned as an expression, and evaluated with the
+// caller's privileges, its search_path as of the analysis, on a row of rel in a slot.  It lives in
+// the current memory context until end_filter (an error's abort frees it with that context).  May
+// raise PostgreSQL errors and throw base::PgError (inside base::call).
+struct RowFilter;
+RowFilter* begin_filter(Node* raw, const char* text, const char* option, Relation rel);
+bool filter_passes(RowFilter* filter, TupleTableSlot* slot);
+void end_filter(RowFilter* filter);
 
 }  // namespace aq::queue::condition

@@ -43,6 +43,7 @@ extern "C" {
 #include "base/xact_end.hpp"
 #include "queue/bulk_dequeue.hpp"
 #include "queue/catalog.hpp"
+#include "queue/condition.hpp"
 #include "queue/deliveries.hpp"
 #include "queue/groups.hpp"
 #include "queue/maintenance.hpp"
@@ -218,11 +219,14 @@ int claim_once(const ClaimArgs& a) {
     BulkDequeuePosition at{};
     if (o.msgid && !once_position(*a.queue, *o.msgid, &at)) return 0;
     BulkSinkState state{a.request, 0, 0, 0, {}};
+    // The deq_condition is parsed once; each walk analyzes it against the segments it reads.
+    Node* condition = o.condition ? condition::parse(o.condition, "deq_condition") : nullptr;
     auto walk = [&](bool from_head) {
         OnceDequeue request{a.queue->relid, &a.queue->segments, a.queue->payload_type, a.queue->queue_id, o.consumer,
                             since, a.queue->priority_order, browse, a.request->array_size, from_head,
                             a.after && !o.msgid ? &after : nullptr, once_sink, &state, a.next_ready,
-                            o.msgid ? &at : nullptr, o.correlation, o.mode == DequeueMode::locked};
+                            o.msgid ? &at : nullptr, o.correlation, o.mode == DequeueMode::locked,
+                            condition, o.condition};
         return bulk_dequeue_once(request);
     };
     int32 head_key = a.queue->queue_id ^
@@ -537,7 +541,6 @@ int dequeue(const DequeueRequest& r) {
     bool cannot_wait = false;  // REPEATABLE READ / SERIALIZABLE: new commits stay invisible
     bool exhausted = false;    // NEXT_MESSAGE at the end of the transaction group (groups.hpp)
     const char* refused = nullptr;  // an option the queue table does not take
-    const char* refused_once = nullptr;  // ... a queue table that stores each message once (once_walk.hpp)
     Problem problem;
     base::call([&] {
         base::spi::connect();
@@ -551,11 +554,9 @@ int dequeue(const DequeueRequest& r) {
         bool grouped = q.grouped && !q.exception_queue;
         if (o.navigation == Navigation::next_transaction && !grouped)
             refused = "navigation next_transaction";
-        else if (q.stored_once() && !q.exception_queue && o.condition)
-            refused_once = "deq_condition";
         else if (grouped && (o.msgid || o.correlation || o.condition))
             refused = o.msgid ? "msgid" : o.correlation ? "correlation" : "deq_condition";
-        if (refused || refused_once) {
+        if (refused) {
             SPI_finish();
             return;
         }
@@ -619,10 +620,6 @@ int dequeue(const DequeueRequest& r) {
         if (delivered > 0 && !browse) retries::make_claims_durable(r.commit_follows);
     });
     if (problem.kind != QueueProblem::none) throw_problem(problem, r.queue_name, "payload_type");
-    if (refused_once)
-        throw Error(sqlstate::feature_not_supported,
-                    std::string(refused_once) + " is not supported yet for queue \"" + r.queue_name + "\"",
-                    "Its queue table stores each message once, for every subscriber.");
     if (refused && strcmp(refused, "navigation next_transaction") == 0)
         throw Error(sqlstate::invalid_parameter_value,
                     std::string("navigation next_transaction is invalid for queue \"") + r.queue_name + "\"",

@@ -42,6 +42,7 @@ extern "C" {
 #include "queue/index_walk.hpp"
 #include "queue/catalog.hpp"
 #include "queue/maintenance.hpp"
+#include "queue/condition.hpp"
 #include "queue/once_walk.hpp"
 #include "queue/retries.hpp"
 #include "queue/ring_scan.hpp"
@@ -685,7 +686,12 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     // A walk by msgid starts at its message; one by correlation starts at the floor but raises it
     // not (the messages it passes are not all taken).
     bool floor_applies = !r.browse && !r.after && !r.only;
-    bool floor_rises = floor_applies && !r.correlation;
+    bool floor_rises = floor_applies && !r.correlation && !r.condition;
+    // The deq_condition, analyzed against each segment before the walk takes anything (its errors
+    // are the statement's).
+    condition::RowFilter* filters[ring::max_segments + 1] = {};
+    for (int i = 1; r.condition && i < ring.count; i++)
+        filters[i] = condition::begin_filter(r.condition, r.condition_text, "deq_condition", ring.cursors[i].heap);
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id, r.consumer);
     LOCKTAG tag = walk_tag(r.relid, r.consumer);
@@ -772,6 +778,14 @@ int bulk_dequeue_once(const OnceDequeue& r) {
             if (r.next_ready && (*r.next_ready == 0 || seen.ready_at < *r.next_ready)) *r.next_ready = seen.ready_at;
             continue;
         }
+        if (filters[ring.last]) {  // evaluated on the consumer's retry_count (5)
+            slot_getallattrs(slot);
+            Datum row_count = slot->tts_values[col_retry_count];
+            slot->tts_values[col_retry_count] = Int32GetDatum(DatumGetInt32(row_count) + seen.attempts);
+            bool passes = condition::filter_passes(filters[ring.last], slot);
+            slot->tts_values[col_retry_count] = row_count;
+            if (!passes) continue;
+        }
         if (!r.browse) {
             MemoryContext outer = MemoryContextSwitchTo(walk_context);
             note_taken(receipts[ring.last - 1], msgid,
@@ -805,6 +819,8 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     if (floor_rises) scan_floor::raise(r.queue_id, floor, watch.candidate, r.consumer);
 
     MemoryContextDelete(message_context);
+    for (auto* filter : filters)
+        if (filter) condition::end_filter(filter);
     // A receipts table the walk wrote nothing into is let go, as the ring lets go of a segment it
     // took nothing from (ring_scan.hpp, 5): a waiting consumer holds no lock that would keep a
     // segment and its receipts from truncation (ring.hpp, L1).

@@ -26,7 +26,10 @@
 //     are no rules or recipient lists yet), of the dequeue's msgid or correlation if it has one
 //     (a walk by msgid starts at that message's position and stops after it; a filtered walk
 //     raises no floor), and takeable (rules.hpp: ready, unexpired): taken for
-//     good is passed for good, held is passed, else a
+//     good is passed for good, held is passed; else, with a deq_condition, the condition is
+//     evaluated on the row (condition.hpp, RowFilter: analyzed against each segment before the
+//     lock, as the caller, with retry_count the consumer's count, 5) and a message it does not
+//     hold for is passed; else a
 //     remove walk notes it for its segment's receipt and hands it on; a browse hands it on.  At the
 //     end one receipt per segment it took from is inserted (heap and index), then the lock goes:
 //     the next walk of c sees them.  A message of the parent (written by hand; it has no receipts
@@ -70,7 +73,7 @@
 //     back).  A transaction remembers of a new receipt only the messages none of its receipts
 //     for that consumer covers yet: a message locked then removed by msgid, taken again, or
 //     locked again in a subtransaction while an outer level holds it, is one attempt when all of
-//     it rolls back, and none while the outer level stays.  Not yet: rules, recipient lists, deq_condition.
+//     it rolls back, and none while the outer level stays.  Not yet: rules, recipient lists.
 //  6. Truncation (ring.hpp, T2): a segment goes once every message in it is taken ('t' or 'x'), under
 //     committed receipts of its segment, by every subscriber it is for, and no consumer's copy is
 //     left in an exception queue in it (ring.cpp, once_settled), proved again
@@ -118,6 +121,8 @@ struct OnceDequeue {
     const BulkDequeuePosition* only = nullptr;  // a dequeue by msgid: that message, at its position
     const char* correlation = nullptr;          // only messages whose corrid is LIKE this (C collation)
     bool lock_only = false;                     // locked mode: a receipt of kind 'l' (3)
+    Node* condition = nullptr;                  // deq_condition, parsed (condition.hpp), and its text
+    const char* condition_text = nullptr;
 };
 
 // How many messages were handed on, or -1 when the walk may not run (1).
