@@ -467,12 +467,71 @@ BEGIN
     INSERT INTO aq.subscribers (queue_id, consumer_name, rule) VALUES (q.queue_id, subscriber.name, rule);
 END $$;
 
+-- Oracle's DBMS_AQADM.REMOVE_SUBSCRIBER: the subscriber and the messages waiting for it (in the
+-- queue itself; what reached an exception queue stays there).
+CREATE OR REPLACE FUNCTION aq.remove_subscriber(queue_name text, subscriber aq.agent)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._subscribed_queue(queue_name, subscriber);
+    t aq.queue_tables;
+    removed bigint[];
+    last bigint;
+    receipts regclass;
+BEGIN
+    -- An enqueue in progress may have read the subscriber and written deliveries for it that
+    -- this transaction cannot see yet.  Every enqueue holds ROW EXCLUSIVE on the delivery table
+    -- from before it reads the subscribers (deliveries.hpp): SHARE waits for those in progress
+    -- and holds back those that start later until this transaction ends (they then see the
+    -- subscriber gone); the statements below see what the waited-for ones wrote.  So it needs a
+    -- new snapshot per statement.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'remove_subscriber must run in a READ COMMITTED transaction'
+            USING ERRCODE = 'invalid_transaction_state',
+                  DETAIL = 'It removes the deliveries that enqueues in progress wrote for the subscriber; a '
+                           'transaction snapshot would not show them.';
+    END IF;
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.delivery_relid) THEN
+        EXECUTE format('LOCK TABLE ONLY %s IN SHARE MODE', t.delivery_relid);
+    END IF;
+    DELETE FROM aq.subscribers s WHERE s.queue_id = q.queue_id AND s.consumer_name = subscriber.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'subscriber "%" of queue "%" does not exist', subscriber.name, queue_name
+            USING ERRCODE = 'undefined_object', DETAIL = 'ORA-24035 analogue.';
+    END IF;
+    IF t.multiple_consumers AND t.delivery_relid IS NULL AND t.segment_count > 0 THEN
+        -- Each message stored once (src/queue/once_walk.hpp): what the subscriber had not taken is
+        -- no longer its, the messages whose recipient list names it included (as a classic table's
+        -- deliveries are deleted): after the enqueues in progress (SHARE, as add_subscriber), a
+        -- receipt in every segment takes every msgid so far.  A later message may name it again.
+        EXECUTE format('LOCK TABLE ONLY %s IN SHARE MODE', t.relid);
+        last := coalesce(pg_sequence_last_value(pg_get_serial_sequence(t.relid::text, 'msgid')::regclass), 0);
+        FOR receipts IN SELECT s.receipts FROM aq.queue_segments s
+                         WHERE s.queue_table_id = t.queue_table_id AND s.receipts IS NOT NULL AND last > 0 LOOP
+            EXECUTE format('INSERT INTO %s (consumer, kind, hi_priority, hi_enq_time, hi_msgid, runs, at)'
+                           ' VALUES ($1, ''t'', 2147483647, ''infinity'', 9223372036854775807, ARRAY[1, $2], now())',
+                           receipts)
+              USING subscriber.name, last;
+        END LOOP;
+    END IF;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.delivery_relid) THEN
+        EXECUTE format('WITH gone AS (DELETE FROM ONLY %s d WHERE d.q_id = $1 AND d.consumer_name = $2 RETURNING d.msgid)'
+                       ' SELECT coalesce(array_agg(msgid), ''{}'') FROM gone', t.delivery_relid)
+        INTO removed USING q.queue_id, subscriber.name;
+        EXECUTE format('DELETE FROM ONLY %s m WHERE m.msgid = ANY ($1)'
+                       '   AND NOT EXISTS (SELECT FROM ONLY %s d WHERE d.msgid = m.msgid)',
+                       t.relid, t.delivery_relid)
+        USING removed;
+    END IF;
+END $$;
+
 -- In development (docs/design-horizon-storage.md, section 3), not yet a user feature: a
 -- multi-consumer queue table that stores each message once, in a ring of segments, with what each
 -- consumer took of a segment's messages in that segment's receipts table (<segment>_r).  What works
--- so far: subscribers without rules, enqueue, expiration, dequeue by consumer in remove, browse and
--- locked modes (by msgid, by correlation), LISTEN, each consumer's attempts, retry_delay and
--- exception queue (src/queue/once_walk.hpp); the rest refuses with 0A000.  Superusers only.
+-- so far: subscribers without rules, enqueue (with recipient lists), expiration, dequeue by consumer
+-- in remove, browse and locked modes (by msgid, by correlation, by condition), LISTEN, each
+-- consumer's attempts, retry_delay and exception queue (src/queue/once_walk.hpp); the rest refuses
+-- with 0A000.  Superusers only.
 CREATE FUNCTION aq._create_stored_once_queue_table(
     queue_table text,
     queue_payload_type regtype,
@@ -490,7 +549,9 @@ BEGIN
      WHERE qt.queue_table = _create_stored_once_queue_table.queue_table
     RETURNING * INTO t;
     -- A message is every subscriber's; a copy in an exception queue is one consumer's (NULL: a message).
-    EXECUTE format('ALTER TABLE %s ADD COLUMN consumer_name text COLLATE pg_catalog."C"', t.relid);
+    -- A message with a recipient list is for exactly those consumers (NULL: every subscriber).
+    EXECUTE format('ALTER TABLE %s ADD COLUMN consumer_name text COLLATE pg_catalog."C",'
+                   ' ADD COLUMN recipients text[] COLLATE pg_catalog."C"', t.relid);
     PERFORM aq._create_segments(t);
 END $$;
 REVOKE EXECUTE ON FUNCTION aq._create_stored_once_queue_table(text, regtype, text, integer, text) FROM PUBLIC;
@@ -1065,8 +1126,9 @@ BEGIN
             CONTINUE;
         END IF;
         IF t.receipts IS NOT NULL THEN
-            -- Per subscriber, the messages for it (after its since_msgid) that no receipt of its
-            -- took ('t') or moved ('x'); and each consumer's copies in the exception queues.
+            -- Per consumer, the messages for it (its recipient list, or after its since_msgid) that
+            -- no receipt of its took ('t') or moved ('x'); and each consumer's copies in the
+            -- exception queues.
             RETURN QUERY EXECUTE format(
                 'WITH rc AS (%2$s),'
                 '     runs AS (SELECT rc.seg, rc.consumer, rc.runs[2 * i - 1] AS lo, rc.runs[2 * i] AS hi'
@@ -1074,8 +1136,12 @@ BEGIN
                 '     r AS (SELECT m.q_id, s.consumer_name, m.enq_time,'
                 '                  CASE WHEN m.expiration <= now() THEN ''expired'''
                 '                       WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
-                '             FROM %1$s m JOIN aq.subscribers s ON s.queue_id = m.q_id'
-                '              AND (s.since_msgid IS NULL OR m.msgid > s.since_msgid)'
+                '             FROM %1$s m CROSS JOIN LATERAL'
+                '                  (SELECT s.consumer_name FROM aq.subscribers s'
+                '                    WHERE m.recipients IS NULL AND s.queue_id = m.q_id'
+                '                      AND (s.since_msgid IS NULL OR m.msgid > s.since_msgid)'
+                '                   UNION ALL'
+                '                   SELECT l.consumer COLLATE "default" FROM unnest(m.recipients) l(consumer)) s'
                 '            WHERE m.consumer_name IS NULL'
                 '              AND NOT EXISTS (SELECT FROM runs WHERE runs.seg = m.tableoid'
                 '                                 AND runs.consumer = s.consumer_name COLLATE "C"'

@@ -348,8 +348,74 @@ SELECT (payload).amount FROM aq.dequeue_array('oncec_q', NULL::oncec_t, 10, aq.d
 SELECT aq.drop_queue_table('oncec_qt', force => true);
 DROP TYPE oncec_t;
 
+-- A recipient list: the message is for exactly those consumers, subscribers or not, each once.
+SELECT aq._create_stored_once_queue_table('oncer_qt', 'text', segments => 3);
+SELECT aq.create_queue('oncer_q', 'oncer_qt');
+SELECT aq.start_queue('oncer_q');
+-- Without any subscriber a listed message has its recipients.
+SELECT aq.enqueue('oncer_q', 'to X'::text,
+                  aq.message_properties(recipient_list => ARRAY[aq.agent('X'), aq.agent('X')])) > 0 AS enqueued;
+SELECT user_data, recipients FROM oncer_qt;
+SELECT try_sql($$SELECT aq.enqueue('oncer_q', 'nobody'::text)$$);
+SELECT aq.add_subscriber('oncer_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
+SELECT cardinality(aq.enqueue_array('oncer_q', ARRAY['all', 'to A X', 'to B'],
+         ARRAY[aq.message_properties(),
+               aq.message_properties(recipient_list => ARRAY[aq.agent('A'), aq.agent('X')]),
+               aq.message_properties(recipient_list => ARRAY[aq.agent('B')])])) AS enqueued;
+-- The list's errors are the classic table's.
+SELECT try_sql($$SELECT aq.enqueue('oncer_q', 'bad'::text,
+                   aq.message_properties(recipient_list => ARRAY[aq.agent('A', 'elsewhere')]))$$);
+SELECT try_sql($$SELECT aq.enqueue('oncer_q', 'bad'::text,
+                   aq.message_properties(recipient_list => ARRAY[aq.agent(NULL)]))$$);
+-- Each consumer browses what is for it; Y, named nowhere, nothing.
+SELECT c, (SELECT string_agg(payload, ', ') FROM aq.dequeue_array('oncer_q', NULL::text, 10,
+             aq.dequeue_options(consumer_name => c, dequeue_mode => 'browse', wait => 0))) AS for_it
+  FROM unnest(ARRAY['A', 'B', 'X']) c;
+SELECT try_sql($$SELECT aq.dequeue('oncer_q', NULL::text, aq.dequeue_options(consumer_name => 'Y', wait => 0))$$);
+SELECT queue, consumer_name, ready FROM aq.queue_health WHERE queue_table = 'oncer_qt' ORDER BY 1, 2;
+-- X is no subscriber and takes its two; A takes its two.
+SELECT payload FROM aq.dequeue_array('oncer_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'X'));
+SELECT payload FROM aq.dequeue_array('oncer_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A'));
+-- The segment waits for B alone (T2 over the lists) ...
+SELECT aq._switch_segment('oncer_qt');
+SELECT aq._rotate_segments('oncer_qt') AS truncated;
+-- ... and B, removed, is done with it: what B had not taken is no longer B's, listed or not.
+SELECT aq.remove_subscriber('oncer_q', aq.agent('B'));
+SELECT aq._rotate_segments('oncer_qt') AS truncated;
+SELECT count(*) AS left_in_ring FROM oncer_qt;
+-- B subscribes again: it receives what comes now, and a message that names it.
+SELECT aq.add_subscriber('oncer_q', aq.agent('B'));
+SELECT cardinality(aq.enqueue_array('oncer_q', ARRAY['all 2', 'to B 2'],
+         ARRAY[aq.message_properties(), aq.message_properties(recipient_list => ARRAY[aq.agent('B')])])) AS enqueued;
+SELECT payload FROM aq.dequeue_array('oncer_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'B'));
+-- A listed message that expires goes to the exception queue as each listed consumer's copy.
+SELECT aq.enqueue('oncer_q', 'to X, expiring'::text,
+                  aq.message_properties(recipient_list => ARRAY[aq.agent('X')], expiration => '1 s')) > 0 AS enqueued;
+DO $$ BEGIN
+  WHILE clock_timestamp() <= (SELECT enq_time + interval '1 s' FROM oncer_qt WHERE user_data = 'to X, expiring') LOOP
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END $$;
+SELECT try_sql($$SELECT aq.dequeue('oncer_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$);
+SELECT m.user_data, m.consumer_name, q.queue_name
+  FROM oncer_qt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE q.queue_type = 'exception_queue';
+SELECT aq.drop_queue_table('oncer_qt', force => true);
+
+-- A deq_condition that dequeues for the same consumer is refused (it would take again what the
+-- outer dequeue is taking).
+SELECT aq._create_stored_once_queue_table('oncen_qt', 'text', segments => 2);
+SELECT aq.create_queue('oncen_q', 'oncen_qt');
+SELECT aq.start_queue('oncen_q');
+SELECT aq.add_subscriber('oncen_q', aq.agent('A'));
+SELECT cardinality(aq.enqueue_array('oncen_q', ARRAY['n1', 'n2'])) AS enqueued;
+CREATE FUNCTION oncen_inner() RETURNS boolean LANGUAGE sql
+  AS $$ SELECT aq.dequeue('oncen_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0)) IS NOT NULL $$;
+SELECT try_sql($$SELECT aq.dequeue('oncen_q', NULL::text, aq.dequeue_options(consumer_name => 'A', deq_condition => 'oncen_inner()'))$$);
+SELECT payload FROM aq.dequeue_array('oncen_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A'));
+DROP FUNCTION oncen_inner();
+SELECT aq.drop_queue_table('oncen_qt', force => true);
+
 -- What does not work yet says so (0A000).
-SELECT try_sql($$SELECT aq.enqueue('once_q', 'r'::text, aq.message_properties(recipient_list => ARRAY[aq.agent('A')]))$$);
 SELECT try_sql($$SELECT aq.add_subscriber('once_q', aq.agent('R'), rule => 'priority < 5')$$);
 -- A receipts table with an index of its own would miss the receipts a walk inserts: refused (55000).
 CREATE INDEX once_extra ON "once_qt$0_r" (at);

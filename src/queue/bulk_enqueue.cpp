@@ -55,7 +55,7 @@ const ColumnShape queue_table_shape[column_count] = {
 bool has_queue_table_shape(Relation rel, Oid payload_type) {
     TupleDesc desc = RelationGetDescr(rel);
     if (rel->rd_rel->relkind != RELKIND_RELATION ||
-        (desc->natts != column_count && !has_group_column(rel) && !has_consumer_column(rel)))
+        (desc->natts != column_count && !has_group_column(rel) && !has_once_columns(rel)))
         return false;
     if (TupleDescAttr(desc, col_msgid)->attidentity != ATTRIBUTE_IDENTITY_ALWAYS) return false;
     for (int i = 0; i < column_count; i++) {
@@ -190,12 +190,15 @@ bool has_group_column(Relation rel) {
            strcmp(NameStr(att->attname), "transaction_group") == 0;
 }
 
-bool has_consumer_column(Relation rel) {
+bool has_once_columns(Relation rel) {
     TupleDesc desc = RelationGetDescr(rel);
-    if (desc->natts != column_count + 1) return false;
-    Form_pg_attribute att = TupleDescAttr(desc, column_count);
-    return !att->attisdropped && att->atttypid == TEXTOID && !att->attnotnull &&
-           strcmp(NameStr(att->attname), "consumer_name") == 0;
+    if (desc->natts != once_column_count) return false;
+    Form_pg_attribute consumer = TupleDescAttr(desc, col_consumer_name);
+    Form_pg_attribute recipients = TupleDescAttr(desc, col_recipients);
+    return !consumer->attisdropped && consumer->atttypid == TEXTOID && !consumer->attnotnull &&
+           strcmp(NameStr(consumer->attname), "consumer_name") == 0 && !recipients->attisdropped &&
+           recipients->atttypid == TEXTARRAYOID && !recipients->attnotnull &&
+           strcmp(NameStr(recipients->attname), "recipients") == 0;
 }
 
 Oid msgid_sequence(Relation rel) {
@@ -308,9 +311,16 @@ bool bulk_enqueue(const BulkEnqueue& r) {
         if (grouped) {  // the transaction's group (groups.hpp)
             slot->tts_values[column_count] = Int64GetDatum(*r.group);
             slot->tts_isnull[column_count] = false;
-        } else if (RelationGetDescr(rel)->natts > column_count) {  // consumer_name: a message is nobody's copy
-            slot->tts_values[column_count] = (Datum)0;
-            slot->tts_isnull[column_count] = true;
+        } else if (RelationGetDescr(rel)->natts > column_count) {  // stored once: a message is nobody's copy,
+            slot->tts_values[col_consumer_name] = (Datum)0;        // for its recipient list or every subscriber
+            slot->tts_isnull[col_consumer_name] = true;
+            Datum* names = nullptr;
+            int n = 0;
+            bool listed = r.properties && !r.properties_null[i] &&
+                          deliveries::recipients_of(DatumGetHeapTupleHeader(r.properties[i]), &names, &n);
+            slot->tts_values[col_recipients] =
+                listed ? PointerGetDatum(construct_array(names, n, TEXTOID, -1, false, TYPALIGN_INT)) : (Datum)0;
+            slot->tts_isnull[col_recipients] = !listed;
         }
         MemoryContextSwitchTo(outer);
         if (r.messages_out) {

@@ -51,6 +51,11 @@ enum QueueTableColumn {
     column_count
 };
 
+// A multi-consumer table that stores each message once has two more (once_walk.hpp): consumer_name,
+// set on a consumer's copy in an exception queue (5), and recipients, a message's recipient list
+// (NULL: every subscriber).
+enum OnceColumn { col_consumer_name = column_count, col_recipients, once_column_count };
+
 struct BulkEnqueue {
     Oid relid;
     const ring::Segments* segments;  // the queue table's ring (ring.hpp; count 0: classic): messages go to the current segment
@@ -97,9 +102,9 @@ TimestampTz earliest_due(ArrayType* properties, TimestampTz enq_time);
 // The queue table has, after aq's columns, the transaction_group column of message_grouping
 // transactional (groups.hpp).
 bool has_group_column(Relation rel);
-// Whether the table has, after the queue table's columns, consumer_name: a multi-consumer table
-// that stores each message once, whose exception queues hold one consumer's copies (once_walk.hpp, 5).
-bool has_consumer_column(Relation rel);
+// Whether the table has, after the queue table's columns, consumer_name and recipients: a
+// multi-consumer table that stores each message once (OnceColumn).
+bool has_once_columns(Relation rel);
 
 // The queue table's msgid identity sequence (cached per table until a relcache invalidation).
 Oid msgid_sequence(Relation rel);

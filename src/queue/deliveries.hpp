@@ -133,6 +133,11 @@ struct Message {
 void deliver(const Tables& t, const Datum* ids, int count, ArrayType* properties, const Message* messages,
              TimestampTz enq_time);
 
+// The consumer names (text) of a message's recipient_list (an aq.agent[]), each once, in the order
+// of their first appearance, palloc'd; false when the list is NULL or empty.  The list's errors:
+// 2202E (dimensions), 54000 (more than recipients::max_names), 0A000 (an address), 22004, 42602.
+bool recipients_of(HeapTupleHeader properties, Datum** names, int* count);
+
 // The last delivery a remove dequeue took, in the queue's order.
 struct Taken {
     const char* consumer;

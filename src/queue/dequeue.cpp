@@ -211,7 +211,7 @@ int claim_once(const ClaimArgs& a) {
     const DequeueOptions& o = *a.request->options;
     bool browse = o.mode == DequeueMode::browse;
     int64 since = subscribed_since(a.queue->queue_id, o.consumer);
-    if (since < 0) return 0;  // every message is for the subscribers only
+    if (since < 0) since = PG_INT64_MAX;  // no subscriber: only the messages whose recipient list names it
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
     // By msgid: the walk starts at that message (its position, read as the owner: what the caller

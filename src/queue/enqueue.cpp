@@ -14,6 +14,7 @@
 //     waiters (wakeup.hpp).
 extern "C" {
 #include "postgres.h"
+#include "utils/builtins.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
@@ -87,26 +88,47 @@ void deliver_messages(const EnqueueRequest& r, const QueueInfo& q, ArrayType* id
     deliveries::deliver(tables_of(q, r.queue_name), items, n, r.properties, messages, enq_time);
 }
 
-// A queue table that stores each message once (once_walk.hpp): its messages are for every
-// subscriber, whose floors come down to them before the commit (scan_floor.hpp), as the fan-out's.
-// Not yet: rules, recipient lists (0A000).  Requires SPI.
-void reach_subscribers(const EnqueueRequest& r, const QueueInfo& q, TimestampTz enq_time, Datum first_msgid) {
+// A queue table that stores each message once (once_walk.hpp): its messages are for their recipient
+// lists (the multi-insert wrote them into the rows) or every subscriber, whose floors come down to
+// them before the commit (scan_floor.hpp), as the fan-out's.  A message for nobody is an error
+// (ORA-24033).  Not yet: rules (0A000), recipient lists through the statement (bulk false: a table
+// with triggers, rules or row-level security, which no dequeue reads either).  Requires SPI.
+void reach_subscribers(const EnqueueRequest& r, const QueueInfo& q, TimestampTz enq_time, Datum first_msgid, bool bulk) {
+    int32 lowest = q.priority_order ? lowest_priority(r.properties) : 0;
+    int unlisted = r.properties ? 0 : 1;  // messages without a recipient list
     if (r.properties) {
         int n = ArrayGetNItems(ARR_NDIM(r.properties), ARR_DIMS(r.properties));
         Datum* elements;
         bool* nulls;
         deconstruct_array(r.properties, ARR_ELEMTYPE(r.properties), -1, false, TYPALIGN_DOUBLE, &elements, &nulls, &n);
+        // The listed consumers, each once (their floors come down once).  Plain palloc'd data: this
+        // runs where PostgreSQL errors longjmp.
+        const char** names = nullptr;
+        int nnames = 0, room = 0;
         for (int i = 0; i < n; i++) {
-            if (nulls[i]) continue;
-            for (const char* field : {"recipient_list"}) {
-                bool isnull = true;
-                (void)GetAttributeByName(DatumGetHeapTupleHeader(elements[i]), field, &isnull);
-                if (!isnull)
-                    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                                    errmsg("%s is not supported yet for queue \"%s\"", field, r.queue_name),
-                                    errdetail("Its queue table stores each message once, for every subscriber.")));
+            Datum* listed = nullptr;
+            int count = 0;
+            if (nulls[i] || !deliveries::recipients_of(DatumGetHeapTupleHeader(elements[i]), &listed, &count)) {
+                unlisted++;
+                continue;
             }
+            if (!bulk)
+                ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                                errmsg("recipient_list is not supported yet for queue \"%s\"", r.queue_name),
+                                errdetail("Its queue table stores each message once and has triggers, rules, row-level"
+                                          " security or columns of its own.")));
+            if (nnames + count > room) {
+                room = Max(2 * room, nnames + count);
+                names = static_cast<const char**>(names ? repalloc(names, sizeof(char*) * room) : palloc(sizeof(char*) * room));
+            }
+            for (int k = 0; k < count; k++) names[nnames++] = TextDatumGetCString(listed[k]);
         }
+        if (nnames > 0) qsort(names, nnames, sizeof(char*), [](const void* a, const void* b) {
+            return strcmp(*static_cast<const char* const*>(a), *static_cast<const char* const*>(b));
+        });
+        for (int k = 0; k < nnames; k++)
+            if (k == 0 || strcmp(names[k - 1], names[k]) != 0) scan_floor::lower(q.queue_id, enq_time, names[k], lowest);
+        if (unlisted == 0) return;
     }
     Oid types[1] = {INT4OID};
     Datum args[1] = {Int32GetDatum(q.queue_id)};
@@ -122,9 +144,8 @@ void reach_subscribers(const EnqueueRequest& r, const QueueInfo& q, TimestampTz 
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("no recipients for message " INT64_FORMAT " in queue \"%s\"", DatumGetInt64(first_msgid), r.queue_name),
-                        errdetail("The queue has no subscriber (ORA-24033 analogue)."),
-                        errhint("Add a subscriber with aq.add_subscriber().")));
-    int32 lowest = q.priority_order ? lowest_priority(r.properties) : 0;
+                        errdetail("The queue has no subscriber, and the message has no recipient_list (ORA-24033 analogue)."),
+                        errhint("Add a subscriber with aq.add_subscriber(), or give the message a recipient_list.")));
     for (uint64 i = 0; i < SPI_processed; i++) {
         bool isnull;
         if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)))
@@ -172,7 +193,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
                                   : nullptr;
         if (enqueue_in_bulk(r, q, enq_time, count, caller_context, &result, messages)) {
             if (fans_out) deliver_messages(r, q, result, messages, enq_time);
-            if (q.stored_once()) reach_subscribers(r, q, enq_time, Int64GetDatum(reinterpret_cast<int64*>(ARR_DATA_PTR(result))[0]));
+            if (q.stored_once()) reach_subscribers(r, q, enq_time, Int64GetDatum(reinterpret_cast<int64*>(ARR_DATA_PTR(result))[0]), true);
             note_enqueued(r, q, enq_time);
             SPI_finish();
             return;
@@ -195,7 +216,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         for (int i = 0; i < count; i++) ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
         result = msgid_array(ids, count, caller_context);
         if (fans_out) deliver_messages(r, q, result, nullptr, enq_time);
-        if (q.stored_once()) reach_subscribers(r, q, enq_time, ids[0]);
+        if (q.stored_once()) reach_subscribers(r, q, enq_time, ids[0], false);
         note_enqueued(r, q, enq_time);
         SPI_finish();
     });

@@ -95,6 +95,48 @@ void run(const Tables& t, SPIPlanPtr plan, Datum* args, int expected) {
                     errhint("Add a subscriber with aq.add_subscriber(), or give the message a recipient_list.")));
 }
 
+// Delivery rows by multi-insert: row j is message messages[which[j]] (id ids[which[j]]) to
+// consumer names[j].  false (nothing written) when the delivery table is not as aq made it or
+// the multi-insert path refuses it: the statements then write the rows.  The enqueuer needs no
+// privilege on the delivery table (the statements run as its owner): none is checked here.
+bool insert_rows(const Tables& t, const Datum* ids, const Message* messages, const int* which, const Datum* names,
+                 int n) {
+    Relation rel = table_open(t.delivery_relid, RowExclusiveLock);
+    if (!has_delivery_shape(rel, t.payload_type) || base::multi_insert::refusal(rel) != nullptr) {
+        table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
+        return false;
+    }
+    compat::RangeTable rt = compat::relation_range_table(rel, RowExclusiveLock, ACL_INSERT, nullptr, nullptr);
+    base::multi_insert::MultiInsert* m = base::multi_insert::begin(rel, rt, n);
+    for (int j = 0; j < n; j++) {
+        const Message& message = messages[which[j]];
+        TupleTableSlot* slot = base::multi_insert::next_slot(m);
+        Datum* v = slot->tts_values;
+        bool* isnull = slot->tts_isnull;
+        for (int c = 0; c < delivery_column_count; c++) isnull[c] = true;
+        auto set = [&](int c, Datum value) {
+            v[c] = value;
+            isnull[c] = false;
+        };
+        set(dcol_msgid, ids[which[j]]);
+        set(dcol_consumer_name, names[j]);
+        set(dcol_q_id, Int32GetDatum(t.queue_id));
+        set(dcol_priority, Int32GetDatum(message.priority));
+        set(dcol_enq_time, TimestampTzGetDatum(message.enq_time));
+        if (message.has_delay) set(dcol_delay, TimestampTzGetDatum(message.delay));
+        if (message.has_expiration) set(dcol_expiration, TimestampTzGetDatum(message.expiration));
+        set(dcol_retry_count, Int32GetDatum(0));
+        if (message.exception_queue) set(dcol_exception_queue, message.exception_queue);
+        base::multi_insert::add(m, slot, 64 + VARSIZE_ANY(DatumGetPointer(names[j])));
+    }
+    base::multi_insert::finish(m);
+    table_close(rel, NoLock);
+    CommandCounterIncrement();  // later commands of this transaction see the deliveries
+    return true;
+}
+
+}  // namespace
+
 // The consumer names of a message's recipient_list (an aq.agent[]), each once, in the order of
 // their first appearance (recipients.hpp); false when the list is NULL or empty.  A list of more
 // than one dimension or of more than recipients::max_names elements is refused before it is
@@ -151,47 +193,6 @@ bool recipients_of(HeapTupleHeader properties, Datum** names, int* count) {
     return true;
 }
 
-// Delivery rows by multi-insert: row j is message messages[which[j]] (id ids[which[j]]) to
-// consumer names[j].  false (nothing written) when the delivery table is not as aq made it or
-// the multi-insert path refuses it: the statements then write the rows.  The enqueuer needs no
-// privilege on the delivery table (the statements run as its owner): none is checked here.
-bool insert_rows(const Tables& t, const Datum* ids, const Message* messages, const int* which, const Datum* names,
-                 int n) {
-    Relation rel = table_open(t.delivery_relid, RowExclusiveLock);
-    if (!has_delivery_shape(rel, t.payload_type) || base::multi_insert::refusal(rel) != nullptr) {
-        table_close(rel, NoLock);  // the lock is kept to the end of the transaction, as usual
-        return false;
-    }
-    compat::RangeTable rt = compat::relation_range_table(rel, RowExclusiveLock, ACL_INSERT, nullptr, nullptr);
-    base::multi_insert::MultiInsert* m = base::multi_insert::begin(rel, rt, n);
-    for (int j = 0; j < n; j++) {
-        const Message& message = messages[which[j]];
-        TupleTableSlot* slot = base::multi_insert::next_slot(m);
-        Datum* v = slot->tts_values;
-        bool* isnull = slot->tts_isnull;
-        for (int c = 0; c < delivery_column_count; c++) isnull[c] = true;
-        auto set = [&](int c, Datum value) {
-            v[c] = value;
-            isnull[c] = false;
-        };
-        set(dcol_msgid, ids[which[j]]);
-        set(dcol_consumer_name, names[j]);
-        set(dcol_q_id, Int32GetDatum(t.queue_id));
-        set(dcol_priority, Int32GetDatum(message.priority));
-        set(dcol_enq_time, TimestampTzGetDatum(message.enq_time));
-        if (message.has_delay) set(dcol_delay, TimestampTzGetDatum(message.delay));
-        if (message.has_expiration) set(dcol_expiration, TimestampTzGetDatum(message.expiration));
-        set(dcol_retry_count, Int32GetDatum(0));
-        if (message.exception_queue) set(dcol_exception_queue, message.exception_queue);
-        base::multi_insert::add(m, slot, 64 + VARSIZE_ANY(DatumGetPointer(names[j])));
-    }
-    base::multi_insert::finish(m);
-    table_close(rel, NoLock);
-    CommandCounterIncrement();  // later commands of this transaction see the deliveries
-    return true;
-}
-
-}  // namespace
 
 bool has_delivery_shape(Relation rel, Oid payload_type) {
     static const struct {

@@ -79,7 +79,7 @@ void count_one(void* context, const BulkDequeuedMessage&) {
 }
 bool once_ready(const QueueInfo& q, const char* consumer, TimestampTz* retry_ready) {
     int64 since = subscribed_since(q.queue_id, consumer);
-    if (since < 0) return false;
+    if (since < 0) since = PG_INT64_MAX;  // no subscriber: only the messages whose recipient list names it
     int count = 0;
     OnceDequeue request{q.relid, &q.segments, q.payload_type, q.queue_id, consumer, since, q.priority_order,
                         true, 1, true, nullptr, count_one, &count, retry_ready};

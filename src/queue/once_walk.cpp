@@ -3,6 +3,7 @@
 // Called inside base::call: plain data only.
 extern "C" {
 #include "postgres.h"
+#include "utils/arrayaccess.h"
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
@@ -470,19 +471,23 @@ int by_message(const void* a, const void* b) {
 
 int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
     *held = false;
-    // A batch of the expired messages of the table's normal queues, then one row per subscriber each
-    // is for (since_msgid; none: one row without a consumer), by consumer, segment and queue: every
-    // subscriber of a message of the batch is in it.
+    // A batch of the expired messages of the table's normal queues, then one row per consumer each
+    // is for (its recipient list, or the subscribers by since_msgid; none: one row without a
+    // consumer), by consumer, segment and queue: every consumer of a message of the batch is in it.
     char* sql = psprintf(
-        "SELECT m.tableoid, m.msgid, m.q_id, m.priority, m.enq_time, s.consumer_name"
-        "  FROM (SELECT e.tableoid, e.msgid, e.q_id, e.priority, e.enq_time FROM %s e"
+        "SELECT m.tableoid, m.msgid, m.q_id, m.priority, m.enq_time, f.consumer"
+        "  FROM (SELECT e.tableoid, e.msgid, e.q_id, e.priority, e.enq_time, e.recipients FROM %s e"
         "         WHERE e.expiration OPERATOR(pg_catalog.<=) $1 AND e.consumer_name IS NULL"
         "           AND e.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
         "                WHERE n.queue_table_id OPERATOR(pg_catalog.=) $2 AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
         "         ORDER BY e.tableoid, e.msgid LIMIT $3) m"
-        "  LEFT JOIN aq.subscribers s ON s.queue_id OPERATOR(pg_catalog.=) m.q_id"
-        "   AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
-        " ORDER BY s.consumer_name NULLS FIRST, m.tableoid, m.q_id, m.msgid",
+        // Who it is for (3): its recipient list, or every subscriber that subscribed before it.
+        "  LEFT JOIN LATERAL (SELECT s.consumer_name COLLATE pg_catalog.\"C\" AS consumer FROM aq.subscribers s"
+        "                      WHERE m.recipients IS NULL AND s.queue_id OPERATOR(pg_catalog.=) m.q_id"
+        "                        AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
+        "                     UNION ALL"
+        "                     SELECT l.consumer FROM pg_catalog.unnest(m.recipients) l(consumer)) f ON true"
+        " ORDER BY f.consumer NULLS FIRST, m.tableoid, m.q_id, m.msgid",
         q.qualified_table);
     Oid types[3] = {TIMESTAMPTZOID, INT4OID, INT8OID};
     Datum args[3] = {TimestampTzGetDatum(now), Int32GetDatum(q.queue_table_id), Int64GetDatum(expiry_batch_size)};
@@ -664,6 +669,32 @@ void read_position(void* arg) {
 }
 }  // namespace
 
+// Whether the message in the slot is for r's consumer (3): its recipient list names the consumer,
+// or it has none and the consumer subscribed before it (r.since; PG_INT64_MAX for a consumer that
+// is no subscriber).  A list is read in scratch, reset here.
+bool for_consumer(TupleTableSlot* slot, int64 msgid, const OnceDequeue& r, MemoryContext scratch) {
+    bool isnull;
+    Datum list = slot_getattr(slot, col_recipients + 1, &isnull);
+    if (isnull) return msgid > r.since;
+    MemoryContext outer = MemoryContextSwitchTo(scratch);
+    ArrayType* names = DatumGetArrayTypeP(list);
+    size_t length = strlen(r.consumer);
+    bool named = false;
+    array_iter it;
+    array_iter_setup(&it, reinterpret_cast<AnyArrayType*>(names));
+    int n = ArrayGetNItems(ARR_NDIM(names), ARR_DIMS(names));
+    for (int i = 0; i < n && !named; i++) {
+        bool null;
+        Datum name = array_iter_next(&it, &null, i, -1, false, TYPALIGN_INT);
+        if (null) continue;
+        text* t = DatumGetTextPP(name);
+        named = VARSIZE_ANY_EXHDR(t) == length && memcmp(VARDATA_ANY(t), r.consumer, length) == 0;
+    }
+    MemoryContextSwitchTo(outer);
+    MemoryContextReset(scratch);
+    return named;
+}
+
 int bulk_dequeue_once(const OnceDequeue& r) {
     RingScan ring;
     // The receipts are written (remove); the messages only read, by any dequeue: ACCESS SHARE on the
@@ -695,7 +726,13 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id, r.consumer);
     LOCKTAG tag = walk_tag(r.relid, r.consumer);
-    if (!r.browse) (void)LockAcquire(&tag, ExclusiveLock, false, false);
+    // Held already by this transaction: a walk of c inside a walk of c (a deq_condition that
+    // dequeues), which would take again what the outer walk is taking.
+    if (!r.browse && LockAcquire(&tag, ExclusiveLock, false, false) == LOCKACQUIRE_ALREADY_HELD)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("a dequeue of consumer \"%s\" may not run inside another dequeue of that consumer",
+                               r.consumer),
+                        errdetail("A deq_condition of the outer dequeue called it.")));
     // What the walk reads of the receipts and the receipts it writes live in a context of its own,
     // gone at its end: a dequeue that waits walks again at every wake-up.
     MemoryContext walk_context = AllocSetContextCreate(CurrentMemoryContext, "aq once walk", ALLOCSET_DEFAULT_SIZES);
@@ -741,6 +778,7 @@ int bulk_dequeue_once(const OnceDequeue& r) {
                               r.only ? &start : from_floor ? &floor.floor : nullptr);
     ring.begin(snapshot, keys, nkeys);
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq once dequeue", ALLOCSET_SMALL_SIZES);
+    MemoryContext scratch_context = AllocSetContextCreate(CurrentMemoryContext, "aq once recipients", ALLOCSET_SMALL_SIZES);
 
     RowView row_view{nullptr, col_delay, col_expiration, false, InvalidOid};
     FloorWatch watch = FloorWatch::of_order(floor_rises, 2, r.priority_order, now);
@@ -755,7 +793,7 @@ int bulk_dequeue_once(const OnceDequeue& r) {
         if (ring.last == 0) continue;  // the parent's: no receipts (3)
         int64 id = DatumGetInt64(v[col_msgid]);
         if (r.only && id != r.only->msgid) break;  // past it: the walk started at its position
-        if (id <= r.since) {  // enqueued before c subscribed: never c's
+        if (!for_consumer(slot, id, r, scratch_context)) {  // never c's (3)
             watch.consumed_here();
             continue;
         }
@@ -819,6 +857,7 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     if (floor_rises) scan_floor::raise(r.queue_id, floor, watch.candidate, r.consumer);
 
     MemoryContextDelete(message_context);
+    MemoryContextDelete(scratch_context);
     for (auto* filter : filters)
         if (filter) condition::end_filter(filter);
     // A receipts table the walk wrote nothing into is let go, as the ring lets go of a segment it

@@ -14,16 +14,21 @@
 //     messages: the runs [lo, hi] of their msgids, and the last of them in the queue's order (hi).
 //  2. A remove walk of c holds c's walk lock (a heavyweight lock on (queue table, c), waited for)
 //     from before its snapshot until its receipts are written: two sessions of c never walk at
-//     once, but neither waits for the other's transaction.  c's scan floor (scan_floor.hpp, key c)
+//     once, but neither waits for the other's transaction; a walk of c inside a walk of c (a
+//     deq_condition that dequeues) finds the lock held by its own transaction and is refused (0A000).  c's scan floor (scan_floor.hpp, key c)
 //     is read before the lock; the walk starts at it (NEXT_MESSAGE), at the head (FIRST_MESSAGE)
 //     or after the transaction's position, over every segment merged by key (ring_scan.hpp).
 //  3. Under the lock the walk reads c's receipts whose hi is at or after its start, under the
 //     latest state (SnapshotDirty): committed by another transaction (taken for good), in progress
 //     in another session of c or this transaction's own (held).  A receipt whose hi is before the
 //     start holds no message the walk can meet.  Then, for each visible message of c's queue that
-//     is for c (its msgid after c's since_msgid: what was enqueued after c subscribed, which
-//     add_subscriber finds after waiting for the enqueues in progress; every such message, there
-//     are no rules or recipient lists yet), of the dequeue's msgid or correlation if it has one
+//     is for c (its recipient list, the column recipients, names c, subscriber or not; a message
+//     without one is for every subscriber that subscribed before it: its msgid after c's
+//     since_msgid, which add_subscriber finds after waiting for the enqueues in progress; a
+//     message for nobody is refused at its enqueue; remove_subscriber, after the enqueues in
+//     progress, writes in every segment a receipt of kind 't' whose run covers every msgid so far,
+//     so nothing enqueued before is c's any more, listed or not; no rules yet), of the dequeue's
+//     msgid or correlation if it has one
 //     (a walk by msgid starts at that message's position and stops after it; a filtered walk
 //     raises no floor), and takeable (rules.hpp: ready, unexpired): taken for
 //     good is passed for good, held is passed; else, with a deq_condition, the condition is
@@ -73,9 +78,9 @@
 //     back).  A transaction remembers of a new receipt only the messages none of its receipts
 //     for that consumer covers yet: a message locked then removed by msgid, taken again, or
 //     locked again in a subtransaction while an outer level holds it, is one attempt when all of
-//     it rolls back, and none while the outer level stays.  Not yet: rules, recipient lists.
+//     it rolls back, and none while the outer level stays.  Not yet: rules.
 //  6. Truncation (ring.hpp, T2): a segment goes once every message in it is taken ('t' or 'x'), under
-//     committed receipts of its segment, by every subscriber it is for, and no consumer's copy is
+//     committed receipts of its segment, by every consumer it is for (3), and no consumer's copy is
 //     left in an exception queue in it (ring.cpp, once_settled), proved again
 //     under the ACCESS EXCLUSIVE locks of the segment and its receipts table; both are truncated
 //     together.  No carry-forward: a message stays in its segment with its receipts, and so does a
@@ -109,7 +114,7 @@ struct OnceDequeue {
     Oid payload_type;
     int32 queue_id;
     const char* consumer;
-    int64 since;  // the subscriber receives the messages after this msgid
+    int64 since;  // the subscriber receives the messages after this msgid (PG_INT64_MAX: no subscriber)
     bool priority_order;
     bool browse;  // hand the messages on without taking them
     int max_messages;

@@ -273,9 +273,18 @@ bool once_settled(const Segments& segments, int k, bool hinted = true) {
         return false;
     }
     char* sql = psprintf(
-        "WITH due AS (SELECT s.consumer_name COLLATE pg_catalog.\"C\" AS consumer, pg_catalog.count(*) AS n"
-        "               FROM ONLY %1$s m JOIN aq.subscribers s ON s.queue_id OPERATOR(pg_catalog.=) m.q_id"
-        "                AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
+        // Who each message is for (once_walk.hpp, 3): its recipient list, or every subscriber that
+        // subscribed before it.
+        "WITH due AS (SELECT f.consumer, pg_catalog.count(*) AS n"
+        "               FROM (SELECT s.consumer_name COLLATE pg_catalog.\"C\" AS consumer"
+        "                       FROM ONLY %1$s m JOIN aq.subscribers s ON s.queue_id OPERATOR(pg_catalog.=) m.q_id"
+        "                        AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
+        "                      WHERE m.recipients IS NULL"
+        "                     UNION ALL"
+        "                     SELECT l.consumer"
+        "                       FROM ONLY %1$s m JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id"
+        "                        AND q.queue_type OPERATOR(pg_catalog.=) 'normal_queue',"
+        "                            pg_catalog.unnest(m.recipients) l(consumer)) f"
         "              GROUP BY 1),"
         " runs AS (SELECT r.consumer, r.runs[2 OPERATOR(pg_catalog.*) i OPERATOR(pg_catalog.-) 1] AS lo,"
         "                 r.runs[2 OPERATOR(pg_catalog.*) i] AS hi"
@@ -284,12 +293,17 @@ bool once_settled(const Segments& segments, int k, bool hinted = true) {
         // What was taken, or moved to an exception queue: not the attempts (once_walk.hpp, 5), whose
         // messages are the consumer's again, nor the locks (3), which end with their transaction.
         "           WHERE r.kind OPERATOR(pg_catalog.=) ANY ('{t,x}'::pg_catalog.\"char\"[])),"
+        // ... of those, what each consumer took (only messages it is due: the counts compare).
         " taken AS (SELECT runs.consumer, pg_catalog.count(DISTINCT m.msgid) AS n"
         "             FROM runs JOIN ONLY %1$s m ON m.msgid OPERATOR(pg_catalog.>=) runs.lo"
         "                                       AND m.msgid OPERATOR(pg_catalog.<=) runs.hi"
-        "             JOIN aq.subscribers s ON s.queue_id OPERATOR(pg_catalog.=) m.q_id"
-        "              AND s.consumer_name COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.=) runs.consumer"
-        "              AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
+        "            WHERE CASE WHEN m.recipients IS NULL"
+        "                       THEN EXISTS (SELECT FROM aq.subscribers s WHERE s.queue_id OPERATOR(pg_catalog.=) m.q_id"
+        "                              AND s.consumer_name COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.=) runs.consumer"
+        "                              AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid))"
+        "                       ELSE runs.consumer OPERATOR(pg_catalog.=) ANY (m.recipients)"
+        "                        AND EXISTS (SELECT FROM aq.queues q WHERE q.queue_id OPERATOR(pg_catalog.=) m.q_id"
+        "                              AND q.queue_type OPERATOR(pg_catalog.=) 'normal_queue') END"
         "            GROUP BY 1)"
         " SELECT NOT EXISTS (SELECT FROM due LEFT JOIN taken ON taken.consumer OPERATOR(pg_catalog.=) due.consumer"
         "                     WHERE COALESCE(taken.n, 0) OPERATOR(pg_catalog.<) due.n)"
