@@ -27,6 +27,7 @@ OBJS = \
 	src/pg/queue_functions.o \
 	src/pg/retry_functions.o \
 	src/pg/wait_time.o \
+	src/queue/audience.o \
 	src/queue/bulk_dequeue.o \
 	src/queue/bulk_enqueue.o \
 	src/queue/catalog.o \

@@ -452,15 +452,10 @@ BEGIN
         -- enqueued after it subscribed, as in Oracle.  The enqueues in progress are waited for
         -- (they hold ROW EXCLUSIVE on the queue table; its dequeues only ACCESS SHARE), then every
         -- message enqueued before has a msgid up to the sequence's last value, and every later one
-        -- a higher msgid.
-        IF rule IS NOT NULL THEN
-            RAISE EXCEPTION 'subscriber rules are not supported yet for queue "%"', queue_name
-                USING ERRCODE = 'feature_not_supported',
-                      DETAIL = 'Its queue table stores each message once, for every subscriber.';
-        END IF;
+        -- a higher msgid.  A rule is evaluated at each enqueue (src/queue/audience.hpp).
         EXECUTE format('LOCK TABLE ONLY %s IN SHARE MODE', t.relid);
-        INSERT INTO aq.subscribers (queue_id, consumer_name, since_msgid)
-        VALUES (q.queue_id, subscriber.name,
+        INSERT INTO aq.subscribers (queue_id, consumer_name, rule, since_msgid)
+        VALUES (q.queue_id, subscriber.name, rule,
                 coalesce(pg_sequence_last_value(pg_get_serial_sequence(t.relid::text, 'msgid')::regclass), 0));
         RETURN;
     END IF;
@@ -528,7 +523,7 @@ END $$;
 -- In development (docs/design-horizon-storage.md, section 3), not yet a user feature: a
 -- multi-consumer queue table that stores each message once, in a ring of segments, with what each
 -- consumer took of a segment's messages in that segment's receipts table (<segment>_r).  What works
--- so far: subscribers without rules, enqueue (with recipient lists), expiration, dequeue by consumer
+-- so far: subscribers (with rules), enqueue (with recipient lists), expiration, dequeue by consumer
 -- in remove, browse and locked modes (by msgid, by correlation, by condition), LISTEN, each
 -- consumer's attempts, retry_delay and exception queue (src/queue/once_walk.hpp); the rest refuses
 -- with 0A000.  Superusers only.

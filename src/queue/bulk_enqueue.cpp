@@ -122,34 +122,6 @@ MessageTimes times_of(HeapTupleHeader props, TimestampTz enq_time) {
     return t;
 }
 
-// Fills one row's values; the message properties as aq.message_properties defines them
-// (attribute 1 priority, 2 delay, 3 expiration, 4 correlation, 6 exception_queue).
-void fill_row(const BulkEnqueue& r, int i, Datum msgid, Datum enq_uid, Datum* v, bool* isnull) {
-    for (int c = 0; c < column_count; c++) isnull[c] = true;
-    v[col_msgid] = msgid;
-    v[col_q_id] = Int32GetDatum(r.queue_id);
-    v[col_enq_time] = TimestampTzGetDatum(r.enq_time);
-    v[col_priority] = Int32GetDatum(default_priority);
-    v[col_retry_count] = Int32GetDatum(0);
-    v[col_enq_uid] = enq_uid;
-    v[col_user_data] = r.payloads[i];
-    for (int c : {col_msgid, col_q_id, col_enq_time, col_priority, col_retry_count, col_enq_uid, col_user_data})
-        isnull[c] = false;
-    if (!r.properties || r.properties_null[i]) return;
-
-    HeapTupleHeader props = DatumGetHeapTupleHeader(r.properties[i]);
-    bool null;
-    Datum priority = field(props, 1, &null);
-    if (!null) v[col_priority] = priority;
-    MessageTimes t = times_of(props, r.enq_time);
-    v[col_delay] = TimestampTzGetDatum(t.delay);
-    isnull[col_delay] = !t.delayed;
-    v[col_expiration] = TimestampTzGetDatum(t.expiration);
-    isnull[col_expiration] = !t.expires;
-    v[col_corrid] = field(props, 4, &isnull[col_corrid]);
-    v[col_exception_queue] = field(props, 6, &isnull[col_exception_queue]);
-}
-
 // The msgid identity sequence of a queue table.  getIdentitySequence scans pg_depend, which
 // cost a tenth of a one-message enqueue: it is remembered per table until a relcache
 // invalidation of that table (ALTER TABLE ... IDENTITY sends one, as does DROP TABLE).
@@ -181,6 +153,35 @@ Oid msgid_sequence_of(Relation rel) {
 }
 
 }  // namespace
+
+// The message properties as aq.message_properties defines them (attribute 1 priority, 2 delay,
+// 3 expiration, 4 correlation, 6 exception_queue).
+void message_row(const BulkEnqueue& r, int i, Datum msgid, Datum enq_uid, Datum* v, bool* isnull) {
+    for (int c = 0; c < column_count; c++) isnull[c] = true;
+    v[col_msgid] = msgid;
+    v[col_q_id] = Int32GetDatum(r.queue_id);
+    v[col_enq_time] = TimestampTzGetDatum(r.enq_time);
+    v[col_priority] = Int32GetDatum(default_priority);
+    v[col_retry_count] = Int32GetDatum(0);
+    v[col_enq_uid] = enq_uid;
+    v[col_user_data] = r.payloads[i];
+    for (int c : {col_msgid, col_q_id, col_enq_time, col_priority, col_retry_count, col_enq_uid, col_user_data})
+        isnull[c] = false;
+    if (!r.properties || r.properties_null[i]) return;
+
+    HeapTupleHeader props = DatumGetHeapTupleHeader(r.properties[i]);
+    bool null;
+    Datum priority = field(props, 1, &null);
+    if (!null) v[col_priority] = priority;
+    MessageTimes t = times_of(props, r.enq_time);
+    v[col_delay] = TimestampTzGetDatum(t.delay);
+    isnull[col_delay] = !t.delayed;
+    v[col_expiration] = TimestampTzGetDatum(t.expiration);
+    isnull[col_expiration] = !t.expires;
+    v[col_corrid] = field(props, 4, &isnull[col_corrid]);
+    v[col_exception_queue] = field(props, 6, &isnull[col_exception_queue]);
+}
+
 
 bool has_group_column(Relation rel) {
     TupleDesc desc = RelationGetDescr(rel);
@@ -305,21 +306,17 @@ bool bulk_enqueue(const BulkEnqueue& r) {
     for (int i = 0; i < r.count; i++) {
         TupleTableSlot* slot = multi_insert::next_slot(m);
         MemoryContext outer = MemoryContextSwitchTo(multi_insert::batch_memory(m));
-        Datum msgid = Int64GetDatum(nextval_internal(msgid_sequence, false));
+        Datum msgid = r.msgids_in ? r.msgids_in[i] : Int64GetDatum(nextval_internal(msgid_sequence, false));
         r.msgids_out[i] = msgid;
-        fill_row(r, i, msgid, enq_uid, slot->tts_values, slot->tts_isnull);
+        message_row(r, i, msgid, enq_uid, slot->tts_values, slot->tts_isnull);
         if (grouped) {  // the transaction's group (groups.hpp)
             slot->tts_values[column_count] = Int64GetDatum(*r.group);
             slot->tts_isnull[column_count] = false;
         } else if (RelationGetDescr(rel)->natts > column_count) {  // stored once: a message is nobody's copy,
             slot->tts_values[col_consumer_name] = (Datum)0;        // for its recipient list or every subscriber
             slot->tts_isnull[col_consumer_name] = true;
-            Datum* names = nullptr;
-            int n = 0;
-            bool listed = r.properties && !r.properties_null[i] &&
-                          deliveries::recipients_of(DatumGetHeapTupleHeader(r.properties[i]), &names, &n);
-            slot->tts_values[col_recipients] =
-                listed ? PointerGetDatum(construct_array(names, n, TEXTOID, -1, false, TYPALIGN_INT)) : (Datum)0;
+            bool listed = r.recipients && !r.recipients_null[i];
+            slot->tts_values[col_recipients] = listed ? r.recipients[i] : (Datum)0;
             slot->tts_isnull[col_recipients] = !listed;
         }
         MemoryContextSwitchTo(outer);

@@ -70,7 +70,16 @@ struct BulkEnqueue {
     Datum* msgids_out;             // count entries, filled in payload order
     deliveries::Message* messages_out;  // count entries, or nullptr: what a delivery row copies
     const int64* group = nullptr;       // a grouped queue table: the transaction's group (groups.hpp)
+    // Stored once (audience.hpp): each message's recipients (text[]; nullptr or null: every
+    // subscriber), and the msgids drawn for its rules (nullptr: drawn here).
+    const Datum* recipients = nullptr;
+    const bool* recipients_null = nullptr;
+    const Datum* msgids_in = nullptr;
 };
+
+// One message's column values (column_count of them) as the multi-insert writes them: the
+// properties as aq.message_properties defines them.
+void message_row(const BulkEnqueue& r, int i, Datum msgid, Datum enq_uid, Datum* v, bool* isnull);
 
 // The attribute-number set of these queue table columns, for a range table entry.
 Bitmapset* column_set(std::initializer_list<int> columns);

@@ -22,6 +22,7 @@ enum Statement : int32 {
     deliver_by_rule,             // $1 message ids matching the rule, to consumer $2
     deliver_listed,              // the pairs ($1[i], $2[i])
     sweep_queue,                 // removes the messages of queue $1 (priority $2) before its first delivery
+    once_rule,                   // stored once: the positions of the messages ($1 .. $11) a rule holds for (audience.hpp)
 };
 
 struct Build {

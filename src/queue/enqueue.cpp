@@ -27,6 +27,7 @@ extern "C" {
 
 #include "base/guard.hpp"
 #include "base/spi.hpp"
+#include "queue/audience.hpp"
 #include "queue/bulk_enqueue.hpp"
 #include "queue/catalog.hpp"
 #include "queue/deliveries.hpp"
@@ -73,7 +74,17 @@ bool enqueue_in_bulk(const EnqueueRequest& r, const QueueInfo& q, TimestampTz en
         group = groups::transaction_group(q.relid);
         request.group = &group;
     }
+    // Stored once: who each message is for, before its row (audience.hpp).
+    audience::Resolved resolved;
+    if (q.stored_once()) {
+        audience::resolve(q, r.queue_name, request, r.payloads, &resolved);
+        request.recipients = resolved.lists;
+        request.recipients_null = resolved.nulls;
+        request.msgids_in = resolved.msgids;
+    }
     if (!bulk_enqueue(request)) return false;
+    if (q.stored_once())
+        audience::reach(q, r.queue_name, resolved, ids, count, enq_time, q.priority_order ? lowest_priority(r.properties) : 0);
     *result = msgid_array(ids, count, result_context);
     return true;
 }
@@ -86,76 +97,6 @@ void deliver_messages(const EnqueueRequest& r, const QueueInfo& q, ArrayType* id
     int n;
     deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &items, nullptr, &n);
     deliveries::deliver(tables_of(q, r.queue_name), items, n, r.properties, messages, enq_time);
-}
-
-// A queue table that stores each message once (once_walk.hpp): its messages are for their recipient
-// lists (the multi-insert wrote them into the rows) or every subscriber, whose floors come down to
-// them before the commit (scan_floor.hpp), as the fan-out's.  A message for nobody is an error
-// (ORA-24033).  Not yet: rules (0A000), recipient lists through the statement (bulk false: a table
-// with triggers, rules or row-level security, which no dequeue reads either).  Requires SPI.
-void reach_subscribers(const EnqueueRequest& r, const QueueInfo& q, TimestampTz enq_time, Datum first_msgid, bool bulk) {
-    int32 lowest = q.priority_order ? lowest_priority(r.properties) : 0;
-    int unlisted = r.properties ? 0 : 1;  // messages without a recipient list
-    if (r.properties) {
-        int n = ArrayGetNItems(ARR_NDIM(r.properties), ARR_DIMS(r.properties));
-        Datum* elements;
-        bool* nulls;
-        deconstruct_array(r.properties, ARR_ELEMTYPE(r.properties), -1, false, TYPALIGN_DOUBLE, &elements, &nulls, &n);
-        // The listed consumers, each once (their floors come down once).  Plain palloc'd data: this
-        // runs where PostgreSQL errors longjmp.
-        const char** names = nullptr;
-        int nnames = 0, room = 0;
-        for (int i = 0; i < n; i++) {
-            Datum* listed = nullptr;
-            int count = 0;
-            if (nulls[i] || !deliveries::recipients_of(DatumGetHeapTupleHeader(elements[i]), &listed, &count)) {
-                unlisted++;
-                continue;
-            }
-            if (!bulk)
-                ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                                errmsg("recipient_list is not supported yet for queue \"%s\"", r.queue_name),
-                                errdetail("Its queue table stores each message once and has triggers, rules, row-level"
-                                          " security or columns of its own.")));
-            if (nnames + count > room) {
-                room = Max(2 * room, nnames + count);
-                names = static_cast<const char**>(names ? repalloc(names, sizeof(char*) * room) : palloc(sizeof(char*) * room));
-            }
-            for (int k = 0; k < count; k++) names[nnames++] = TextDatumGetCString(listed[k]);
-        }
-        if (nnames > 0) qsort(names, nnames, sizeof(char*), [](const void* a, const void* b) {
-            return strcmp(*static_cast<const char* const*>(a), *static_cast<const char* const*>(b));
-        });
-        for (int k = 0; k < nnames; k++)
-            if (k == 0 || strcmp(names[k - 1], names[k]) != 0) scan_floor::lower(q.queue_id, enq_time, names[k], lowest);
-        if (unlisted == 0) return;
-    }
-    Oid types[1] = {INT4OID};
-    Datum args[1] = {Int32GetDatum(q.queue_id)};
-    // Under the latest snapshot: a subscriber that subscribed before this enqueue locked the queue
-    // table (add_subscriber waits for the enqueues in progress) receives its messages, whatever this
-    // statement's or transaction's snapshot, and its floor must come down to them.
-    PushActiveSnapshot(GetLatestSnapshot());
-    int rc = SPI_execute_with_args("SELECT consumer_name, rule IS NOT NULL FROM aq.subscribers"
-                                   " WHERE queue_id OPERATOR(pg_catalog.=) $1",
-                                   1, types, args, nullptr, true, 0);
-    PopActiveSnapshot();
-    if (rc != SPI_OK_SELECT) elog(ERROR, "aq: reading the subscribers failed: %s", SPI_result_code_string(rc));
-    if (SPI_processed == 0)
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("no recipients for message " INT64_FORMAT " in queue \"%s\"", DatumGetInt64(first_msgid), r.queue_name),
-                        errdetail("The queue has no subscriber, and the message has no recipient_list (ORA-24033 analogue)."),
-                        errhint("Add a subscriber with aq.add_subscriber(), or give the message a recipient_list.")));
-    for (uint64 i = 0; i < SPI_processed; i++) {
-        bool isnull;
-        if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)))
-            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                            errmsg("subscriber rules are not supported yet for queue \"%s\"", r.queue_name),
-                            errdetail("Its queue table stores each message once, for every subscriber.")));
-        char* name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-        scan_floor::lower(q.queue_id, enq_time, name, lowest);
-    }
-    SPI_freetuptable(SPI_tuptable);
 }
 
 // After the rows and their index entries, before the commit: the scan floors (scan_floor.hpp),
@@ -193,7 +134,6 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
                                   : nullptr;
         if (enqueue_in_bulk(r, q, enq_time, count, caller_context, &result, messages)) {
             if (fans_out) deliver_messages(r, q, result, messages, enq_time);
-            if (q.stored_once()) reach_subscribers(r, q, enq_time, Int64GetDatum(reinterpret_cast<int64*>(ARR_DATA_PTR(result))[0]), true);
             note_enqueued(r, q, enq_time);
             SPI_finish();
             return;
@@ -216,7 +156,7 @@ ArrayType* enqueue_array(const EnqueueRequest& r) {
         for (int i = 0; i < count; i++) ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
         result = msgid_array(ids, count, caller_context);
         if (fans_out) deliver_messages(r, q, result, nullptr, enq_time);
-        if (q.stored_once()) reach_subscribers(r, q, enq_time, ids[0], false);
+        if (q.stored_once()) audience::reach_by_statement(q, r.queue_name, r.properties, enq_time, ids[0]);
         note_enqueued(r, q, enq_time);
         SPI_finish();
     });

@@ -105,43 +105,65 @@ void close_receipts(Receipts* r, LOCKMODE release = NoLock) {
 }
 
 // The messages the consumer took, as runs [lo, hi] of msgids: committed by another transaction
-// (taken for good) or not (held: in progress, or this transaction's own).  Sorted by lo; the runs of
-// one consumer never overlap (a message is in at most one live receipt of it).
+// (taken for good) or not (held: in progress, or this transaction's own).  Runs may overlap (a
+// locked mode's 'l' receipt and a later remove of one of its messages, the receipt of a
+// remove_subscriber covering every msgid so far): sort() merges each kind's runs into disjoint
+// ones, and taken for good wins over held.
 struct TakenRuns {
-    int64* lo = nullptr;
-    int64* hi = nullptr;
-    bool* held = nullptr;
-    int count = 0, size = 0;
+    struct Runs {
+        int64* lo = nullptr;
+        int64* hi = nullptr;
+        int count = 0, size = 0;
 
-    void add(int64 l, int64 h, bool is_held) {
-        if (count == size) {
-            size = size ? size * 2 : 64;
-            lo = static_cast<int64*>(lo ? repalloc(lo, sizeof(int64) * size) : palloc(sizeof(int64) * size));
-            hi = static_cast<int64*>(hi ? repalloc(hi, sizeof(int64) * size) : palloc(sizeof(int64) * size));
-            held = static_cast<bool*>(held ? repalloc(held, sizeof(bool) * size) : palloc(sizeof(bool) * size));
-        }
-        lo[count] = l;
-        hi[count] = h;
-        held[count] = is_held;
-        count++;
-    }
-    void sort() {  // insertion sort by lo: a few runs per receipt, a few receipts
-        for (int i = 1; i < count; i++)
-            for (int j = i; j > 0 && lo[j - 1] > lo[j]; j--) {
-                std::swap(lo[j - 1], lo[j]);
-                std::swap(hi[j - 1], hi[j]);
-                std::swap(held[j - 1], held[j]);
+        void add(int64 l, int64 h) {
+            if (count == size) {
+                size = size ? size * 2 : 64;
+                lo = static_cast<int64*>(lo ? repalloc(lo, sizeof(int64) * size) : palloc(sizeof(int64) * size));
+                hi = static_cast<int64*>(hi ? repalloc(hi, sizeof(int64) * size) : palloc(sizeof(int64) * size));
             }
+            lo[count] = l;
+            hi[count] = h;
+            count++;
+        }
+        void merge() {  // sorted by lo, then overlapping or adjacent runs joined
+            auto* order = static_cast<int*>(palloc(sizeof(int) * Max(count, 1)));
+            for (int i = 0; i < count; i++) order[i] = i;
+            std::sort(order, order + count, [this](int a, int b) { return lo[a] < lo[b]; });
+            auto* l = static_cast<int64*>(palloc(sizeof(int64) * Max(count, 1)));
+            auto* h = static_cast<int64*>(palloc(sizeof(int64) * Max(count, 1)));
+            int n = 0;
+            for (int k = 0; k < count; k++) {
+                int i = order[k];
+                if (n > 0 && lo[i] <= h[n - 1] + 1) {
+                    h[n - 1] = Max(h[n - 1], hi[i]);
+                } else {
+                    l[n] = lo[i];
+                    h[n] = hi[i];
+                    n++;
+                }
+            }
+            lo = l, hi = h, count = n, size = Max(n, 1);
+        }
+        bool covers(int64 msgid) const {
+            int a = 0, b = count - 1, at = -1;
+            while (a <= b) {  // the last run with lo <= msgid
+                int m = (a + b) / 2;
+                if (lo[m] <= msgid) at = m, a = m + 1; else b = m - 1;
+            }
+            return at >= 0 && msgid <= hi[at];
+        }
+    };
+    Runs taken, held;
+
+    void add(int64 l, int64 h, bool is_held) { (is_held ? held : taken).add(l, h); }
+    void sort() {
+        taken.merge();
+        held.merge();
     }
     enum class Found { no, taken, held };
     Found find(int64 msgid) const {
-        int a = 0, b = count - 1, at = -1;
-        while (a <= b) {  // the last run with lo <= msgid
-            int m = (a + b) / 2;
-            if (lo[m] <= msgid) at = m, a = m + 1; else b = m - 1;
-        }
-        if (at < 0 || msgid > hi[at]) return Found::no;
-        return held[at] ? Found::held : Found::taken;
+        if (taken.covers(msgid)) return Found::taken;
+        return held.covers(msgid) ? Found::held : Found::no;
     }
 };
 
