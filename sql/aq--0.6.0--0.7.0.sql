@@ -548,6 +548,13 @@ BEGIN
     EXECUTE format('ALTER TABLE %s ADD COLUMN consumer_name text COLLATE pg_catalog."C",'
                    ' ADD COLUMN recipients text[] COLLATE pg_catalog."C"', t.relid);
     PERFORM aq._create_segments(t);
+    -- Its view has a row per message and consumer (Oracle's CONSUMER_NAME), over the receipts.
+    PERFORM aq._drop_dependent_view(t.relid, aq._queue_table_view(t.queue_table));
+    PERFORM aq._message_view(t);
+    EXECUTE format('GRANT SELECT ON %I.%I TO PUBLIC', t.table_schema, aq._queue_table_view(t.queue_table));
+    EXECUTE format('COMMENT ON VIEW %I.%I IS %L', t.table_schema, aq._queue_table_view(t.queue_table),
+                   format('The messages of aq queue table %s with their queue, consumer and state (Oracle''s AQ$%s).',
+                          t.queue_table, t.queue_table));
 END $$;
 REVOKE EXECUTE ON FUNCTION aq._create_stored_once_queue_table(text, regtype, text, integer, text) FROM PUBLIC;
 
@@ -582,6 +589,10 @@ BEGIN
         PERFORM aq._drop_dependent_view(t.delivery_relid, aq._queue_table_view(t.queue_table));
         EXECUTE format('DROP TABLE %s', t.delivery_relid);
     END IF;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
+        -- Before the segments: a stored-once table's view reads them and their receipts.
+        PERFORM aq._drop_dependent_view(t.relid, aq._queue_table_view(t.queue_table));
+    END IF;
     FOREACH seg IN ARRAY segments LOOP
         IF EXISTS (SELECT FROM pg_class c WHERE c.oid = seg) THEN
             EXECUTE format('DROP TABLE %s', seg);
@@ -610,6 +621,53 @@ BEGIN
              WHERE tbl.oid = t.relid AND v.relname = aq._queue_table_view(t.queue_table) AND v.relkind = 'v'
                AND EXISTS (SELECT FROM pg_rewrite r JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
                             WHERE r.ev_class = v.oid AND d.refclassid = 'pg_class'::regclass AND d.refobjid = t.relid)) THEN
+        RETURN;
+    END IF;
+    IF t.multiple_consumers AND t.delivery_relid IS NULL AND t.segment_count > 0 THEN
+        -- Each message stored once (src/queue/once_walk.hpp): a row per message and consumer it is
+        -- for (its recipient list, or the subscribers by since_msgid), PROCESSED once a receipt of
+        -- the consumer took it ('t') or moved it ('x'), its retry_count with the consumer's attempts
+        -- ('r'); a consumer's copy in an exception queue is a row of that consumer.  A receipt's runs
+        -- are read within its segment's msgids.
+        EXECUTE format(
+            'CREATE OR REPLACE VIEW %I.%I WITH (security_invoker = true) AS'
+            ' WITH rc AS (%s),'
+            '      taken AS (SELECT rc.seg, rc.consumer, g.msgid,'
+            '                       pg_catalog.bool_or(rc.kind OPERATOR(pg_catalog.=) ANY (''{t,x}''::"char"[])) AS done,'
+            '                       pg_catalog.count(*) FILTER (WHERE rc.kind OPERATOR(pg_catalog.=) ''r'') AS attempts'
+            '                  FROM rc, pg_catalog.generate_series(1, pg_catalog.cardinality(rc.runs) OPERATOR(pg_catalog./) 2) i,'
+            '                       pg_catalog.generate_series(GREATEST(rc.runs[2 OPERATOR(pg_catalog.*) i OPERATOR(pg_catalog.-) 1], rc.first),'
+            '                                                  LEAST(rc.runs[2 OPERATOR(pg_catalog.*) i], rc.last)) g(msgid)'
+            '                 GROUP BY 1, 2, 3)'
+            ' SELECT q.queue_name AS queue, m.msgid AS msg_id, m.corrid AS corr_id, m.priority AS msg_priority,'
+            '        CASE WHEN t.done THEN ''PROCESSED'''
+            '             WHEN q.queue_type OPERATOR(pg_catalog.=) ''exception_queue'' OR m.expiration OPERATOR(pg_catalog.<=) pg_catalog.now() THEN ''EXPIRED'''
+            '             WHEN m.delay OPERATOR(pg_catalog.>) pg_catalog.now() THEN ''WAITING'' ELSE ''READY'' END AS msg_state,'
+            '        m.delay, m.expiration, m.enq_time, m.enq_uid AS enq_user_id,'
+            '        m.retry_count OPERATOR(pg_catalog.+) COALESCE(t.attempts, 0)::integer AS retry_count,'
+            '        COALESCE(m.exception_queue, %L) AS exception_queue,'
+            '        c.consumer::text AS consumer_name,'
+            '        m.user_data'
+            '   FROM %s m JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id'
+            '   CROSS JOIN LATERAL (SELECT m.consumer_name WHERE m.consumer_name IS NOT NULL'
+            '                       UNION ALL'
+            '                       SELECT s.consumer_name COLLATE pg_catalog."C" FROM aq.subscribers s'
+            '                        WHERE m.consumer_name IS NULL AND m.recipients IS NULL'
+            '                          AND s.queue_id OPERATOR(pg_catalog.=) m.q_id'
+            '                          AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)'
+            '                       UNION ALL'
+            '                       SELECT l.consumer FROM pg_catalog.unnest(m.recipients) l(consumer)'
+            '                        WHERE m.consumer_name IS NULL) c(consumer)'
+            '   LEFT JOIN taken t ON m.consumer_name IS NULL AND t.seg OPERATOR(pg_catalog.=) m.tableoid'
+            '    AND t.consumer OPERATOR(pg_catalog.=) c.consumer AND t.msgid OPERATOR(pg_catalog.=) m.msgid',
+            (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.relid),
+            aq._queue_table_view(t.queue_table),
+            (SELECT string_agg(format('SELECT %s::pg_catalog.oid AS seg, r.consumer, r.kind, r.runs, b.first, b.last'
+                                      '  FROM ONLY %s r, (SELECT pg_catalog.min(x.msgid) AS first, pg_catalog.max(x.msgid) AS last'
+                                      '                     FROM ONLY %s x) b', s.relid::oid, s.receipts, s.relid),
+                               ' UNION ALL ' ORDER BY s.segment)
+               FROM aq.queue_segments s WHERE s.queue_table_id = t.queue_table_id),
+            aq._default_exception_queue(t.queue_table), t.relid);
         RETURN;
     END IF;
     EXECUTE format(

@@ -47,6 +47,8 @@ SELECT t.consumer, string_agg(m.user_data, ',' ORDER BY m.msgid) AS took, count(
   FROM once_qt m JOIN once_taken t ON t.msgid = m.msgid GROUP BY 1 ORDER BY 1;
 -- One receipt per dequeue: A's three calls, B's one.
 SELECT consumer, count(*) AS receipts FROM "once_qt$0_r" WHERE kind = 't' GROUP BY 1 ORDER BY 1;
+-- The view aq$once_qt: a row per message and consumer, PROCESSED once the consumer took it.
+SELECT queue, msg_id, msg_state, consumer_name, retry_count, user_data FROM "aq$once_qt" ORDER BY msg_id, consumer_name;
 -- aq.queue_health counts, per subscriber, what it has not taken (from the receipts).
 SELECT queue, consumer_name, ready, waiting, expired FROM aq.queue_health WHERE queue_table = 'once_qt' ORDER BY 1, 2;
 -- A consumer that is no subscriber gets nothing.
@@ -409,6 +411,8 @@ END $$;
 SELECT try_sql($$SELECT aq.dequeue('oncer_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$);
 SELECT m.user_data, m.consumer_name, q.queue_name
   FROM oncer_qt m JOIN aq.queues q ON q.queue_id = m.q_id WHERE q.queue_type = 'exception_queue';
+-- In the view: each listed consumer's row, and X's copy in the exception queue.
+SELECT queue, msg_state, consumer_name, user_data FROM "aq$oncer_qt" ORDER BY msg_id, queue, consumer_name;
 SELECT aq.drop_queue_table('oncer_qt', force => true);
 
 -- A deq_condition that dequeues for the same consumer is refused (it would take again what the
@@ -461,6 +465,16 @@ SELECT try_sql($$SELECT aq.alter_subscriber('onceu_q', aq.agent('all'), rule => 
 SELECT aq.alter_subscriber('onceu_q', aq.agent('all'), rule => 'public.onceu_check(tab.user_data.amount)');
 SELECT aq.enqueue('onceu_q', ROW(2, 'qualified')::onceu_t) > 0 AS enqueued;
 SELECT (user_data).tag, recipients FROM onceu_qt WHERE (user_data).tag = 'qualified';
+-- The rule's plan is analyzed again after an invalidation (any DDL), from another call depth.
+CREATE SCHEMA onceu_s;
+DROP SCHEMA onceu_s;
+DO $$ BEGIN PERFORM aq.enqueue('onceu_q', ROW(3, 'again')::onceu_t); END $$;
+SELECT (user_data).tag, recipients FROM onceu_qt WHERE (user_data).tag = 'again';
+-- A rule is evaluated only on the messages without a recipient_list.
+SELECT aq.alter_subscriber('onceu_q', aq.agent('big'), rule => '1 / tab.user_data.amount > 0');
+SELECT cardinality(aq.enqueue_array('onceu_q', ARRAY[ROW(0, 'zero, listed'), ROW(4, 'four')]::onceu_t[],
+         ARRAY[aq.message_properties(recipient_list => ARRAY[aq.agent('urgent')]), aq.message_properties()])) AS enqueued;
+SELECT (user_data).tag, recipients FROM onceu_qt WHERE (user_data).tag IN ('zero, listed', 'four') ORDER BY msgid;
 SELECT aq.drop_queue_table('onceu_qt', force => true);
 DROP FUNCTION public.onceu_check(int);
 DROP TYPE onceu_t;

@@ -16,6 +16,7 @@ extern "C" {
 
 #include <cstring>
 
+#include "base/guard.hpp"
 #include "base/run_as.hpp"
 #include "queue/audience.hpp"
 #include "queue/condition.hpp"
@@ -101,7 +102,9 @@ void run_rule(void* arg) {
     condition::PlanRequest request{r->q->relid,     r->q->payload_type, deliveries::once_rule, r->q->qualified_table,
                                    r->rule,         "rule",             r->types,              rule_params,
                                    CURSOR_OPT_GENERIC_PLAN, rule_sql,   &build};
-    SPIPlanPtr plan = condition::prepared_plan(request);
+    // prepared_plan throws C++ exceptions; run_as's PG_TRY must see a PostgreSQL error instead.
+    SPIPlanPtr plan = nullptr;
+    base::entry_void([&] { plan = condition::prepared_plan(request); });
     ParamListInfo params = makeParamList(rule_params);
     for (int i = 0; i < rule_params; i++) {
         params->params[i].ptype = r->types[i];
@@ -112,16 +115,17 @@ void run_rule(void* arg) {
     r->rc = SPI_execute_plan_with_paramlist(plan, params, false, 0);
 }
 
-// The column arrays of the messages ($1 .. $11 of a rule's statement).
-void message_columns(const QueueInfo& q, const BulkEnqueue& r, ArrayType* payloads, const Datum* msgids, Oid* types,
-                     Datum* args) {
+// The column arrays ($1 .. $11 of a rule's statement) of the messages which[0 .. n) (those without a
+// recipient_list: a rule is never evaluated on another).
+void message_columns(const QueueInfo& q, const BulkEnqueue& r, ArrayType* payloads, const Datum* msgids,
+                     const int* which, int n, Oid* types, Datum* args) {
     static const Oid element_types[column_count - 1] = {INT8OID, INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID,
                                                         TIMESTAMPTZOID, TEXTOID, INT4OID, TEXTOID, TEXTOID};
-    int n = r.count;
     Datum enq_uid = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
     auto* values = static_cast<Datum*>(palloc(sizeof(Datum) * column_count * n));
     auto* nulls = static_cast<bool*>(palloc(sizeof(bool) * column_count * n));
-    for (int i = 0; i < n; i++) message_row(r, i, msgids[i], enq_uid, values + i * column_count, nulls + i * column_count);
+    for (int k = 0; k < n; k++)
+        message_row(r, which[k], msgids[which[k]], enq_uid, values + k * column_count, nulls + k * column_count);
     auto* column = static_cast<Datum*>(palloc(sizeof(Datum) * n));
     auto* column_nulls = static_cast<bool*>(palloc(sizeof(bool) * n));
     int dims[1] = {n}, lbs[1] = {1};
@@ -142,7 +146,16 @@ void message_columns(const QueueInfo& q, const BulkEnqueue& r, ArrayType* payloa
     if (!OidIsValid(types[col_user_data]))
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                         errmsg("subscriber rules need an array type of the payload type %s", format_type_be(q.payload_type))));
-    args[col_user_data] = PointerGetDatum(payloads);
+    if (n == r.count) {
+        args[col_user_data] = PointerGetDatum(payloads);
+    } else {
+        int16 len;
+        bool byval;
+        char align;
+        get_typlenbyvalalign(q.payload_type, &len, &byval, &align);
+        for (int k = 0; k < n; k++) column[k] = r.payloads[which[k]];
+        args[col_user_data] = PointerGetDatum(construct_array(column, n, q.payload_type, len, byval, align));
+    }
 }
 
 Datum text_array(char* const* names, int n) {
@@ -179,9 +192,13 @@ void resolve(const QueueInfo& q, const char* queue_name, const BulkEnqueue& r, A
     // The rules see the messages' msgids: drawn now, in order, for the insert to use.
     out->msgids = static_cast<Datum*>(palloc(sizeof(Datum) * n));
     for (int i = 0; i < n; i++) out->msgids[i] = Int64GetDatum(nextval_internal(sequence, false));
+    auto* which = static_cast<int*>(palloc(sizeof(int) * n));  // the messages without a list
+    int unlisted = 0;
+    for (int i = 0; i < n; i++)
+        if (out->nulls[i]) which[unlisted++] = i;
     Oid types[rule_params];
     Datum args[rule_params];
-    message_columns(q, r, payloads, out->msgids, types, args);
+    message_columns(q, r, payloads, out->msgids, which, unlisted, types, args);
 
     // Per message without a list, the subscribers it is for: those without a rule, and those whose
     // rule holds on it (s.names is sorted: so is each list).
@@ -200,7 +217,7 @@ void resolve(const QueueInfo& q, const char* queue_name, const BulkEnqueue& r, A
             for (uint64 k = 0; k < SPI_processed; k++) {
                 bool isnull;
                 int64 at = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull));
-                if (!isnull && at >= 1 && at <= n) holds[at - 1] = true;
+                if (!isnull && at >= 1 && at <= unlisted) holds[which[at - 1]] = true;
             }
             SPI_freetuptable(SPI_tuptable);
         }

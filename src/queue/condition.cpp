@@ -369,7 +369,10 @@ SPIPlanPtr prepared_plan(const PlanRequest& r) {
     MemoryContext context = AllocSetContextCreate(TopMemoryContext, "aq condition", ALLOCSET_SMALL_SIZES);
     MemoryContext previous = MemoryContextSwitchTo(context);
     auto* setup = static_cast<Statement*>(palloc0(sizeof(Statement)));
-    setup->param_types = r.param_types;
+    // The plan cache analyzes the statement again with these: they must live as long as the plan.
+    auto* param_types = static_cast<Oid*>(palloc(sizeof(Oid) * Max(r.nparams, 1)));
+    if (r.nparams > 0) memcpy(param_types, r.param_types, sizeof(Oid) * r.nparams);
+    setup->param_types = param_types;
     setup->nparams = r.nparams;
     setup->raw = static_cast<Node*>(copyObjectImpl(raw));
     setup->text = pstrdup(r.text);

@@ -27,6 +27,7 @@ extern "C" {
 #include <cstring>
 
 #include "base/multi_insert.hpp"
+#include "base/guard.hpp"
 #include "base/run_as.hpp"
 #include "compat/acl.hpp"
 #include "compat/executor.hpp"
@@ -59,7 +60,9 @@ void run_rule(void* arg) {
     condition::PlanRequest request{r->tables->relid, r->tables->payload_type, deliver_by_rule, names_of(*r->tables),
                                    r->rule,          "rule",                  ids_and_name,    2,
                                    CURSOR_OPT_GENERIC_PLAN, build_sql, &build};
-    SPIPlanPtr plan = condition::prepared_plan(request);
+    // prepared_plan throws C++ exceptions; run_as's PG_TRY must see a PostgreSQL error instead.
+    SPIPlanPtr plan = nullptr;
+    base::entry_void([&] { plan = condition::prepared_plan(request); });
     ParamListInfo params = makeParamList(2);
     for (int i = 0; i < 2; i++) {
         params->params[i].ptype = ids_and_name[i];
