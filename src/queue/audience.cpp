@@ -187,6 +187,8 @@ void resolve(const QueueInfo& q, const char* queue_name, const BulkEnqueue& r, A
     Oid sequence = msgid_sequence(rel);
     table_close(rel, NoLock);  // kept to the end of the transaction, as the insert's
     Subscribers s = read_subscribers(q.queue_id);
+    out->subscriber_count = s.count;
+    out->subscribers = s.names;
     if (!s.any_rule) return;  // every subscriber's (NULL), or nobody's: reach() says so
 
     // The rules see the messages' msgids: drawn now, in order, for the insert to use.
@@ -257,13 +259,13 @@ void reach(const QueueInfo& q, const char* queue_name, const Resolved& resolved,
             if (j == 0 || strcmp(names[j - 1], names[j]) != 0) scan_floor::lower(q.queue_id, enq_time, names[j], lowest_priority);
     }
     if (!resolved.unlisted) return;
-    Subscribers s = read_subscribers(q.queue_id);
-    if (s.count == 0) {
+    if (resolved.subscriber_count == 0) {
         int first = 0;
         while (first < count - 1 && !resolved.nulls[first]) first++;  // the first for every subscriber
         no_recipients(queue_name, msgids[first], false);
     }
-    for (int j = 0; j < s.count; j++) scan_floor::lower(q.queue_id, enq_time, s.names[j], lowest_priority);
+    for (int j = 0; j < resolved.subscriber_count; j++)
+        scan_floor::lower(q.queue_id, enq_time, resolved.subscribers[j], lowest_priority);
 }
 
 void reach_by_statement(const QueueInfo& q, const char* queue_name, ArrayType* properties, TimestampTz enq_time,

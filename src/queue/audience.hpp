@@ -38,6 +38,10 @@ struct Resolved {
     Datum* msgids = nullptr;  // drawn for the rules (nullptr: the insert draws them)
     bool listed = false;      // some message has a list
     bool unlisted = false;    // some message has none (for every subscriber)
+    // The subscribers read (under the insert's lock: no other can subscribe before the commit), for
+    // reach() to lower their floors.
+    int subscriber_count = 0;
+    char** subscribers = nullptr;
 };
 
 // 1.  request: the enqueue as the multi-insert will write it (payloads, properties, enq_time);

@@ -491,6 +491,9 @@ int by_message(const void* a, const void* b) {
 }
 }  // namespace
 
+// A batch's (message, consumer) rows at most (recipient lists of up to 1,024 names).
+constexpr int64 expiry_batch_rows = 100000;
+
 int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
     *held = false;
     // A batch of the expired messages of the table's normal queues, then one row per consumer each
@@ -498,11 +501,20 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
     // consumer), by consumer, segment and queue: every consumer of a message of the batch is in it.
     char* sql = psprintf(
         "SELECT m.tableoid, m.msgid, m.q_id, m.priority, m.enq_time, f.consumer"
-        "  FROM (SELECT e.tableoid, e.msgid, e.q_id, e.priority, e.enq_time, e.recipients FROM %s e"
-        "         WHERE e.expiration OPERATOR(pg_catalog.<=) $1 AND e.consumer_name IS NULL"
-        "           AND e.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
-        "                WHERE n.queue_table_id OPERATOR(pg_catalog.=) $2 AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
-        "         ORDER BY e.tableoid, e.msgid LIMIT $3) m"
+        // At most $3 messages, and as many as fit in $4 (message, consumer) rows, the first always
+        // (a message's consumers: its list, or at most its queue's subscribers).
+        "  FROM (SELECT b.* FROM"
+        "         (SELECT w.*, pg_catalog.sum(w.weight) OVER (ORDER BY w.tableoid, w.msgid) AS upto FROM"
+        "           (SELECT e.tableoid, e.msgid, e.q_id, e.priority, e.enq_time, e.recipients,"
+        "                   COALESCE(pg_catalog.cardinality(e.recipients),"
+        "                            (SELECT pg_catalog.count(*) FROM aq.subscribers s"
+        "                              WHERE s.queue_id OPERATOR(pg_catalog.=) e.q_id)) AS weight"
+        "              FROM %s e"
+        "             WHERE e.expiration OPERATOR(pg_catalog.<=) $1 AND e.consumer_name IS NULL"
+        "               AND e.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
+        "                    WHERE n.queue_table_id OPERATOR(pg_catalog.=) $2 AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
+        "             ORDER BY e.tableoid, e.msgid LIMIT $3) w) b"
+        "         WHERE b.upto OPERATOR(pg_catalog.-) b.weight OPERATOR(pg_catalog.<) $4) m"
         // Who it is for (3): its recipient list, or every subscriber that subscribed before it.
         "  LEFT JOIN LATERAL (SELECT s.consumer_name COLLATE pg_catalog.\"C\" AS consumer FROM aq.subscribers s"
         "                      WHERE m.recipients IS NULL AND s.queue_id OPERATOR(pg_catalog.=) m.q_id"
@@ -511,9 +523,10 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
         "                     SELECT l.consumer FROM pg_catalog.unnest(m.recipients) l(consumer)) f ON true"
         " ORDER BY f.consumer NULLS FIRST, m.tableoid, m.q_id, m.msgid",
         q.qualified_table);
-    Oid types[3] = {TIMESTAMPTZOID, INT4OID, INT8OID};
-    Datum args[3] = {TimestampTzGetDatum(now), Int32GetDatum(q.queue_table_id), Int64GetDatum(expiry_batch_size)};
-    int rc = SPI_execute_with_args(sql, 3, types, args, nullptr, true, 0);
+    Oid types[4] = {TIMESTAMPTZOID, INT4OID, INT8OID, INT8OID};
+    Datum args[4] = {TimestampTzGetDatum(now), Int32GetDatum(q.queue_table_id), Int64GetDatum(expiry_batch_size),
+                     Int64GetDatum(expiry_batch_rows)};
+    int rc = SPI_execute_with_args(sql, 4, types, args, nullptr, true, 0);
     if (rc != SPI_OK_SELECT) elog(ERROR, "aq: looking for expired messages failed: %s", SPI_result_code_string(rc));
     int n = int(SPI_processed);
     ExpiredRow* rows = static_cast<ExpiredRow*>(palloc(sizeof(ExpiredRow) * Max(n, 1)));

@@ -96,8 +96,9 @@
 //     yet, or whose walk lock is busy, has it looked at again later); once every subscriber is done
 //     with it (or it is for nobody), its expiration is cleared (an update of the message's row), so
 //     no round reads it again (expire_once).  A batch is the first 10,000 expired messages with all
-//     their subscribers: a message is never cleared with a subscriber left out (known: a batch whose
-//     messages all stay held keeps the later ones waiting until one is done).
+//     their consumers, and no more than fit in 100,000 (message, consumer) rows (the first always):
+//     a message is never cleared with a consumer left out (known: a batch whose messages all stay
+//     held keeps the later ones waiting until one is done).
 //  Cost: per message, the merge walk and a search of the runs in memory; per dequeue, one range
 //  read of c's receipts and one receipt per segment (tools/bench/queue-bench, fan-out).
 //
