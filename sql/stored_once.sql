@@ -303,6 +303,29 @@ SELECT count(*) FILTER (WHERE expiration IS NULL) AS cleared, count(*) FILTER (W
   FROM oncee_qt WHERE consumer_name IS NULL AND user_data LIKE 'b%';
 SELECT aq.drop_queue_table('oncee_qt', force => true);
 
+-- A batch of the move holds at most 100,000 (message, consumer) rows: of 101 messages for 1,000
+-- listed consumers each, the first 100 are moved (copies for every consumer), the last one later.
+SELECT aq._create_stored_once_queue_table('onceb_qt', 'text', segments => 2);
+SELECT aq.create_queue('onceb_q', 'onceb_qt');
+SELECT aq.start_queue('onceb_q');
+SELECT aq.start_queue('aq$_onceb_qt_e', enqueue => false);
+SELECT aq.add_subscriber('onceb_q', aq.agent('A'));
+SELECT cardinality(aq.enqueue_array('onceb_q', array_agg('b' || i),
+         array_agg(aq.message_properties(expiration => '1 s', recipient_list =>
+           (SELECT array_agg(aq.agent('c' || k)) FROM generate_series(1, 1000) k))))) AS enqueued
+  FROM generate_series(1, 101) i;
+SELECT aq.enqueue('onceb_q', 'for A'::text) > 0 AS enqueued;
+DO $$ BEGIN
+  WHILE clock_timestamp() <= (SELECT max(enq_time) + interval '1.1 s' FROM onceb_qt) LOOP
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END $$;
+SELECT payload FROM aq.dequeue('onceb_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));
+SELECT count(*) FILTER (WHERE expiration IS NULL) AS cleared, count(*) FILTER (WHERE expiration IS NOT NULL) AS expiring
+  FROM onceb_qt WHERE consumer_name IS NULL AND user_data LIKE 'b%';
+SELECT count(*) AS copies FROM onceb_qt WHERE consumer_name IS NOT NULL;
+SELECT aq.drop_queue_table('onceb_qt', force => true);
+
 -- A dequeue condition (deq_condition) is evaluated by the walk on each message the consumer would
 -- take: its properties and payload by Oracle's names, retry_count the consumer's own count.
 CREATE TYPE oncec_t AS (amount int, tag text);
