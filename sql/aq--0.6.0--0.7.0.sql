@@ -1155,6 +1155,7 @@ RETURNS TABLE (queue_id integer, consumer_name text, ready bigint, waiting bigin
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t record;
+    messages text;  -- the query's first part: r, a row per message (and consumer) with its state
 BEGIN
     FOR t IN SELECT qt.queue_table_id, qt.relid, qt.delivery_relid, qt.segment_count,
                     coalesce(has_table_privilege(qt.relid, 'SELECT'), false)
@@ -1179,53 +1180,46 @@ BEGIN
             CONTINUE;
         END IF;
         IF t.receipts IS NOT NULL THEN
-            -- Per consumer, the messages for it (its recipient list, or after its since_msgid) that
-            -- no receipt of its took ('t') or moved ('x'); and each consumer's copies in the
-            -- exception queues.
-            RETURN QUERY EXECUTE format(
-                'WITH rc AS (%2$s),'
-                '     runs AS (SELECT rc.seg, rc.consumer, rc.runs[2 * i - 1] AS lo, rc.runs[2 * i] AS hi'
-                '                FROM rc, generate_series(1, cardinality(rc.runs) / 2) i WHERE rc.kind IN (''t'', ''x'')),'
-                '     r AS (SELECT m.q_id, s.consumer_name, m.enq_time,'
-                '                  CASE WHEN m.expiration <= now() THEN ''expired'''
-                '                       WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
-                '             FROM %1$s m CROSS JOIN LATERAL'
-                '                  (SELECT s.consumer_name FROM aq.subscribers s'
-                '                    WHERE m.recipients IS NULL AND s.queue_id = m.q_id'
-                '                      AND (s.since_msgid IS NULL OR m.msgid > s.since_msgid)'
-                '                   UNION ALL'
-                '                   SELECT l.consumer COLLATE "default" FROM unnest(m.recipients) l(consumer)) s'
-                '            WHERE m.consumer_name IS NULL'
-                '              AND NOT EXISTS (SELECT FROM runs WHERE runs.seg = m.tableoid'
-                '                                 AND runs.consumer = s.consumer_name COLLATE "C"'
-                '                                 AND m.msgid BETWEEN runs.lo AND runs.hi)'
-                '           UNION ALL'
-                '           SELECT m.q_id, m.consumer_name COLLATE "default", m.enq_time, ''ready'''
-                '             FROM %1$s m WHERE m.consumer_name IS NOT NULL),'
-                '     c AS (SELECT r.q_id, r.consumer_name,'
-                '                  count(*) FILTER (WHERE r.state = ''ready'') AS ready,'
-                '                  count(*) FILTER (WHERE r.state = ''waiting'') AS waiting,'
-                '                  count(*) FILTER (WHERE r.state = ''expired'') AS expired,'
-                '                  min(r.enq_time) FILTER (WHERE r.state = ''ready'') AS oldest_ready'
-                '             FROM r GROUP BY r.q_id, r.consumer_name),'
-                '     k AS (SELECT s.queue_id, s.consumer_name FROM aq.subscribers s JOIN aq.queues q ON q.queue_id = s.queue_id'
-                '            WHERE q.queue_table_id = $1'
-                '           UNION SELECT c.q_id, c.consumer_name FROM c)'
-                ' SELECT q.queue_id, k.consumer_name, coalesce(c.ready, 0), coalesce(c.waiting, 0), coalesce(c.expired, 0),'
-                '        c.oldest_ready'
-                '   FROM aq.queues q LEFT JOIN k ON k.queue_id = q.queue_id'
-                '   LEFT JOIN c ON c.q_id = q.queue_id AND c.consumer_name IS NOT DISTINCT FROM k.consumer_name'
-                '  WHERE q.queue_table_id = $1',
-                t.relid, t.receipts)
-                USING t.queue_table_id;
-            CONTINUE;
+            -- Each message stored once: per consumer, the messages for it (its recipient list, or
+            -- after its since_msgid) that no receipt of its took ('t') or moved ('x'); and each
+            -- consumer's copies in the exception queues.
+            messages := format(
+                'rc AS (%2$s),'
+                ' runs AS (SELECT rc.seg, rc.consumer, rc.runs[2 * i - 1] AS lo, rc.runs[2 * i] AS hi'
+                '            FROM rc, generate_series(1, cardinality(rc.runs) / 2) i WHERE rc.kind IN (''t'', ''x'')),'
+                ' r AS (SELECT m.q_id, s.consumer_name, m.enq_time,'
+                '              CASE WHEN m.expiration <= now() THEN ''expired'''
+                '                   WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
+                '         FROM %1$s m CROSS JOIN LATERAL'
+                '              (SELECT s.consumer_name FROM aq.subscribers s'
+                '                WHERE m.recipients IS NULL AND s.queue_id = m.q_id'
+                '                  AND (s.since_msgid IS NULL OR m.msgid > s.since_msgid)'
+                '               UNION ALL'
+                '               SELECT l.consumer COLLATE "default" FROM unnest(m.recipients) l(consumer)) s'
+                '        WHERE m.consumer_name IS NULL'
+                '          AND NOT EXISTS (SELECT FROM runs WHERE runs.seg = m.tableoid'
+                '                             AND runs.consumer = s.consumer_name COLLATE "C"'
+                '                             AND m.msgid BETWEEN runs.lo AND runs.hi)'
+                '       UNION ALL'
+                '       SELECT m.q_id, m.consumer_name COLLATE "default", m.enq_time, ''ready'''
+                '         FROM %1$s m WHERE m.consumer_name IS NOT NULL)',
+                t.relid, t.receipts);
+        ELSE
+            -- A message per row (a delivery per row of a multi-consumer table with deliveries).
+            messages := format(
+                'r AS (SELECT m.q_id, %2$s AS consumer_name, m.enq_time,'
+                '              CASE WHEN q.queue_type = ''exception_queue'' THEN ''ready'''
+                '                   WHEN m.expiration <= now() THEN ''expired'''
+                '                   WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
+                '         FROM %3$s%1$s m JOIN aq.queues q ON q.queue_id = m.q_id)',
+                coalesce(t.delivery_relid, t.relid),
+                CASE WHEN t.delivery_relid IS NULL THEN 'NULL::text' ELSE 'm.consumer_name COLLATE "default"' END,
+                -- A ring table's messages are in its segments too.
+                CASE WHEN t.delivery_relid IS NULL AND t.segment_count > 0 THEN '' ELSE 'ONLY ' END);
         END IF;
-        RETURN QUERY EXECUTE format(
-            'WITH r AS (SELECT m.q_id, %2$s AS consumer_name, m.enq_time,'
-            '                  CASE WHEN q.queue_type = ''exception_queue'' THEN ''ready'''
-            '                       WHEN m.expiration <= now() THEN ''expired'''
-            '                       WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
-            '             FROM %3$s%1$s m JOIN aq.queues q ON q.queue_id = m.q_id),'
+        -- The counts per queue and consumer, and a row for every subscriber without any.
+        RETURN QUERY EXECUTE
+            'WITH ' || messages || ','
             '     c AS (SELECT r.q_id, r.consumer_name,'
             '                  count(*) FILTER (WHERE r.state = ''ready'') AS ready,'
             '                  count(*) FILTER (WHERE r.state = ''waiting'') AS waiting,'
@@ -1239,11 +1233,7 @@ BEGIN
             '        c.oldest_ready'
             '   FROM aq.queues q LEFT JOIN k ON k.queue_id = q.queue_id'
             '   LEFT JOIN c ON c.q_id = q.queue_id AND c.consumer_name IS NOT DISTINCT FROM k.consumer_name'
-            '  WHERE q.queue_table_id = $1',
-            coalesce(t.delivery_relid, t.relid),
-            CASE WHEN t.delivery_relid IS NULL THEN 'NULL::text' ELSE 'm.consumer_name COLLATE "default"' END,
-            -- A ring table's messages are in its segments too.
-            CASE WHEN t.delivery_relid IS NULL AND t.segment_count > 0 THEN '' ELSE 'ONLY ' END)
+            '  WHERE q.queue_table_id = $1'
             USING t.queue_table_id;
     END LOOP;
 END $$;

@@ -293,12 +293,10 @@ void insert_receipt(Receipts& r, Datum consumer, const char* consumer_name, int3
             bounds[n++] = r.taken[i];
         }
     }
-    Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-    for (int i = 0; i < n; i++) pairs[i] = Int64GetDatum(bounds[i]);
-    ArrayType* runs = construct_array(pairs, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+    Datum runs = int8_array(bounds, n);
     Datum values[receipt_column_count] = {consumer, CharGetDatum(kind), Int32GetDatum(r.hi.priority),
                                           TimestampTzGetDatum(r.hi.enq_time), Int64GetDatum(r.hi.msgid),
-                                          PointerGetDatum(runs), TimestampTzGetDatum(now)};
+                                          runs, TimestampTzGetDatum(now)};
     bool nulls[receipt_column_count] = {};
     HeapTuple tuple = heap_form_tuple(RelationGetDescr(r.heap), values, nulls);
     simple_heap_insert(r.heap, tuple);
@@ -308,7 +306,6 @@ void insert_receipt(Receipts& r, Datum consumer, const char* consumer_name, int3
     heap_freetuple(tuple);
     retries::note_receipt(RelationGetRelid(r.heap), queue_id, consumer_name, r.hi.priority, r.hi.enq_time, r.hi.msgid,
                           bounds, n);
-    pfree(pairs);
     pfree(bounds);
 }
 
@@ -337,6 +334,12 @@ struct ConsumerView {
 void release_walk_lock(Oid queue_table, const char* consumer) {
     LOCKTAG tag = walk_tag(queue_table, consumer);
     (void)LockRelease(&tag, ExclusiveLock, false);
+}
+
+Datum int8_array(const int64* values, int n) {
+    Datum* items = static_cast<Datum*>(palloc(sizeof(Datum) * Max(n, 1)));
+    for (int i = 0; i < n; i++) items[i] = Int64GetDatum(values[i]);
+    return PointerGetDatum(construct_array(items, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 namespace {
@@ -369,12 +372,6 @@ Datum runs_of(const int64* ids, int n) {
         }
     }
     return PointerGetDatum(construct_array(pairs, k, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
-Datum int8_array(const int64* values, int n) {
-    Datum* items = static_cast<Datum*>(palloc(sizeof(Datum) * Max(n, 1)));
-    for (int i = 0; i < n; i++) items[i] = Int64GetDatum(values[i]);
-    return PointerGetDatum(construct_array(items, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 Datum int4_array(const int32* values, int n) {
@@ -539,7 +536,6 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
                              DatumGetTimestampTz(SPI_getbinval(t, d, 5, &isnull)), SPI_getvalue(t, d, 6), false};
     }
     SPI_freetuptable(SPI_tuptable);
-    int64 moved = 0;
     int64* ids = static_cast<int64*>(palloc(sizeof(int64) * Max(n, 1)));
     int32* attempts = static_cast<int32*>(palloc(sizeof(int32) * Max(n, 1)));
     auto same_group = [&](const ExpiredRow& a, const ExpiredRow& b) {
@@ -592,7 +588,6 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
                                        rows[from].queue_id, q.default_exception_id, rows[i].consumer, ids, attempts, count,
                                        q.priority_order ? hi->priority : 0, hi->enq_time, hi->msgid, now};
                     move_to_exception(move);
-                    moved += count;
                 }
                 from = upto;
             }
@@ -631,7 +626,6 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
                                    1, done_types, done_args, nullptr, false, 0);
         if (rc != SPI_OK_UPDATE) elog(ERROR, "aq: expiring messages failed: %s", SPI_result_code_string(rc));
     }
-    (void)moved;
     return messages;  // cleared: a full batch has the time manager go on at once (time_manager.hpp, 4)
 }
 

@@ -134,6 +134,9 @@ struct OnceDequeue {
 // How many messages were handed on, or -1 when the walk may not run (1).
 int bulk_dequeue_once(const OnceDequeue& request);
 
+// An int8[] of values[0 .. n) (a receipt's runs, msgids), palloc'd.
+Datum int8_array(const int64* values, int n);
+
 // A dequeue by msgid: the position of that message of the queue (read as the table's owner), false
 // when there is none.  Requires SPI.
 struct QueueInfo;

@@ -482,12 +482,8 @@ bool receipts_unit(void* arg) {
             continue;  // the consumer's walk lock is busy: later
         Datum consumer = CStringGetTextDatum(c.consumer);
         if (split.nretry_pairs > 0) {
-            Datum* pairs = static_cast<Datum*>(palloc(sizeof(Datum) * split.nretry_pairs));
-            for (int j = 0; j < split.nretry_pairs; j++) pairs[j] = Int64GetDatum(split.retry_pairs[j]);
             Datum values[7] = {consumer, Int32GetDatum(c.hi_priority), TimestampTzGetDatum(c.hi_enq_time),
-                               Int64GetDatum(c.hi_msgid),
-                               PointerGetDatum(construct_array(pairs, split.nretry_pairs, INT8OID, sizeof(int64),
-                                                               FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
+                               Int64GetDatum(c.hi_msgid), int8_array(split.retry_pairs, split.nretry_pairs),
                                TimestampTzGetDatum(now), Int32GetDatum(c.queue_id)};
             (void)run_as_owner(t, retry_sql, 7, receipt_types, values, nullptr, nullptr);  // the commit wakes the queue
         }
