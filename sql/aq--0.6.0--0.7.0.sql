@@ -1371,6 +1371,105 @@ GRANT SELECT ON aq.queue_monitor TO PUBLIC;
 COMMENT ON VIEW aq.queue_monitor IS
     'The time manager: per database, its worker, next due time, last round and lag, rounds, messages expired, queues woken for delays, ring segments truncated, messages carried forward, truncations put off, failures';
 
+-- ---------------------------------------------------------------- stored once: read grants
+
+-- A stored-once table's segments and receipts tables are read directly by its view aq$<queue table>
+-- (src/queue/once_walk.hpp): DEQUEUE gives SELECT on them too, and its revoke takes it back.
+CREATE FUNCTION aq._once_read_grants(t aq.queue_tables, granting boolean, role_sql text, grant_option boolean)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE rel regclass;
+BEGIN
+    IF NOT (t.multiple_consumers AND t.delivery_relid IS NULL AND t.segment_count > 0) THEN
+        RETURN;
+    END IF;
+    FOR rel IN SELECT r FROM aq.queue_segments s, LATERAL (VALUES (s.relid), (s.receipts)) v(r)
+                WHERE s.queue_table_id = t.queue_table_id AND v.r IS NOT NULL
+                  AND EXISTS (SELECT FROM pg_class c WHERE c.oid = v.r) LOOP
+        IF granting THEN
+            EXECUTE format('GRANT SELECT ON TABLE %s TO %s%s', rel, role_sql,
+                           CASE WHEN grant_option THEN ' WITH GRANT OPTION' ELSE '' END);
+        ELSE
+            EXECUTE format('REVOKE SELECT ON TABLE %s FROM %s CASCADE', rel, role_sql);
+        END IF;
+    END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION aq.grant_queue_privilege(
+    privilege text, queue_name text, grantee text, grant_option boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._queue(queue_name);
+    t aq.queue_tables;
+    privileges text := aq._queue_privileges(privilege);
+BEGIN
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    PERFORM aq._check_grantor(t, privilege);
+    EXECUTE format('GRANT %s ON TABLE %s TO %s%s', privileges, aq._queue_relation(t),
+                   aq._grantee(grantee), CASE WHEN grant_option THEN ' WITH GRANT OPTION' ELSE '' END);
+    IF t.delivery_relid IS NOT NULL AND upper(privilege) IN ('DEQUEUE', 'ALL') THEN
+        EXECUTE format('GRANT %s ON TABLE %s TO %s%s', aq._dequeue_grant(), t.delivery_relid,
+                       aq._grantee(grantee), CASE WHEN grant_option THEN ' WITH GRANT OPTION' ELSE '' END);
+    END IF;
+    IF upper(privilege) IN ('DEQUEUE', 'ALL') THEN
+        PERFORM aq._once_read_grants(t, true, aq._grantee(grantee), grant_option);
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION aq.revoke_queue_privilege(privilege text, queue_name text, grantee text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    q aq.queues := aq._queue(queue_name);
+    t aq.queue_tables;
+    kind text := upper(coalesce(privilege, ''));
+    role_sql text;
+    role_oid oid;
+    relation regclass;
+    revoking_grantor oid;
+    had_msgid boolean;
+BEGIN
+    PERFORM aq._queue_privileges(privilege);  -- validates the name
+    role_sql := aq._grantee(grantee);
+    SELECT * INTO t FROM aq.queue_tables qt WHERE qt.queue_table_id = q.queue_table_id;
+    relation := aq._queue_relation(t);
+    PERFORM aq._check_grantor(t, privilege);
+    role_oid := CASE WHEN role_sql = 'PUBLIC' THEN 0
+                     ELSE (SELECT r.oid FROM pg_roles r WHERE r.rolname = revoke_queue_privilege.grantee) END;
+    -- The grants this call can revoke are those made by its grantor: the owner for whoever
+    -- manages the table, the caller otherwise (PostgreSQL's rule).
+    revoking_grantor := CASE WHEN aq._manages(t.relid) THEN (SELECT c.relowner FROM pg_class c WHERE c.oid = t.relid)
+                    ELSE (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user) END;
+    had_msgid := EXISTS (SELECT FROM pg_attribute a, aclexplode(a.attacl) acl
+                          WHERE a.attrelid = t.relid AND a.attname = 'msgid' AND acl.privilege_type = 'SELECT'
+                            AND acl.grantee = role_oid AND acl.grantor = revoking_grantor);
+    IF kind IN ('ENQUEUE', 'ALL') THEN
+        EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE', aq._enqueue_grant(), relation, role_sql);
+    END IF;
+    IF kind IN ('DEQUEUE', 'ALL') THEN
+        EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE', aq._dequeue_grant(), relation, role_sql);
+        IF t.delivery_relid IS NOT NULL THEN
+            EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE', aq._dequeue_grant(), t.delivery_relid, role_sql);
+        END IF;
+        PERFORM aq._once_read_grants(t, false, role_sql, false);
+    END IF;
+    IF aq._manages(t.relid) THEN
+        EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE',
+                       CASE kind WHEN 'ENQUEUE' THEN 'INSERT' WHEN 'DEQUEUE' THEN 'SELECT, DELETE, UPDATE'
+                                 ELSE 'INSERT, SELECT, DELETE, UPDATE' END,
+                       relation, role_sql);
+        IF t.delivery_relid IS NOT NULL AND kind IN ('DEQUEUE', 'ALL') THEN
+            EXECUTE format('REVOKE SELECT, DELETE, UPDATE ON TABLE %s FROM %s CASCADE', t.delivery_relid, role_sql);
+        END IF;
+    END IF;
+    -- Revoking DEQUEUE's SELECT also took the SELECT (msgid) of an ENQUEUE from the same
+    -- grantor: give it back if the grantee can still enqueue by that grantor's grant.
+    IF kind = 'DEQUEUE' AND had_msgid AND EXISTS (
+           SELECT FROM pg_attribute a, aclexplode(a.attacl) acl
+            WHERE a.attrelid = t.relid AND a.attname = 'user_data'
+              AND acl.privilege_type = 'INSERT' AND acl.grantee = role_oid AND acl.grantor = revoking_grantor) THEN
+        EXECUTE format('GRANT SELECT (msgid) ON TABLE %s TO %s', relation, role_sql);
+    END IF;
+END $$;
+
 -- ---------------------------------------------------------------- pg_dump
 
 SELECT pg_catalog.pg_extension_config_dump('aq.queue_segments', '');

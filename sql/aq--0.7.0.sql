@@ -1500,6 +1500,27 @@ BEGIN
     RETURN quote_ident(grantee);
 END $$;
 
+-- A stored-once table's segments and receipts tables are read directly by its view aq$<queue table>
+-- (src/queue/once_walk.hpp): DEQUEUE gives SELECT on them too, and its revoke takes it back.
+CREATE FUNCTION aq._once_read_grants(t aq.queue_tables, granting boolean, role_sql text, grant_option boolean)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE rel regclass;
+BEGIN
+    IF NOT (t.multiple_consumers AND t.delivery_relid IS NULL AND t.segment_count > 0) THEN
+        RETURN;
+    END IF;
+    FOR rel IN SELECT r FROM aq.queue_segments s, LATERAL (VALUES (s.relid), (s.receipts)) v(r)
+                WHERE s.queue_table_id = t.queue_table_id AND v.r IS NOT NULL
+                  AND EXISTS (SELECT FROM pg_class c WHERE c.oid = v.r) LOOP
+        IF granting THEN
+            EXECUTE format('GRANT SELECT ON TABLE %s TO %s%s', rel, role_sql,
+                           CASE WHEN grant_option THEN ' WITH GRANT OPTION' ELSE '' END);
+        ELSE
+            EXECUTE format('REVOKE SELECT ON TABLE %s FROM %s CASCADE', rel, role_sql);
+        END IF;
+    END LOOP;
+END $$;
+
 -- The owner grants, and so does a role that holds the privilege WITH GRANT OPTION
 -- (PostgreSQL's own rule); anyone else gets 42501 (GRANT itself would only warn).
 CREATE FUNCTION aq._check_grantor(t aq.queue_tables, privilege text) RETURNS void
@@ -1538,6 +1559,9 @@ BEGIN
     IF t.delivery_relid IS NOT NULL AND upper(privilege) IN ('DEQUEUE', 'ALL') THEN
         EXECUTE format('GRANT %s ON TABLE %s TO %s%s', aq._dequeue_grant(), t.delivery_relid,
                        aq._grantee(grantee), CASE WHEN grant_option THEN ' WITH GRANT OPTION' ELSE '' END);
+    END IF;
+    IF upper(privilege) IN ('DEQUEUE', 'ALL') THEN
+        PERFORM aq._once_read_grants(t, true, aq._grantee(grantee), grant_option);
     END IF;
 END $$;
 
@@ -1578,6 +1602,7 @@ BEGIN
         IF t.delivery_relid IS NOT NULL THEN
             EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE', aq._dequeue_grant(), t.delivery_relid, role_sql);
         END IF;
+        PERFORM aq._once_read_grants(t, false, role_sql, false);
     END IF;
     IF aq._manages(t.relid) THEN
         EXECUTE format('REVOKE %s ON TABLE %s FROM %s CASCADE',

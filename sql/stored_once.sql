@@ -506,6 +506,36 @@ SELECT aq.drop_queue_table('onceu_qt', force => true);
 DROP FUNCTION public.onceu_check(int);
 DROP TYPE onceu_t;
 
+-- Privileges are the queue's (aq.grant_queue_privilege): a role with DEQUEUE takes, browses and
+-- reads the view and the health counts (SELECT on the segments and receipts comes with it); a role
+-- without it is refused as for any queue (42501).
+CREATE ROLE once_deq;
+CREATE ROLE once_enq;
+SELECT aq._create_stored_once_queue_table('oncep2_qt', 'text', segments => 2);
+SELECT aq.create_queue('oncep2_q', 'oncep2_qt');
+SELECT aq.start_queue('oncep2_q');
+SELECT aq.add_subscriber('oncep2_q', aq.agent('A'));
+SELECT aq.grant_queue_privilege('enqueue', 'oncep2_q', 'once_enq');
+SELECT aq.grant_queue_privilege('dequeue', 'oncep2_q', 'once_deq');
+SET ROLE once_enq;
+SELECT cardinality(aq.enqueue_array('oncep2_q', ARRAY['p1', 'p2'])) AS enqueued;
+SELECT try_sql($$SELECT aq.dequeue('oncep2_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$);
+RESET ROLE;
+SET ROLE once_deq;
+SELECT payload FROM aq.dequeue('oncep2_q', NULL::text, aq.dequeue_options(consumer_name => 'A', dequeue_mode => 'browse', wait => 0));
+SELECT payload FROM aq.dequeue('oncep2_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0));
+SELECT msg_id, msg_state, consumer_name, user_data FROM "aq$oncep2_qt" ORDER BY msg_id;
+SELECT queue, consumer_name, ready FROM aq.queue_health WHERE queue_table = 'oncep2_qt' ORDER BY 1, 2;
+RESET ROLE;
+SELECT aq.revoke_queue_privilege('dequeue', 'oncep2_q', 'once_deq');
+SET ROLE once_deq;
+SELECT try_sql($$SELECT count(*) FROM "aq$oncep2_qt"$$);
+SELECT try_sql($$SELECT aq.dequeue('oncep2_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$);
+RESET ROLE;
+SELECT aq.drop_queue_table('oncep2_qt', force => true);
+DROP ROLE once_deq;
+DROP ROLE once_enq;
+
 -- A receipts table with an index of its own would miss the receipts a walk inserts: refused (55000).
 CREATE INDEX once_extra ON "once_qt$0_r" (at);
 SELECT try_sql($$SELECT aq.dequeue('once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$) AS refused;

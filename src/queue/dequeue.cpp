@@ -20,6 +20,9 @@
 //  6. The wait is the one wait loop (waiting.hpp).
 extern "C" {
 #include "postgres.h"
+#include "access/table.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
 #include "access/detoast.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -44,6 +47,7 @@ extern "C" {
 #include "queue/bulk_dequeue.hpp"
 #include "queue/catalog.hpp"
 #include "queue/condition.hpp"
+#include "queue/index_walk.hpp"
 #include "queue/deliveries.hpp"
 #include "queue/groups.hpp"
 #include "queue/maintenance.hpp"
@@ -233,6 +237,14 @@ int claim_once(const ClaimArgs& a) {
                      static_cast<int32>(hash_bytes(reinterpret_cast<const unsigned char*>(o.consumer), strlen(o.consumer)));
     int rows = browse || o.msgid ? walk(true)
                                  : from_floor_then_head(o.navigation == Navigation::first_message, a.after, head_key, walk);
+    if (rows < 0) {
+        // The caller's privileges first: as the statement of another queue would say (42501).
+        Relation rel = try_table_open(a.queue->relid, AccessShareLock);
+        bool allowed = !rel || (browse ? pg_class_aclcheck(a.queue->relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK
+                                       : index_walk::caller_may_remove(rel));
+        if (rel) table_close(rel, AccessShareLock);
+        if (!allowed) aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(a.queue->relid));
+    }
     if (rows < 0)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("queue \"%s\" cannot be read", a.request->queue_name),

@@ -59,6 +59,7 @@ INSERT INTO documented VALUES
     ('aq._queue_table_view(text)', 'admin functions: a name'),
     ('aq._check_owner(aq.queue_tables)', 'admin functions: ownership check'),
     ('aq._check_grantor(aq.queue_tables,text)', 'admin functions: grant check'),
+    ('aq._once_read_grants(aq.queue_tables,boolean,text,boolean)', 'privilege functions: GRANT and REVOKE as the caller'),
     ('aq._queue_table_objects(aq.queue_tables)', 'admin functions: DDL as the caller'),
     ('aq._drop_dependent_view(regclass,text)', 'admin functions: DDL as the caller'),
     ('aq._segment_indexes(aq.queue_tables,regclass)', 'admin functions: DDL as the caller (checks ownership)'),
