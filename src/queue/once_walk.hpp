@@ -15,7 +15,8 @@
 //  2. A remove walk of c holds c's walk lock (a heavyweight lock on (queue table, c), waited for)
 //     from before its snapshot until its receipts are written: two sessions of c never walk at
 //     once, but neither waits for the other's transaction; a walk of c inside a walk of c (a
-//     deq_condition that dequeues) finds the lock held by its own transaction and is refused (0A000).  c's scan floor (scan_floor.hpp, key c)
+//     deq_condition that dequeues, from any queue of the table) finds the lock held by its own
+//     transaction and is refused (0A000).  c's scan floor (scan_floor.hpp, key c)
 //     is read before the lock; the walk starts at it (NEXT_MESSAGE), at the head (FIRST_MESSAGE)
 //     or after the transaction's position, over every segment merged by key (ring_scan.hpp).
 //  3. Under the lock the walk reads c's receipts whose hi is at or after its start, under the
