@@ -501,18 +501,15 @@ BEGIN
         -- Each message stored once (src/queue/once_walk.hpp): a row per message and consumer it is
         -- for (its recipient list, or the subscribers by since_msgid), PROCESSED once a receipt of
         -- the consumer took it ('t') or moved it ('x'), its retry_count with the consumer's attempts
-        -- ('r'); a consumer's copy in an exception queue is a row of that consumer.  A receipt's runs
-        -- are read within its segment's msgids.
+        -- ('r'); a consumer's copy in an exception queue is a row of that consumer.  The receipts'
+        -- runs are looked up by range (never expanded: a run may span every msgid so far).
         EXECUTE format(
             'CREATE OR REPLACE VIEW %I.%I WITH (security_invoker = true) AS'
             ' WITH rc AS (%s),'
-            '      taken AS (SELECT rc.seg, rc.consumer, g.msgid,'
-            '                       pg_catalog.bool_or(rc.kind OPERATOR(pg_catalog.=) ANY (''{t,x}''::"char"[])) AS done,'
-            '                       pg_catalog.count(*) FILTER (WHERE rc.kind OPERATOR(pg_catalog.=) ''r'') AS attempts'
-            '                  FROM rc, pg_catalog.generate_series(1, pg_catalog.cardinality(rc.runs) OPERATOR(pg_catalog./) 2) i,'
-            '                       pg_catalog.generate_series(GREATEST(rc.runs[2 OPERATOR(pg_catalog.*) i OPERATOR(pg_catalog.-) 1], rc.first),'
-            '                                                  LEAST(rc.runs[2 OPERATOR(pg_catalog.*) i], rc.last)) g(msgid)'
-            '                 GROUP BY 1, 2, 3)'
+            '      runs AS (SELECT rc.seg, rc.consumer, rc.kind,'
+            '                      rc.runs[2 OPERATOR(pg_catalog.*) i OPERATOR(pg_catalog.-) 1] AS lo,'
+            '                      rc.runs[2 OPERATOR(pg_catalog.*) i] AS hi'
+            '                 FROM rc, pg_catalog.generate_series(1, pg_catalog.cardinality(rc.runs) OPERATOR(pg_catalog./) 2) i)'
             ' SELECT q.queue_name AS queue, m.msgid AS msg_id, m.corrid AS corr_id, m.priority AS msg_priority,'
             '        CASE WHEN t.done THEN ''PROCESSED'''
             '             WHEN q.queue_type OPERATOR(pg_catalog.=) ''exception_queue'' OR m.expiration OPERATOR(pg_catalog.<=) pg_catalog.now() THEN ''EXPIRED'''
@@ -532,13 +529,16 @@ BEGIN
             '                       UNION ALL'
             '                       SELECT l.consumer FROM pg_catalog.unnest(m.recipients) l(consumer)'
             '                        WHERE m.consumer_name IS NULL) c(consumer)'
-            '   LEFT JOIN taken t ON m.consumer_name IS NULL AND t.seg OPERATOR(pg_catalog.=) m.tableoid'
-            '    AND t.consumer OPERATOR(pg_catalog.=) c.consumer AND t.msgid OPERATOR(pg_catalog.=) m.msgid',
+            '   LEFT JOIN LATERAL (SELECT pg_catalog.bool_or(r.kind OPERATOR(pg_catalog.=) ANY (''{t,x}''::"char"[])) AS done,'
+            '                             pg_catalog.count(*) FILTER (WHERE r.kind OPERATOR(pg_catalog.=) ''r'') AS attempts'
+            '                        FROM runs r'
+            '                       WHERE m.consumer_name IS NULL AND r.seg OPERATOR(pg_catalog.=) m.tableoid'
+            '                         AND r.consumer OPERATOR(pg_catalog.=) c.consumer'
+            '                         AND m.msgid OPERATOR(pg_catalog.>=) r.lo AND m.msgid OPERATOR(pg_catalog.<=) r.hi) t ON true',
             (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.relid),
             aq._queue_table_view(t.queue_table),
-            (SELECT string_agg(format('SELECT %s::pg_catalog.oid AS seg, r.consumer, r.kind, r.runs, b.first, b.last'
-                                      '  FROM ONLY %s r, (SELECT pg_catalog.min(x.msgid) AS first, pg_catalog.max(x.msgid) AS last'
-                                      '                     FROM ONLY %s x) b', s.relid::oid, s.receipts, s.relid),
+            (SELECT string_agg(format('SELECT %s::pg_catalog.oid AS seg, r.consumer, r.kind, r.runs FROM ONLY %s r',
+                                      s.relid::oid, s.receipts),
                                ' UNION ALL ' ORDER BY s.segment)
                FROM aq.queue_segments s WHERE s.queue_table_id = t.queue_table_id),
             aq._default_exception_queue(t.queue_table), t.relid);
@@ -1404,7 +1404,7 @@ DECLARE
     q aq.queues := aq._subscribed_queue(queue_name, subscriber);
     t aq.queue_tables;
     removed bigint[];
-    last bigint;
+    seg regclass;
     receipts regclass;
 BEGIN
     -- An enqueue in progress may have read the subscriber and written deliveries for it that
@@ -1429,18 +1429,30 @@ BEGIN
             USING ERRCODE = 'undefined_object', DETAIL = 'ORA-24035 analogue.';
     END IF;
     IF t.multiple_consumers AND t.delivery_relid IS NULL AND t.segment_count > 0 THEN
-        -- Each message stored once (src/queue/once_walk.hpp): what the subscriber had not taken is
-        -- no longer its, the messages whose recipient list names it included (as a classic table's
-        -- deliveries are deleted): after the enqueues in progress (SHARE, as add_subscriber), a
-        -- receipt in every segment takes every msgid so far.  A later message may name it again.
+        -- Each message stored once (src/queue/once_walk.hpp): what the subscriber had not taken of
+        -- this queue is no longer its, the messages whose recipient list names it included (as a
+        -- classic table's deliveries are deleted): after the enqueues in progress (SHARE, as
+        -- add_subscriber), a receipt in every segment takes the queue's messages there, as the runs
+        -- of consecutive msgids among the segment's messages (another queue's are not in them).  A
+        -- later message may name it again.
         EXECUTE format('LOCK TABLE ONLY %s IN SHARE MODE', t.relid);
-        last := coalesce(pg_sequence_last_value(pg_get_serial_sequence(t.relid::text, 'msgid')::regclass), 0);
-        FOR receipts IN SELECT s.receipts FROM aq.queue_segments s
-                         WHERE s.queue_table_id = t.queue_table_id AND s.receipts IS NOT NULL AND last > 0 LOOP
-            EXECUTE format('INSERT INTO %s (consumer, kind, hi_priority, hi_enq_time, hi_msgid, runs, at)'
-                           ' VALUES ($1, ''t'', 2147483647, ''infinity'', 9223372036854775807, ARRAY[1, $2], now())',
-                           receipts)
-              USING subscriber.name, last;
+        FOR seg, receipts IN SELECT s.relid, s.receipts FROM aq.queue_segments s
+                              WHERE s.queue_table_id = t.queue_table_id AND s.receipts IS NOT NULL LOOP
+            EXECUTE format(
+                'INSERT INTO %s (consumer, kind, hi_priority, hi_enq_time, hi_msgid, runs, at)'
+                ' SELECT $1, ''t'', 2147483647, ''infinity'', 9223372036854775807, r.runs, now()'
+                '   FROM (SELECT array_agg(v.x ORDER BY i.lo, v.k) AS runs'
+                '           FROM (SELECT min(mine.msgid) AS lo, max(mine.msgid) AS hi'
+                '                   FROM (SELECT m.msgid, m.q_id, m.pos OPERATOR(pg_catalog.-)'
+                '                                pg_catalog.row_number() OVER (ORDER BY m.msgid) AS island'
+                '                           FROM (SELECT x.msgid, x.q_id, pg_catalog.row_number() OVER (ORDER BY x.msgid) AS pos'
+                '                                   FROM ONLY %s x WHERE x.consumer_name IS NULL) m'
+                '                          WHERE m.q_id OPERATOR(pg_catalog.=) $2) mine'
+                '                  GROUP BY mine.island) i,'
+                '                LATERAL (VALUES (1, i.lo), (2, i.hi)) v(k, x)) r'
+                '  WHERE r.runs IS NOT NULL',
+                receipts, seg)
+              USING subscriber.name, q.queue_id;
         END LOOP;
     END IF;
     IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.delivery_relid) THEN
@@ -1511,7 +1523,10 @@ BEGIN
     END IF;
     FOR rel IN SELECT r FROM aq.queue_segments s, LATERAL (VALUES (s.relid), (s.receipts)) v(r)
                 WHERE s.queue_table_id = t.queue_table_id AND v.r IS NOT NULL
-                  AND EXISTS (SELECT FROM pg_class c WHERE c.oid = v.r) LOOP
+                  AND EXISTS (SELECT FROM pg_class c WHERE c.oid = v.r)
+                  -- A grantor without the grant option there (given it on the queue table by hand)
+                  -- grants and revokes the queue's privileges alone: nothing to do there.
+                  AND has_table_privilege(v.r, 'SELECT WITH GRANT OPTION') LOOP
         IF granting THEN
             EXECUTE format('GRANT SELECT ON TABLE %s TO %s%s', rel, role_sql,
                            CASE WHEN grant_option THEN ' WITH GRANT OPTION' ELSE '' END);

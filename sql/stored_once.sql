@@ -303,7 +303,7 @@ SELECT count(*) FILTER (WHERE expiration IS NULL) AS cleared, count(*) FILTER (W
   FROM oncee_qt WHERE consumer_name IS NULL AND user_data LIKE 'b%';
 SELECT aq.drop_queue_table('oncee_qt', force => true);
 
--- A batch of the move holds at most 100,000 (message, consumer) rows: of 101 messages for 1,000
+-- A batch of the move holds at most 100,000 (message, consumer) rows: of 101 messages for 999
 -- listed consumers each, the first 100 are moved (copies for every consumer), the last one later.
 SELECT aq._create_stored_once_queue_table('onceb_qt', 'text', segments => 2);
 SELECT aq.create_queue('onceb_q', 'onceb_qt');
@@ -312,7 +312,7 @@ SELECT aq.start_queue('aq$_onceb_qt_e', enqueue => false);
 SELECT aq.add_subscriber('onceb_q', aq.agent('A'));
 SELECT cardinality(aq.enqueue_array('onceb_q', array_agg('b' || i),
          array_agg(aq.message_properties(expiration => '1 s', recipient_list =>
-           (SELECT array_agg(aq.agent('c' || k)) FROM generate_series(1, 1000) k))))) AS enqueued
+           (SELECT array_agg(aq.agent('c' || k)) FROM generate_series(1, 999) k))))) AS enqueued
   FROM generate_series(1, 101) i;
 SELECT aq.enqueue('onceb_q', 'for A'::text) > 0 AS enqueued;
 DO $$ BEGIN
@@ -422,6 +422,23 @@ SELECT aq.remove_subscriber('oncer_q', aq.agent('A'));
 SELECT try_sql($$SELECT aq.dequeue('oncer_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$);
 SELECT payload FROM aq.dequeue_array('oncer_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'X'));
 SELECT aq.add_subscriber('oncer_q', aq.agent('A'));
+-- A removal from one queue takes nothing of another queue of the table.
+SELECT aq.create_queue('oncer_q2', 'oncer_qt');
+SELECT aq.start_queue('oncer_q2');
+SELECT aq.add_subscriber('oncer_q2', aq.agent('A'));
+SELECT cardinality(aq.enqueue_array('oncer_q2', ARRAY['q2 a', 'q2 b'])) AS enqueued;
+SELECT aq.enqueue('oncer_q', 'q1 c'::text) > 0 AS enqueued;
+SELECT aq.remove_subscriber('oncer_q', aq.agent('A'));
+SELECT payload FROM aq.dequeue_array('oncer_q2', NULL::text, 10, aq.dequeue_options(consumer_name => 'A'));
+SELECT try_sql($$SELECT aq.dequeue('oncer_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$);
+-- The view looks the removal's runs up by range: msgids far beyond the messages cost nothing.
+SELECT setval(pg_get_serial_sequence('oncer_qt', 'msgid'), 5000000);
+SELECT aq.enqueue('oncer_q2', 'q2 far'::text, aq.message_properties(recipient_list => ARRAY[aq.agent('A')])) > 0 AS enqueued;
+SELECT aq.remove_subscriber('oncer_q2', aq.agent('A'));
+SET statement_timeout = '20s';
+SELECT queue, msg_state, consumer_name, user_data FROM "aq$oncer_qt" WHERE queue = 'oncer_q2' ORDER BY msg_id;
+RESET statement_timeout;
+SELECT aq.add_subscriber('oncer_q', aq.agent('A'));
 -- B subscribes again: it receives what comes now, and a message that names it.
 SELECT aq.add_subscriber('oncer_q', aq.agent('B'));
 SELECT cardinality(aq.enqueue_array('oncer_q', ARRAY['all 2', 'to B 2'],
@@ -530,11 +547,24 @@ RESET ROLE;
 SELECT aq.revoke_queue_privilege('dequeue', 'oncep2_q', 'once_deq');
 SET ROLE once_deq;
 SELECT try_sql($$SELECT count(*) FROM "aq$oncep2_qt"$$);
+-- ... and a dequeue by msgid says nothing of whether that message exists.
+SELECT try_sql($$SELECT aq.dequeue('oncep2_q', NULL::text, aq.dequeue_options(consumer_name => 'A', msgid => 999999, wait => 0))$$);
 SELECT try_sql($$SELECT aq.dequeue('oncep2_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$);
 RESET ROLE;
+-- A grantor given the grant option on the queue table by hand (not on its segments) grants and
+-- revokes DEQUEUE; the segments' SELECT is only the owner's and its grantees' to give.
+CREATE ROLE once_gopt;
+GRANT SELECT, DELETE, UPDATE (retry_count) ON oncep2_qt TO once_gopt WITH GRANT OPTION;
+GRANT EXECUTE ON FUNCTION aq.grant_queue_privilege(text, text, text, boolean), aq.revoke_queue_privilege(text, text, text) TO once_gopt;
+SET ROLE once_gopt;
+SELECT aq.grant_queue_privilege('dequeue', 'oncep2_q', 'once_deq');
+SELECT aq.revoke_queue_privilege('dequeue', 'oncep2_q', 'once_deq');
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION aq.grant_queue_privilege(text, text, text, boolean), aq.revoke_queue_privilege(text, text, text) FROM once_gopt;
 SELECT aq.drop_queue_table('oncep2_qt', force => true);
 DROP ROLE once_deq;
 DROP ROLE once_enq;
+DROP ROLE once_gopt;
 
 -- A receipts table with an index of its own would miss the receipts a walk inserts: refused (55000).
 CREATE INDEX once_extra ON "once_qt$0_r" (at);

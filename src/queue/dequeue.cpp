@@ -218,6 +218,15 @@ int claim_once(const ClaimArgs& a) {
     if (since < 0) since = PG_INT64_MAX;  // no subscriber: only the messages whose recipient list names it
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
+    // The caller's privileges first, as the statement of another queue would say (42501), and
+    // before anything is read as the owner.
+    {
+        Relation rel = try_table_open(a.queue->relid, AccessShareLock);
+        bool allowed = !rel || (browse ? pg_class_aclcheck(a.queue->relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK
+                                       : index_walk::caller_may_remove(rel));
+        if (rel) table_close(rel, AccessShareLock);
+        if (!allowed) aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(a.queue->relid));
+    }
     // By msgid: the walk starts at that message (its position, read as the owner: what the caller
     // may take is the walk's to say).
     BulkDequeuePosition at{};
@@ -237,14 +246,6 @@ int claim_once(const ClaimArgs& a) {
                      static_cast<int32>(hash_bytes(reinterpret_cast<const unsigned char*>(o.consumer), strlen(o.consumer)));
     int rows = browse || o.msgid ? walk(true)
                                  : from_floor_then_head(o.navigation == Navigation::first_message, a.after, head_key, walk);
-    if (rows < 0) {
-        // The caller's privileges first: as the statement of another queue would say (42501).
-        Relation rel = try_table_open(a.queue->relid, AccessShareLock);
-        bool allowed = !rel || (browse ? pg_class_aclcheck(a.queue->relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK
-                                       : index_walk::caller_may_remove(rel));
-        if (rel) table_close(rel, AccessShareLock);
-        if (!allowed) aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(a.queue->relid));
-    }
     if (rows < 0)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("queue \"%s\" cannot be read", a.request->queue_name),

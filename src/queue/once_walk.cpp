@@ -511,7 +511,7 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
         "               AND e.q_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.queue_id FROM aq.queues n"
         "                    WHERE n.queue_table_id OPERATOR(pg_catalog.=) $2 AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
         "             ORDER BY e.tableoid, e.msgid LIMIT $3) w) b"
-        "         WHERE b.upto OPERATOR(pg_catalog.-) b.weight OPERATOR(pg_catalog.<) $4) m"
+        "         WHERE b.upto OPERATOR(pg_catalog.<=) $4 OR b.upto OPERATOR(pg_catalog.=) b.weight) m"
         // Who it is for (3): its recipient list, or every subscriber that subscribed before it.
         "  LEFT JOIN LATERAL (SELECT s.consumer_name COLLATE pg_catalog.\"C\" AS consumer FROM aq.subscribers s"
         "                      WHERE m.recipients IS NULL AND s.queue_id OPERATOR(pg_catalog.=) m.q_id"
