@@ -27,8 +27,9 @@
 //     without one is for every subscriber that subscribed before it: its msgid after c's
 //     since_msgid, which add_subscriber finds after waiting for the enqueues in progress; a
 //     message for nobody is refused at its enqueue; remove_subscriber, after the enqueues in
-//     progress, writes in every segment a receipt of kind 't' whose run covers every msgid so far,
-//     so nothing enqueued before is c's any more, listed or not; no rules yet), of the dequeue's
+//     progress, writes in every segment a receipt of kind 't' whose runs cover that queue's
+//     messages there, so nothing of that queue enqueued before is c's any more, listed or not;
+//     rules give a message its list at the enqueue, audience.hpp), of the dequeue's
 //     msgid or correlation if it has one
 //     (a walk by msgid starts at that message's position and stops after it; a filtered walk
 //     raises no floor), and takeable (rules.hpp: ready, unexpired): taken for
