@@ -71,10 +71,6 @@ Subscribers read_subscribers(int32 queue_id) {
 // $1 .. $11 (arrays, one element per message, in column order); the rule stands at $12.
 constexpr int rule_params = column_count;
 
-struct RuleBuild {
-    const char* qualified_table;
-};
-
 char* rule_sql(const void*) {
     return psprintf(
         // The arrays in lockstep, in the select list (a composite payload stays one column there).
@@ -98,10 +94,9 @@ struct RuleRun {
 // As the owner, search_path pinned (audience.hpp, 1): the plan is analyzed and run there.
 void run_rule(void* arg) {
     auto* r = static_cast<RuleRun*>(arg);
-    RuleBuild build{r->q->qualified_table};
     condition::PlanRequest request{r->q->relid,     r->q->payload_type, deliveries::once_rule, r->q->qualified_table,
                                    r->rule,         "rule",             r->types,              rule_params,
-                                   CURSOR_OPT_GENERIC_PLAN, rule_sql,   &build};
+                                   CURSOR_OPT_GENERIC_PLAN, rule_sql,   nullptr};
     // prepared_plan throws C++ exceptions; run_as's PG_TRY must see a PostgreSQL error instead.
     SPIPlanPtr plan = nullptr;
     base::entry_void([&] { plan = condition::prepared_plan(request); });

@@ -208,6 +208,16 @@ int from_floor_then_head(bool first_message, bool after_position, int32 key, Wal
     return rows;
 }
 
+// The privileges the walk checks (once_walk.hpp, 1), refused as the statement of another queue would
+// be (42501).  Not on every walk: once before a look as the owner, and when the walk refused.
+void refuse_without_privilege(const QueueInfo& q, bool browse) {
+    Relation rel = try_table_open(q.relid, AccessShareLock);
+    bool allowed = !rel || (browse ? pg_class_aclcheck(q.relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK
+                                   : index_walk::caller_may_remove(rel));
+    if (rel) table_close(rel, AccessShareLock);
+    if (!allowed) aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(q.relid));
+}
+
 // A queue table that stores each message once: its walk, remove or browse (the options it does not
 // take yet were refused before).
 
@@ -218,19 +228,13 @@ int claim_once(const ClaimArgs& a) {
     if (since < 0) since = PG_INT64_MAX;  // no subscriber: only the messages whose recipient list names it
     BulkDequeuePosition after{};
     if (a.after) after = BulkDequeuePosition{a.after->priority, a.after->enq_time, a.after->msgid};
-    // The caller's privileges first, as the statement of another queue would say (42501), and
-    // before anything is read as the owner.
-    {
-        Relation rel = try_table_open(a.queue->relid, AccessShareLock);
-        bool allowed = !rel || (browse ? pg_class_aclcheck(a.queue->relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK
-                                       : index_walk::caller_may_remove(rel));
-        if (rel) table_close(rel, AccessShareLock);
-        if (!allowed) aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(a.queue->relid));
-    }
-    // By msgid: the walk starts at that message (its position, read as the owner: what the caller
-    // may take is the walk's to say).
+    // By msgid: the walk starts at that message (its position, read as the owner, after the
+    // caller's privileges: what the caller may take is the walk's to say).
     BulkDequeuePosition at{};
-    if (o.msgid && !once_position(*a.queue, *o.msgid, &at)) return 0;
+    if (o.msgid) {
+        refuse_without_privilege(*a.queue, browse);
+        if (!once_position(*a.queue, *o.msgid, &at)) return 0;
+    }
     BulkSinkState state{a.request, 0, 0, 0, {}};
     // The deq_condition is parsed once; each walk analyzes it against the segments it reads.
     Node* condition = o.condition ? condition::parse(o.condition, "deq_condition") : nullptr;
@@ -246,6 +250,7 @@ int claim_once(const ClaimArgs& a) {
                      static_cast<int32>(hash_bytes(reinterpret_cast<const unsigned char*>(o.consumer), strlen(o.consumer)));
     int rows = browse || o.msgid ? walk(true)
                                  : from_floor_then_head(o.navigation == Navigation::first_message, a.after, head_key, walk);
+    if (rows < 0) refuse_without_privilege(*a.queue, browse);  // the walk refused: say why, if it is that
     if (rows < 0)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("queue \"%s\" cannot be read", a.request->queue_name),
