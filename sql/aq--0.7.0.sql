@@ -408,7 +408,8 @@ CREATE POLICY owner_alters ON aq.queue_tables FOR UPDATE
     WITH CHECK (aq._manages(relid)
                 AND segment_count = (SELECT count(*) FROM aq.queue_segments s
                                       WHERE s.queue_table_id = queue_tables.queue_table_id)
-                AND (segment_count = 0 OR NOT multiple_consumers)
+                -- (a table with a row per message and recipient never gets segments)
+                AND (segment_count = 0 OR delivery_relid IS NULL)
                 AND has_function_privilege('aq.alter_queue_table(text, text, integer)', 'EXECUTE'));
 GRANT INSERT (queue_table, table_schema, relid, payload_type, sort_list, comment,
               multiple_consumers, message_grouping, delivery_relid, segment_count),
@@ -456,12 +457,14 @@ ALTER TABLE aq.queue_segments ENABLE ROW LEVEL SECURITY;
 CREATE POLICY everyone_reads ON aq.queue_segments FOR SELECT USING (true);
 CREATE POLICY owner_registers ON aq.queue_segments FOR INSERT
     WITH CHECK (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queue_segments.queue_table_id
-                                                        AND aq._manages(t.relid))
-                AND aq._registrable(relid));
+                                                        AND aq._manages(t.relid)
+                                                        -- receipts: those of a table that stores each message once
+                                                        AND (receipts IS NULL) = (t.delivery_relid IS NOT NULL OR NOT t.multiple_consumers))
+                AND aq._registrable(relid) AND (receipts IS NULL OR aq._registrable(receipts)));
 CREATE POLICY owner_deletes ON aq.queue_segments FOR DELETE
     USING (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queue_segments.queue_table_id
                                                    AND aq._manages(t.relid)));
-GRANT INSERT (queue_table_id, segment, relid), DELETE ON aq.queue_segments TO PUBLIC;
+GRANT INSERT (queue_table_id, segment, relid, receipts), DELETE ON aq.queue_segments TO PUBLIC;
 
 ALTER TABLE aq.segment_log ENABLE ROW LEVEL SECURITY;
 CREATE POLICY everyone_reads ON aq.segment_log FOR SELECT USING (true);
@@ -502,20 +505,32 @@ BEGIN
         -- for (its recipient list, or the subscribers by since_msgid), PROCESSED once a receipt of
         -- the consumer took it ('t') or moved it ('x'), its retry_count with the consumer's attempts
         -- ('r'); a consumer's copy in an exception queue is a row of that consumer.  The receipts'
-        -- runs are looked up by range (never expanded: a run may span every msgid so far).
+        -- runs are never expanded (a run may span every msgid so far): those that took or moved
+        -- messages are joined into a multirange per segment and consumer, looked up per message.
         EXECUTE format(
             'CREATE OR REPLACE VIEW %I.%I WITH (security_invoker = true) AS'
             ' WITH rc AS (%s),'
             '      runs AS (SELECT rc.seg, rc.consumer, rc.kind,'
             '                      rc.runs[2 OPERATOR(pg_catalog.*) i OPERATOR(pg_catalog.-) 1] AS lo,'
             '                      rc.runs[2 OPERATOR(pg_catalog.*) i] AS hi'
-            '                 FROM rc, pg_catalog.generate_series(1, pg_catalog.cardinality(rc.runs) OPERATOR(pg_catalog./) 2) i)'
+            '                 FROM rc, pg_catalog.generate_series(1, pg_catalog.cardinality(rc.runs) OPERATOR(pg_catalog./) 2) i),'
+            '      done AS (SELECT runs.seg, runs.consumer, pg_catalog.range_agg(pg_catalog.int8range(runs.lo,'
+            '                      CASE WHEN runs.hi OPERATOR(pg_catalog.<) 9223372036854775807'
+            '                           THEN runs.hi OPERATOR(pg_catalog.+) 1 END)) AS taken'
+            '                 FROM runs WHERE runs.kind OPERATOR(pg_catalog.=) ANY (''{t,x}''::"char"[])'
+            '                GROUP BY runs.seg, runs.consumer),'
+            '      attempts AS MATERIALIZED (SELECT runs.seg, runs.consumer, runs.lo, runs.hi FROM runs'
+            '                                 WHERE runs.kind OPERATOR(pg_catalog.=) ''r'')'
             ' SELECT q.queue_name AS queue, m.msgid AS msg_id, m.corrid AS corr_id, m.priority AS msg_priority,'
-            '        CASE WHEN t.done THEN ''PROCESSED'''
+            '        CASE WHEN d.taken OPERATOR(pg_catalog.@>) m.msgid THEN ''PROCESSED'''
             '             WHEN q.queue_type OPERATOR(pg_catalog.=) ''exception_queue'' OR m.expiration OPERATOR(pg_catalog.<=) pg_catalog.now() THEN ''EXPIRED'''
             '             WHEN m.delay OPERATOR(pg_catalog.>) pg_catalog.now() THEN ''WAITING'' ELSE ''READY'' END AS msg_state,'
             '        m.delay, m.expiration, m.enq_time, m.enq_uid AS enq_user_id,'
-            '        m.retry_count OPERATOR(pg_catalog.+) COALESCE(t.attempts, 0)::integer AS retry_count,'
+            '        m.retry_count OPERATOR(pg_catalog.+)'
+            '          (SELECT pg_catalog.count(*) FROM attempts a'
+            '            WHERE m.consumer_name IS NULL AND a.seg OPERATOR(pg_catalog.=) m.tableoid'
+            '              AND a.consumer OPERATOR(pg_catalog.=) c.consumer'
+            '              AND m.msgid OPERATOR(pg_catalog.>=) a.lo AND m.msgid OPERATOR(pg_catalog.<=) a.hi)::integer AS retry_count,'
             '        COALESCE(m.exception_queue, %L) AS exception_queue,'
             '        c.consumer::text AS consumer_name,'
             '        m.user_data'
@@ -529,16 +544,13 @@ BEGIN
             '                       UNION ALL'
             '                       SELECT l.consumer FROM pg_catalog.unnest(m.recipients) l(consumer)'
             '                        WHERE m.consumer_name IS NULL) c(consumer)'
-            '   LEFT JOIN LATERAL (SELECT pg_catalog.bool_or(r.kind OPERATOR(pg_catalog.=) ANY (''{t,x}''::"char"[])) AS done,'
-            '                             pg_catalog.count(*) FILTER (WHERE r.kind OPERATOR(pg_catalog.=) ''r'') AS attempts'
-            '                        FROM runs r'
-            '                       WHERE m.consumer_name IS NULL AND r.seg OPERATOR(pg_catalog.=) m.tableoid'
-            '                         AND r.consumer OPERATOR(pg_catalog.=) c.consumer'
-            '                         AND m.msgid OPERATOR(pg_catalog.>=) r.lo AND m.msgid OPERATOR(pg_catalog.<=) r.hi) t ON true',
+            '   LEFT JOIN done d ON m.consumer_name IS NULL AND d.seg OPERATOR(pg_catalog.=) m.tableoid'
+            '                   AND d.consumer OPERATOR(pg_catalog.=) c.consumer',
             (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.relid),
             aq._queue_table_view(t.queue_table),
-            (SELECT string_agg(format('SELECT %s::pg_catalog.oid AS seg, r.consumer, r.kind, r.runs FROM ONLY %s r',
-                                      s.relid::oid, s.receipts),
+            -- (A segment by name, as a regclass constant: a dump and restore gives it a new OID.)
+            (SELECT string_agg(format('SELECT %L::pg_catalog.regclass::pg_catalog.oid AS seg, r.consumer, r.kind, r.runs FROM ONLY %s r',
+                                      s.relid::text, s.receipts),
                                ' UNION ALL ' ORDER BY s.segment)
                FROM aq.queue_segments s WHERE s.queue_table_id = t.queue_table_id),
             aq._default_exception_queue(t.queue_table), t.relid);
@@ -613,16 +625,19 @@ BEGIN
             '   FROM %s d LEFT JOIN %s m ON m.msgid OPERATOR(pg_catalog.=) d.msgid'
             '   LEFT JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) d.q_id',
             t.table_schema, view_name, aq._default_exception_queue(t.queue_table), t.delivery_relid, t.relid);
-        -- The subscriber view names the delivery table in a clause that reads nothing, so that
-        -- it is found by that dependency when the queue table is dropped (never by a name alone),
-        -- and reading it needs the privileges on the queue that reading the deliveries needs.
+    END IF;
+    IF t.multiple_consumers THEN
+        -- The subscriber view names the delivery table (or, each message stored once, the queue
+        -- table) in a clause that reads nothing, so that it is found by that dependency when the
+        -- queue table is dropped (never by a name alone), and reading it needs the privileges on
+        -- the queue that reading the messages needs.
         EXECUTE format(
             'CREATE VIEW %I.%I WITH (security_invoker = true) AS'
             ' SELECT q.queue_name AS queue, s.consumer_name AS name, s.address, s.protocol, s.rule, s.created'
             '   FROM aq.subscribers s JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) s.queue_id'
             '  WHERE q.queue_table_id OPERATOR(pg_catalog.=) %s'
             '    AND NOT EXISTS (SELECT FROM %s d WHERE false)',
-            t.table_schema, aq._subscriber_view(t.queue_table), t.queue_table_id, t.delivery_relid);
+            t.table_schema, aq._subscriber_view(t.queue_table), t.queue_table_id, coalesce(t.delivery_relid, t.relid));
         EXECUTE format('GRANT SELECT ON %I.%I TO PUBLIC', t.table_schema, aq._subscriber_view(t.queue_table));
         EXECUTE format('COMMENT ON VIEW %I.%I IS %L', t.table_schema, aq._subscriber_view(t.queue_table),
                        format('The subscribers of the queues of aq queue table %s (Oracle''s AQ$%s_S).',
@@ -631,8 +646,8 @@ BEGIN
     -- Reading it needs the table's privileges anyway (security_invoker).
     EXECUTE format('GRANT SELECT ON %I.%I TO PUBLIC', t.table_schema, view_name);
     EXECUTE format('COMMENT ON VIEW %I.%I IS %L', t.table_schema, view_name,
-                   format('The messages of aq queue table %s with their queue and state (Oracle''s AQ$%s).',
-                          t.queue_table, t.queue_table));
+                   format('The messages of aq queue table %s with their queue%s and state (Oracle''s AQ$%s).',
+                          t.queue_table, CASE WHEN t.multiple_consumers THEN ', consumer' ELSE '' END, t.queue_table));
     INSERT INTO aq.queues (queue_name, queue_table_id, queue_type, comment)
     VALUES (aq._default_exception_queue(t.queue_table), t.queue_table_id, 'exception_queue',
             format('default exception queue of %s', t.queue_table));
@@ -727,7 +742,7 @@ BEGIN
         END IF;
         IF receipts IS NULL THEN
             INSERT INTO aq.queue_segments (queue_table_id, segment, relid) VALUES (t.queue_table_id, k, seg);
-        ELSE  -- (superusers only, for now: PUBLIC may not register receipts)
+        ELSE
             INSERT INTO aq.queue_segments (queue_table_id, segment, relid, receipts) VALUES (t.queue_table_id, k, seg, receipts);
         END IF;
     END LOOP;
@@ -747,8 +762,11 @@ END $$;
 -- the table the parent of a ring of that many segments, its inheritance children
 -- <queue_table>$0 .. $<segments-1> (aq.queue_segments), each with the table's columns, options
 -- and indexes (aq._segment_indexes), owned by the same role, with no grants of their own
--- (a read through the table checks only the table's privileges).  Single-consumer queue tables
--- only, for now.
+-- (a read through the table checks only the table's privileges).  A multi-consumer queue table
+-- with segments stores each message once, whatever the number of its consumers, with what each
+-- consumer took of a segment's messages in that segment's receipts table <segment>_r
+-- (src/queue/once_walk.hpp); without segments, a delivery table holds a row per message and
+-- recipient.
 CREATE FUNCTION aq.create_queue_table(
     queue_table text,
     queue_payload_type regtype,
@@ -764,6 +782,7 @@ DECLARE
     grouping text := lower(message_grouping);
     multi boolean := coalesce(multiple_consumers, false);
     ring integer := coalesce(segments, 0);
+    once boolean := multi AND ring <> 0;
     t aq.queue_tables;
     deliveries regclass;
 BEGIN
@@ -806,11 +825,6 @@ BEGIN
         RAISE EXCEPTION 'segments must be 0 or between 2 and 16, not %', segments USING ERRCODE = 'invalid_parameter_value',
             DETAIL = '0 keeps the messages in the queue table itself; 2 to 16 make a ring of that many segments.';
     END IF;
-    IF ring <> 0 AND multi THEN
-        RAISE EXCEPTION 'segments are not supported yet for multi-consumer queue tables'
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Leave segments at 0 (classic storage).';
-    END IF;
     IF EXISTS (SELECT FROM aq.queue_tables qt WHERE qt.queue_table = create_queue_table.queue_table) THEN
         RAISE EXCEPTION 'queue table "%" already exists', queue_table USING ERRCODE = 'duplicate_table';
     END IF;
@@ -846,13 +860,18 @@ BEGIN
         ') WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05)',
         queue_table_schema, queue_table, queue_payload_type,
         -- The enqueuing transaction's group (groups.hpp).
-        CASE WHEN grouping = 'transactional' THEN ', transaction_group bigint NOT NULL' ELSE '' END);
+        CASE WHEN grouping = 'transactional' THEN ', transaction_group bigint NOT NULL'
+             -- Each message stored once: a message is every subscriber's, a copy in an exception
+             -- queue one consumer's (NULL: a message); a message with a recipient list is for
+             -- exactly those consumers (NULL: every subscriber).
+             WHEN once THEN ', consumer_name text COLLATE pg_catalog."C", recipients text[] COLLATE pg_catalog."C"'
+             ELSE '' END);
     -- The enq_time order's index serves every queue table (the exception queues' order, and
     -- the first-in order of a priority queue table's browse by msgid).
     EXECUTE format('CREATE INDEX ON %I.%I (q_id, enq_time, msgid)', queue_table_schema, queue_table);
     EXECUTE format('COMMENT ON TABLE %I.%I IS %L', queue_table_schema, queue_table,
                    coalesce(comment, format('aq queue table of %s', queue_payload_type)));
-    IF multi THEN
+    IF multi AND NOT once THEN
         EXECUTE format(
             'CREATE TABLE %I.%I ('
             '  msgid bigint NOT NULL,'
@@ -880,48 +899,10 @@ BEGIN
     VALUES (queue_table, queue_table_schema, format('%I.%I', queue_table_schema, queue_table)::regclass,
             queue_payload_type, sort_order, comment, multi, grouping, deliveries, ring)
     RETURNING * INTO t;
+    -- (The view of a table that stores each message once reads the segments' receipts.)
+    PERFORM aq._create_segments(t);
     PERFORM aq._queue_table_objects(t);
-
-    PERFORM aq._create_segments(t);
 END $$;
-
--- In development (docs/design-horizon-storage.md, section 3), not yet a user feature: a
--- multi-consumer queue table that stores each message once, in a ring of segments, with what each
--- consumer took of a segment's messages in that segment's receipts table (<segment>_r).  What works
--- so far: subscribers (with rules), enqueue (with recipient lists), expiration, dequeue by consumer
--- in remove, browse and locked modes (by msgid, by correlation, by condition), LISTEN, each
--- consumer's attempts, retry_delay and exception queue (src/queue/once_walk.hpp); the rest refuses
--- with 0A000.  Superusers only.
-CREATE FUNCTION aq._create_stored_once_queue_table(
-    queue_table text,
-    queue_payload_type regtype,
-    sort_list text DEFAULT 'enq_time',
-    segments integer DEFAULT 4,
-    queue_table_schema text DEFAULT pg_catalog.current_schema())
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE t aq.queue_tables;
-BEGIN
-    IF segments IS NULL OR segments NOT BETWEEN 2 AND 16 THEN
-        RAISE EXCEPTION 'segments must be between 2 and 16, not %', segments USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    PERFORM aq.create_queue_table(queue_table, queue_payload_type, sort_list, queue_table_schema => queue_table_schema);
-    UPDATE aq.queue_tables qt SET multiple_consumers = true, segment_count = segments
-     WHERE qt.queue_table = _create_stored_once_queue_table.queue_table
-    RETURNING * INTO t;
-    -- A message is every subscriber's; a copy in an exception queue is one consumer's (NULL: a message).
-    -- A message with a recipient list is for exactly those consumers (NULL: every subscriber).
-    EXECUTE format('ALTER TABLE %s ADD COLUMN consumer_name text COLLATE pg_catalog."C",'
-                   ' ADD COLUMN recipients text[] COLLATE pg_catalog."C"', t.relid);
-    PERFORM aq._create_segments(t);
-    -- Its view has a row per message and consumer (Oracle's CONSUMER_NAME), over the receipts.
-    PERFORM aq._drop_dependent_view(t.relid, aq._queue_table_view(t.queue_table));
-    PERFORM aq._message_view(t);
-    EXECUTE format('GRANT SELECT ON %I.%I TO PUBLIC', t.table_schema, aq._queue_table_view(t.queue_table));
-    EXECUTE format('COMMENT ON VIEW %I.%I IS %L', t.table_schema, aq._queue_table_view(t.queue_table),
-                   format('The messages of aq queue table %s with their queue, consumer and state (Oracle''s AQ$%s).',
-                          t.queue_table, t.queue_table));
-END $$;
-REVOKE EXECUTE ON FUNCTION aq._create_stored_once_queue_table(text, regtype, text, integer, text) FROM PUBLIC;
 
 -- Oracle's DBMS_AQADM.ALTER_QUEUE_TABLE: a new comment (NULL leaves it), and, aq's own, segments:
 -- a classic queue table (segments 0) becomes a ring of that many (2..16), as create_queue_table
@@ -948,8 +929,10 @@ BEGIN
                       DETAIL = format('It has %s segments.', t.segment_count);
         END IF;
         IF t.multiple_consumers THEN
-            RAISE EXCEPTION 'segments are not supported yet for multi-consumer queue tables'
-                USING ERRCODE = 'feature_not_supported';
+            RAISE EXCEPTION 'multi-consumer queue table "%" cannot become a ring', queue_table
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Its messages have a row per recipient; a multi-consumer ring stores each message once.',
+                      HINT = 'Create a new queue table with multiple_consumers => true and segments, and move the consumers to its queues.';
         END IF;
         EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', t.relid);
         SELECT i.inhrelid::regclass INTO inheritor FROM pg_inherits i WHERE i.inhparent = t.relid LIMIT 1;
@@ -1003,6 +986,7 @@ BEGIN
     IF EXISTS (SELECT FROM pg_class c WHERE c.oid = t.relid) THEN
         -- Before the segments: a stored-once table's view reads them and their receipts.
         PERFORM aq._drop_dependent_view(t.relid, aq._queue_table_view(t.queue_table));
+        PERFORM aq._drop_dependent_view(t.relid, aq._subscriber_view(t.queue_table));
     END IF;
     FOREACH seg IN ARRAY segments LOOP
         IF EXISTS (SELECT FROM pg_class c WHERE c.oid = seg) THEN
@@ -1881,6 +1865,76 @@ GRANT SELECT ON aq.xmin_holders TO PUBLIC;
 COMMENT ON VIEW aq.xmin_holders IS
     'What holds the xmin horizon back (sessions, prepared transactions, standby feedback, replication slots), oldest first; holds_database: it keeps dead rows in this database''s tables';
 
+-- The statement that counts the backlog of queue table t per queue and consumer, for
+-- aq._queue_health (a scan of the table; of a table that stores each message once, its segments and
+-- their receipts, each read once: the runs that took or moved messages joined into a multirange
+-- per segment and consumer, looked up per message).
+CREATE FUNCTION aq._backlog_query(t aq.queue_tables) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    messages text;  -- the query's first part: r, a row per message (and consumer) with its state
+    receipts text := (SELECT string_agg(format('SELECT %s::oid AS seg, r.consumer, r.kind, r.runs FROM ONLY %s r',
+                                               s.relid::oid, s.receipts), ' UNION ALL ')
+                        FROM aq.queue_segments s
+                       WHERE s.queue_table_id = t.queue_table_id AND s.receipts IS NOT NULL);
+BEGIN
+    IF receipts IS NOT NULL THEN
+        -- Each message stored once: per consumer, the messages for it (its recipient list, or
+        -- after its since_msgid) that no receipt of its took ('t') or moved ('x'); and each
+        -- consumer's copies in the exception queues.
+        messages := format(
+            'rc AS (%2$s),'
+            ' runs AS (SELECT rc.seg, rc.consumer, rc.runs[2 * i - 1] AS lo, rc.runs[2 * i] AS hi'
+            '            FROM rc, generate_series(1, cardinality(rc.runs) / 2) i WHERE rc.kind IN (''t'', ''x'')),'
+            ' done AS (SELECT runs.seg, runs.consumer,'
+            '                 range_agg(int8range(runs.lo, CASE WHEN runs.hi < 9223372036854775807 THEN runs.hi + 1 END)) AS taken'
+            '            FROM runs GROUP BY runs.seg, runs.consumer),'
+            ' r AS (SELECT m.q_id, s.consumer_name, m.enq_time,'
+            '              CASE WHEN m.expiration <= now() THEN ''expired'''
+            '                   WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
+            '         FROM %1$s m CROSS JOIN LATERAL'
+            '              (SELECT s.consumer_name FROM aq.subscribers s'
+            '                WHERE m.recipients IS NULL AND s.queue_id = m.q_id'
+            '                  AND (s.since_msgid IS NULL OR m.msgid > s.since_msgid)'
+            '               UNION ALL'
+            '               SELECT l.consumer COLLATE "default" FROM unnest(m.recipients) l(consumer)) s'
+            '         LEFT JOIN done d ON d.seg = m.tableoid AND d.consumer = s.consumer_name COLLATE "C"'
+            '        WHERE m.consumer_name IS NULL AND NOT coalesce(d.taken @> m.msgid, false)'
+            '       UNION ALL'
+            '       SELECT m.q_id, m.consumer_name COLLATE "default", m.enq_time, ''ready'''
+            '         FROM %1$s m WHERE m.consumer_name IS NOT NULL)',
+            t.relid, receipts);
+    ELSE
+        -- A message per row (a delivery per row of a multi-consumer table with deliveries).
+        messages := format(
+            'r AS (SELECT m.q_id, %2$s AS consumer_name, m.enq_time,'
+            '              CASE WHEN q.queue_type = ''exception_queue'' THEN ''ready'''
+            '                   WHEN m.expiration <= now() THEN ''expired'''
+            '                   WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
+            '         FROM %3$s%1$s m JOIN aq.queues q ON q.queue_id = m.q_id)',
+            coalesce(t.delivery_relid, t.relid),
+            CASE WHEN t.delivery_relid IS NULL THEN 'NULL::text' ELSE 'm.consumer_name COLLATE "default"' END,
+            -- A ring table's messages are in its segments too.
+            CASE WHEN t.delivery_relid IS NULL AND t.segment_count > 0 THEN '' ELSE 'ONLY ' END);
+    END IF;
+    -- The counts per queue and consumer, and a row for every subscriber without any.
+    RETURN 'WITH ' || messages || ','
+        '     c AS (SELECT r.q_id, r.consumer_name,'
+        '                  count(*) FILTER (WHERE r.state = ''ready'') AS ready,'
+        '                  count(*) FILTER (WHERE r.state = ''waiting'') AS waiting,'
+        '                  count(*) FILTER (WHERE r.state = ''expired'') AS expired,'
+        '                  min(r.enq_time) FILTER (WHERE r.state = ''ready'') AS oldest_ready'
+        '             FROM r GROUP BY r.q_id, r.consumer_name),'
+        '     k AS (SELECT s.queue_id, s.consumer_name FROM aq.subscribers s JOIN aq.queues q ON q.queue_id = s.queue_id'
+        '            WHERE q.queue_table_id = ' || t.queue_table_id ||
+        '           UNION SELECT c.q_id, c.consumer_name FROM c WHERE c.consumer_name IS NOT NULL)'
+        ' SELECT q.queue_id, k.consumer_name, coalesce(c.ready, 0), coalesce(c.waiting, 0), coalesce(c.expired, 0),'
+        '        c.oldest_ready'
+        '   FROM aq.queues q LEFT JOIN k ON k.queue_id = q.queue_id'
+        '   LEFT JOIN c ON c.q_id = q.queue_id AND c.consumer_name IS NOT DISTINCT FROM k.consumer_name'
+        '  WHERE q.queue_table_id = ' || t.queue_table_id;
+END $$;
+
 -- The backlog of aq.queue_health: a row per queue of every queue table and, on a multi-consumer
 -- queue table, per consumer (its subscribers and the recipients it has deliveries for; NULL when
 -- it has none).  ready: messages (deliveries) a dequeue could take now by time; waiting: delayed;
@@ -1895,7 +1949,6 @@ RETURNS TABLE (queue_id integer, consumer_name text, ready bigint, waiting bigin
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t record;
-    messages text;  -- the query's first part: r, a row per message (and consumer) with its state
 BEGIN
     FOR t IN SELECT qt.queue_table_id, qt.relid, qt.delivery_relid, qt.segment_count,
                     coalesce(has_table_privilege(qt.relid, 'SELECT'), false)
@@ -1903,12 +1956,7 @@ BEGIN
                     AND coalesce((SELECT bool_and(coalesce(has_table_privilege(s.receipts, 'SELECT'), false))
                                     FROM aq.queue_segments s
                                    WHERE s.queue_table_id = qt.queue_table_id AND s.receipts IS NOT NULL), true)
-                    AS readable,
-                    -- Each message stored once: what the consumers took is in the segments' receipts.
-                    (SELECT string_agg(format('SELECT %s::oid AS seg, r.consumer, r.kind, r.runs FROM ONLY %s r',
-                                              s.relid::oid, s.receipts), ' UNION ALL ')
-                       FROM aq.queue_segments s
-                      WHERE s.queue_table_id = qt.queue_table_id AND s.receipts IS NOT NULL) AS receipts
+                    AS readable
                FROM aq.queue_tables qt ORDER BY qt.queue_table
     LOOP
         IF NOT t.readable THEN
@@ -1919,62 +1967,7 @@ BEGIN
                  WHERE q.queue_table_id = t.queue_table_id;
             CONTINUE;
         END IF;
-        IF t.receipts IS NOT NULL THEN
-            -- Each message stored once: per consumer, the messages for it (its recipient list, or
-            -- after its since_msgid) that no receipt of its took ('t') or moved ('x'); and each
-            -- consumer's copies in the exception queues.
-            messages := format(
-                'rc AS (%2$s),'
-                ' runs AS (SELECT rc.seg, rc.consumer, rc.runs[2 * i - 1] AS lo, rc.runs[2 * i] AS hi'
-                '            FROM rc, generate_series(1, cardinality(rc.runs) / 2) i WHERE rc.kind IN (''t'', ''x'')),'
-                ' r AS (SELECT m.q_id, s.consumer_name, m.enq_time,'
-                '              CASE WHEN m.expiration <= now() THEN ''expired'''
-                '                   WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
-                '         FROM %1$s m CROSS JOIN LATERAL'
-                '              (SELECT s.consumer_name FROM aq.subscribers s'
-                '                WHERE m.recipients IS NULL AND s.queue_id = m.q_id'
-                '                  AND (s.since_msgid IS NULL OR m.msgid > s.since_msgid)'
-                '               UNION ALL'
-                '               SELECT l.consumer COLLATE "default" FROM unnest(m.recipients) l(consumer)) s'
-                '        WHERE m.consumer_name IS NULL'
-                '          AND NOT EXISTS (SELECT FROM runs WHERE runs.seg = m.tableoid'
-                '                             AND runs.consumer = s.consumer_name COLLATE "C"'
-                '                             AND m.msgid BETWEEN runs.lo AND runs.hi)'
-                '       UNION ALL'
-                '       SELECT m.q_id, m.consumer_name COLLATE "default", m.enq_time, ''ready'''
-                '         FROM %1$s m WHERE m.consumer_name IS NOT NULL)',
-                t.relid, t.receipts);
-        ELSE
-            -- A message per row (a delivery per row of a multi-consumer table with deliveries).
-            messages := format(
-                'r AS (SELECT m.q_id, %2$s AS consumer_name, m.enq_time,'
-                '              CASE WHEN q.queue_type = ''exception_queue'' THEN ''ready'''
-                '                   WHEN m.expiration <= now() THEN ''expired'''
-                '                   WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
-                '         FROM %3$s%1$s m JOIN aq.queues q ON q.queue_id = m.q_id)',
-                coalesce(t.delivery_relid, t.relid),
-                CASE WHEN t.delivery_relid IS NULL THEN 'NULL::text' ELSE 'm.consumer_name COLLATE "default"' END,
-                -- A ring table's messages are in its segments too.
-                CASE WHEN t.delivery_relid IS NULL AND t.segment_count > 0 THEN '' ELSE 'ONLY ' END);
-        END IF;
-        -- The counts per queue and consumer, and a row for every subscriber without any.
-        RETURN QUERY EXECUTE
-            'WITH ' || messages || ','
-            '     c AS (SELECT r.q_id, r.consumer_name,'
-            '                  count(*) FILTER (WHERE r.state = ''ready'') AS ready,'
-            '                  count(*) FILTER (WHERE r.state = ''waiting'') AS waiting,'
-            '                  count(*) FILTER (WHERE r.state = ''expired'') AS expired,'
-            '                  min(r.enq_time) FILTER (WHERE r.state = ''ready'') AS oldest_ready'
-            '             FROM r GROUP BY r.q_id, r.consumer_name),'
-            '     k AS (SELECT s.queue_id, s.consumer_name FROM aq.subscribers s JOIN aq.queues q ON q.queue_id = s.queue_id'
-            '            WHERE q.queue_table_id = $1'
-            '           UNION SELECT c.q_id, c.consumer_name FROM c WHERE c.consumer_name IS NOT NULL)'
-            ' SELECT q.queue_id, k.consumer_name, coalesce(c.ready, 0), coalesce(c.waiting, 0), coalesce(c.expired, 0),'
-            '        c.oldest_ready'
-            '   FROM aq.queues q LEFT JOIN k ON k.queue_id = q.queue_id'
-            '   LEFT JOIN c ON c.q_id = q.queue_id AND c.consumer_name IS NOT DISTINCT FROM k.consumer_name'
-            '  WHERE q.queue_table_id = $1'
-            USING t.queue_table_id;
+        RETURN QUERY EXECUTE aq._backlog_query((SELECT qt FROM aq.queue_tables qt WHERE qt.queue_table_id = t.queue_table_id));
     END LOOP;
 END $$;
 

@@ -1,5 +1,5 @@
-// The walk of a multi-consumer queue table that stores each message once (in development:
-// docs/design-horizon-storage.md, section 3; aq._create_stored_once_queue_table).  Its messages
+// The walk of a multi-consumer queue table that stores each message once (create_queue_table
+// with multiple_consumers and segments; docs/design-horizon-storage.md, section 3).  Its messages
 // live in a ring (ring.hpp) and are never deleted by a dequeue; what consumer c took is in c's
 // receipts, rows in the receipts table of the messages' segment (aq.queue_segments.receipts),
 // appended and never updated.

@@ -176,7 +176,7 @@ is($node->safe_psql('postgres',
 # consumer only.  A crash (kill -9) counts none, as Oracle, but loses nothing: the message is the
 # consumer's again.
 $node->safe_psql('postgres', q{
-SELECT aq._create_stored_once_queue_table('once_qt', 'text', segments => 2);
+SELECT aq.create_queue_table('once_qt', 'text', multiple_consumers => true, segments => 2);
 SELECT aq.create_queue('once_q', 'once_qt', retry_delay => '0');
 SELECT aq.start_queue('once_q');
 SELECT aq.add_subscriber('once_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;

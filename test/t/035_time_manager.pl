@@ -384,7 +384,7 @@ wait_for(q{SELECT count(*) = 0 FROM aq.queue_segments s JOIN aq.queue_tables t U
 
 # ============================================================ 13. a ring that stores each message once
 $node->safe_psql('postgres', q{
-SELECT aq._create_stored_once_queue_table('tm_onceqt', 'text', segments => 3);
+SELECT aq.create_queue_table('tm_onceqt', 'text', multiple_consumers => true, segments => 3);
 SELECT aq.create_queue('tm_onceq', 'tm_onceqt');
 SELECT aq.start_queue('tm_onceq');
 SELECT aq.add_subscriber('tm_onceq', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;

@@ -44,7 +44,7 @@ SELECT concat_ws('|', 'extension', extname, extversion, extnamespace::regnamespa
 SELECT concat_ws('|', 'queue_table', queue_table_id, queue_table, table_schema, relid, payload_type, sort_list,
                  comment, created)
   FROM aq.queue_tables ORDER BY queue_table_id;
-SELECT concat_ws('|', 'segment', t.queue_table, s.segment, s.relid)
+SELECT concat_ws('|', 'segment', t.queue_table, s.segment, s.relid, s.receipts)
   FROM aq.queue_segments s JOIN aq.queue_tables t USING (queue_table_id) ORDER BY t.queue_table, s.segment;
 SELECT concat_ws('|', 'segment_log', t.queue_table, l.generation, l.segment, l.opened)
   FROM aq.segment_log l JOIN aq.queue_tables t USING (queue_table_id) ORDER BY t.queue_table, l.generation;

@@ -16,8 +16,8 @@
 --   - queue privileges (ENQUEUE, DEQUEUE WITH GRANT OPTION, a grant made by that grantee),
 --     EXECUTE on the admin functions for the queue tables' owner;
 --   - a ring queue table (segments => 3) with messages in two of its segments, a classic queue
---     table made a ring (messages in the table and in a segment), and a grouped ring (a group
---     spanning a switch);
+--     table made a ring (messages in the table and in a segment), a grouped ring (a group
+--     spanning a switch), and a multi-consumer ring (each message stored once, a receipt);
 --   - a fast-ingest table with applied rows and rejected ones (kept with their error);
 --   - commit modes at database level (ALTER DATABASE ... SET), role level (ALTER ROLE ... SET)
 --     and role-in-database level (ALTER ROLE ... IN DATABASE ... SET).
@@ -171,6 +171,15 @@ SELECT aq._switch_segment('grp_ring_qt');
 SELECT aq.enqueue('grp_ring_q', 'a 3'::text) IS NOT NULL AS enqueued;
 COMMIT;
 SELECT aq.enqueue('grp_ring_q', 'b 1'::text) IS NOT NULL AS enqueued;
+-- A multi-consumer ring, each message stored once: A has taken the first message (a receipt), B
+-- nothing yet.
+SELECT aq.create_queue_table('once_ring_qt', 'text', multiple_consumers => true, segments => 2);
+SELECT aq.create_queue('once_ring_q', 'once_ring_qt');
+SELECT aq.start_queue('once_ring_q');
+SELECT aq.add_subscriber('once_ring_q', aq.agent('A'));
+SELECT aq.add_subscriber('once_ring_q', aq.agent('B'));
+SELECT aq.enqueue_array('once_ring_q', ARRAY['once 1', 'once 2']) IS NOT NULL AS enqueued;
+SELECT count(*) FROM aq.dequeue_array('once_ring_q', NULL::text, 1, aq.dequeue_options(consumer_name => 'A', wait => 0));
 
 ------------------------------------------------------------------------------ fast ingest
 CREATE TABLE app.readings (id bigint PRIMARY KEY, v text NOT NULL CHECK (v <> 'bad'),

@@ -235,6 +235,19 @@ SELECT aq_verify.ok(string_agg(payload || CASE WHEN (props).end_of_group THEN '*
 SELECT aq_verify.ok(string_agg(payload, ',' ORDER BY ord) = 'b 1', format('then the next group: %s', string_agg(payload, ',' ORDER BY ord)))
   FROM aq.dequeue_array('grp_ring_q', NULL::text, 10, aq.dequeue_options(wait => '0', navigation => 'next_transaction'))
        WITH ORDINALITY d(msgid, payload, props, ord);
+-- The multi-consumer ring: A's receipt arrived (it gets the second message only), B gets both; the
+-- view shows what each took.
+SELECT aq_verify.ok(string_agg(payload, ',' ORDER BY ord) = 'once 2',
+                    format('the multi-consumer ring keeps what A took: %s', string_agg(payload, ',' ORDER BY ord)))
+  FROM aq.dequeue_array('once_ring_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A', wait => '0'))
+       WITH ORDINALITY d(msgid, payload, props, ord);
+SELECT aq_verify.ok(string_agg(payload, ',' ORDER BY ord) = 'once 1,once 2',
+                    format('and B gets every message: %s', string_agg(payload, ',' ORDER BY ord)))
+  FROM aq.dequeue_array('once_ring_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'B', wait => '0'))
+       WITH ORDINALITY d(msgid, payload, props, ord);
+SELECT aq_verify.ok(count(*) = 4 AND bool_and(msg_state = 'PROCESSED'),
+                    format('its view: %s', string_agg(consumer_name || ' ' || msg_state, ', ' ORDER BY msg_id, consumer_name)))
+  FROM "aq$once_ring_qt";
 
 ------------------------------------------------------------------------------ the result
 \connect - postgres

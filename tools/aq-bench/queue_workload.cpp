@@ -206,13 +206,19 @@ struct AqSystem : System {
         s.prepare("aqb_drain", "SELECT payload FROM aq.dequeue_array('aqb_q', NULL::text, $1::int,"
                                " aq.dequeue_options(wait => $2::double precision" + consumer + "))");
         std::string queue_id = "(SELECT q.queue_id FROM aq.queues q WHERE q.queue_name = 'aqb_q')";
-        if (c.subscribers > 0) {
+        if (c.subscribers > 0 && c.segments > 0) {
+            // Each message stored once: the messages for this subscriber that no committed receipt
+            // of it took (one an aborted dequeue took is owed too), as its view shows them.
+            s.prepare("aqb_owed", "SELECT count(*) FROM aq_bench.\"aq$aqb_qt\" WHERE queue = 'aqb_q' AND consumer_name = '" +
+                                      subscriber(number % c.subscribers) + "' AND msg_state <> 'PROCESSED'");
+        } else if (c.subscribers > 0) {
             Result r = s.must("SELECT delivery_relid::text FROM aq.queue_tables WHERE queue_table = 'aqb_qt'");
             s.prepare("aqb_owed", "SELECT count(*) FROM ONLY " + std::string(PQgetvalue(r.get(), 0, 0)) +
                                       " WHERE q_id = " + queue_id + " AND consumer_name = '" +
                                       subscriber(number % c.subscribers) + "'");
         } else {
-            s.prepare("aqb_owed", "SELECT count(*) FROM ONLY aq_bench.aqb_qt WHERE q_id = " + queue_id);
+            // (A ring's messages are in its segments, the table's inheritance children.)
+            s.prepare("aqb_owed", "SELECT count(*) FROM aq_bench.aqb_qt WHERE q_id = " + queue_id);
         }
     }
     Outcome drain(Session& s, int n, double wait_s, std::vector<std::string>& out) override {
@@ -648,7 +654,11 @@ long messages_left(Shared& sh) {
                  " consumer_name => $1))",
                  {"sub" + std::to_string(i + 1)});
     }
-    Result r = s.must("SELECT count(*) FROM ONLY aq_bench.aqb_qt");
+    // Each message stored once (a ring): it stays until its segment is truncated; left is a message
+    // of the queue that some subscriber has not taken.
+    Result r = s.must(sh.c.segments > 0 ? "SELECT count(DISTINCT msg_id) FROM aq_bench.\"aq$aqb_qt\""
+                                          " WHERE queue = 'aqb_q' AND msg_state <> 'PROCESSED'"
+                                        : "SELECT count(*) FROM ONLY aq_bench.aqb_qt");
     return std::atol(PQgetvalue(r.get(), 0, 0));
 }
 

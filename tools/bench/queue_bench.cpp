@@ -666,8 +666,8 @@ void drop_extra_queues() {
     extra_queue_tables.clear();
 }
 
-// A multi-consumer queue table that stores each message once (aq._create_stored_once_queue_table,
-// in development, superusers only): the table is the parent of a ring of `segments` inheritance
+// A multi-consumer queue table that stores each message once (create_queue_table with
+// multiple_consumers and segments): the table is the parent of a ring of `segments` inheritance
 // children <table>$0.. that hold the messages, each with a receipts table <table>$k_r (a row per
 // dequeue: the runs of msgids it took).  Made like create_extra_queue's (enq_time order, autovacuum off on
 // every table of it, dropped by drop_extra_queues()); returns the segments' and the receipts'
@@ -677,8 +677,8 @@ struct StoredOnceTables {
 };
 
 StoredOnceTables create_stored_once_queue(const std::string& table, const std::string& queue, int segments) {
-    exec("SELECT aq._create_stored_once_queue_table('" + table + "', 'aq_bench.bench_ot', segments => " +
-         std::to_string(segments) + ", queue_table_schema => 'aq_bench')");
+    exec("SELECT aq.create_queue_table('" + table + "', 'aq_bench.bench_ot', queue_table_schema => 'aq_bench',"
+         " multiple_consumers => true, segments => " + std::to_string(segments) + ")");
     extra_queue_tables.push_back(table);
     exec("SELECT aq.create_queue('" + queue + "', '" + table + "')");
     exec("SELECT aq.start_queue('" + queue + "')");
@@ -1246,9 +1246,9 @@ void listen_test(const std::string& conninfo) {
 // subscriber must receive every message once, in msgid order, and the queue table and its
 // delivery table must be empty at the end.
 //
-// aq stored once beside it, when the server's aq has aq._create_stored_once_queue_table (in
-// development): for each subscriber count k, the same enqueues and dequeues on a queue table made
-// by that function with 4 segments, which stores each message once (not once per subscriber) and
+// aq stored once beside it, when the server's aq makes multi-consumer rings (aq.queue_segments has
+// receipts): for each subscriber count k, the same enqueues and dequeues on a queue table made
+// with multiple_consumers and 4 segments, which stores each message once (not once per subscriber) and
 // writes a receipt per dequeue (the runs of msgids it took).  A dequeue deletes nothing there, so
 // instead of empty tables the end state must be n messages (read through the parent) and n * k
 // messages taken in the receipts.
@@ -1526,10 +1526,10 @@ void fanout_test(const Payload& p) {
     }
     // aq stored once beside it, when this aq has it (an older aq.so or extension version has not).
     std::string once_skipped;
-    if (scalar("SELECT to_regprocedure('aq._create_stored_once_queue_table(text,regtype,text,integer,text)')"
-               " IS NOT NULL") != "t")
-        once_skipped = "aq._create_stored_once_queue_table(text, regtype, text, integer, text) does not exist in aq " +
-                       scalar("SELECT extversion FROM pg_extension WHERE extname = 'aq'");
+    if (scalar("SELECT EXISTS (SELECT FROM pg_catalog.pg_attribute WHERE attrelid = pg_catalog.to_regclass('aq.queue_segments')"
+               " AND attname = 'receipts')") != "t")
+        once_skipped = "aq " + scalar("SELECT extversion FROM pg_extension WHERE extname = 'aq'") +
+                       " makes no multi-consumer ring (multiple_consumers with segments)";
     const bool with_once = once_skipped.empty();
 
     std::vector<FanOut> runs, once_runs, pgq_runs;
@@ -1574,8 +1574,8 @@ void fanout_test(const Payload& p) {
     } else
         std::printf("   PgQ skipped: %s.\n", pgq_skipped.c_str());
     if (with_once)
-        std::printf("   aq once (in development): the same aq calls on a queue table made by\n"
-                    "   aq._create_stored_once_queue_table(..., segments => %d): each message stored once in a ring of\n"
+        std::printf("   aq once: the same aq calls on a queue table made by aq.create_queue_table(...,\n"
+                    "   multiple_consumers => true, segments => %d): each message stored once in a ring of\n"
                     "   %d segments, a receipt per dequeue (the runs of msgids it took); a dequeue deletes nothing, so the\n"
                     "   end state checked is n messages and n x k taken in receipts instead of empty tables.\n",
                     fanout_once_segments, fanout_once_segments);
