@@ -398,6 +398,15 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
        AND has_function_privilege('aq.create_queue_table(text, regtype, text, text, text, boolean, text, integer)', 'EXECUTE')
 $$;
 
+-- A table with the columns of a receipts table (_create_segments), in order, none dropped: what
+-- aq.queue_segments takes as receipts (the walks check the same, src/queue/once_walk.cpp).
+CREATE FUNCTION aq._receipts_shape(relid oid) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(a.atttypid::regtype::text ORDER BY a.attnum), '{}')
+           = '{text,"\"char\"",integer,"timestamp with time zone",bigint,bigint[],"timestamp with time zone"}'
+      FROM pg_attribute a WHERE a.attrelid = relid AND a.attnum > 0
+$$;
+
 ALTER TABLE aq.queue_tables ENABLE ROW LEVEL SECURITY;
 CREATE POLICY everyone_reads ON aq.queue_tables FOR SELECT USING (true);
 CREATE POLICY owner_registers ON aq.queue_tables FOR INSERT
@@ -408,8 +417,10 @@ CREATE POLICY owner_alters ON aq.queue_tables FOR UPDATE
     WITH CHECK (aq._manages(relid)
                 AND segment_count = (SELECT count(*) FROM aq.queue_segments s
                                       WHERE s.queue_table_id = queue_tables.queue_table_id)
-                -- (a table with a row per message and recipient never gets segments)
+                -- (a table with a row per message and recipient never gets segments, and one that
+                -- stores each message once keeps them)
                 AND (segment_count = 0 OR delivery_relid IS NULL)
+                AND (segment_count > 0 OR delivery_relid IS NOT NULL OR NOT multiple_consumers)
                 AND has_function_privilege('aq.alter_queue_table(text, text, integer)', 'EXECUTE'));
 GRANT INSERT (queue_table, table_schema, relid, payload_type, sort_list, comment,
               multiple_consumers, message_grouping, delivery_relid, segment_count),
@@ -460,7 +471,8 @@ CREATE POLICY owner_registers ON aq.queue_segments FOR INSERT
                                                         AND aq._manages(t.relid)
                                                         -- receipts: those of a table that stores each message once
                                                         AND (receipts IS NULL) = (t.delivery_relid IS NOT NULL OR NOT t.multiple_consumers))
-                AND aq._registrable(relid) AND (receipts IS NULL OR aq._registrable(receipts)));
+                AND aq._registrable(relid)
+                AND (receipts IS NULL OR (aq._registrable(receipts) AND aq._receipts_shape(receipts))));
 CREATE POLICY owner_deletes ON aq.queue_segments FOR DELETE
     USING (EXISTS (SELECT FROM aq.queue_tables t WHERE t.queue_table_id = queue_segments.queue_table_id
                                                    AND aq._manages(t.relid)));
@@ -518,6 +530,7 @@ BEGIN
             '                      CASE WHEN runs.hi OPERATOR(pg_catalog.<) 9223372036854775807'
             '                           THEN runs.hi OPERATOR(pg_catalog.+) 1 END)) AS taken'
             '                 FROM runs WHERE runs.kind OPERATOR(pg_catalog.=) ANY (''{t,x}''::"char"[])'
+            '                  AND runs.lo OPERATOR(pg_catalog.<=) runs.hi'  -- (no other is aq's)
             '                GROUP BY runs.seg, runs.consumer),'
             '      attempts AS MATERIALIZED (SELECT runs.seg, runs.consumer, runs.lo, runs.hi FROM runs'
             '                                 WHERE runs.kind OPERATOR(pg_catalog.=) ''r'')'
@@ -1888,7 +1901,7 @@ BEGIN
             '            FROM rc, generate_series(1, cardinality(rc.runs) / 2) i WHERE rc.kind IN (''t'', ''x'')),'
             ' done AS (SELECT runs.seg, runs.consumer,'
             '                 range_agg(int8range(runs.lo, CASE WHEN runs.hi < 9223372036854775807 THEN runs.hi + 1 END)) AS taken'
-            '            FROM runs GROUP BY runs.seg, runs.consumer),'
+            '            FROM runs WHERE runs.lo <= runs.hi GROUP BY runs.seg, runs.consumer),'
             ' r AS (SELECT m.q_id, s.consumer_name, m.enq_time,'
             '              CASE WHEN m.expiration <= now() THEN ''expired'''
             '                   WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
@@ -1949,6 +1962,12 @@ RETURNS TABLE (queue_id integer, consumer_name text, ready bigint, waiting bigin
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t record;
+    ids integer[];
+    consumers text[];
+    ready_counts bigint[];
+    waiting_counts bigint[];
+    expired_counts bigint[];
+    oldest timestamptz[];
 BEGIN
     FOR t IN SELECT qt.queue_table_id, qt.relid, qt.delivery_relid, qt.segment_count,
                     coalesce(has_table_privilege(qt.relid, 'SELECT'), false)
@@ -1967,7 +1986,21 @@ BEGIN
                  WHERE q.queue_table_id = t.queue_table_id;
             CONTINUE;
         END IF;
-        RETURN QUERY EXECUTE aq._backlog_query((SELECT qt FROM aq.queue_tables qt WHERE qt.queue_table_id = t.queue_table_id));
+        -- Whole or not at all: a table its owner broke (a receipts table altered, say) costs its
+        -- own counts only, not the view.
+        BEGIN
+            EXECUTE 'SELECT array_agg(b.q), array_agg(b.c), array_agg(b.r), array_agg(b.w), array_agg(b.e), array_agg(b.o)'
+                    ' FROM (' || aq._backlog_query((SELECT qt FROM aq.queue_tables qt WHERE qt.queue_table_id = t.queue_table_id))
+                    || ') b(q, c, r, w, e, o)'
+               INTO ids, consumers, ready_counts, waiting_counts, expired_counts, oldest;
+        EXCEPTION WHEN OTHERS THEN
+            RETURN QUERY
+                SELECT q.queue_id, s.consumer_name, NULL::bigint, NULL::bigint, NULL::bigint, NULL::timestamptz
+                  FROM aq.queues q LEFT JOIN aq.subscribers s ON s.queue_id = q.queue_id
+                 WHERE q.queue_table_id = t.queue_table_id;
+            CONTINUE;
+        END;
+        RETURN QUERY SELECT * FROM unnest(ids, consumers, ready_counts, waiting_counts, expired_counts, oldest);
     END LOOP;
 END $$;
 

@@ -41,3 +41,36 @@ ROLLBACK PREPARED 'floor_horizon_holder';
 DROP PROCEDURE floor_horizon_rounds(integer);
 DROP FUNCTION floor_horizon_reads();
 SELECT aq.drop_queue_table('floor_horizon_qt', force => true);
+
+-- Each of a queue's many consumers keeps a floor of its own (scan_floor.hpp: buckets of slots, the
+-- least recently read one taken over).  With a slot per hash value, some of 100 subscribers
+-- shared one, took it from each other at every dequeue and walked from the head each time.  Here
+-- 100 subscribers of a multi-consumer ring take 5 messages each per round, in turn: the last round
+-- reads about 5 index entries a dequeue, not the 95 messages each consumer has taken before.
+SELECT aq.create_queue_table('floor_many_qt', 'text', multiple_consumers => true, segments => 2);
+SELECT aq.create_queue('floor_many_q', 'floor_many_qt');
+SELECT aq.start_queue('floor_many_q');
+SELECT count(*) FROM (SELECT aq.add_subscriber('floor_many_q', aq.agent('C' || k)) FROM generate_series(1, 100) k) s;
+SELECT cardinality(aq.enqueue_array('floor_many_q', array_agg('m' || i))) FROM generate_series(1, 100) i;
+CREATE PROCEDURE floor_many_rounds(n integer) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR r IN 1 .. n LOOP
+    FOR k IN 1 .. 100 LOOP
+      PERFORM count(*) FROM aq.dequeue_array('floor_many_q', NULL::text, 5,
+                                             aq.dequeue_options(consumer_name => 'C' || k, wait => 0));
+      COMMIT;
+    END LOOP;
+  END LOOP;
+END $$;
+CREATE FUNCTION floor_many_reads() RETURNS bigint LANGUAGE sql AS $$
+  SELECT sum(s.idx_tup_read)::bigint FROM pg_stat_user_indexes s JOIN pg_index i ON i.indexrelid = s.indexrelid
+   WHERE i.indrelid = 'floor_many_qt$0'::regclass AND i.indnkeyatts = 3 $$;
+CALL floor_many_rounds(19);
+SELECT pg_stat_force_next_flush();
+SELECT floor_many_reads() AS reads \gset
+CALL floor_many_rounds(1);
+SELECT pg_stat_force_next_flush();
+SELECT floor_many_reads() - :reads <= 1000 AS bounded, :reads >= 9500 AS rounds_read;
+DROP PROCEDURE floor_many_rounds(integer);
+DROP FUNCTION floor_many_reads();
+SELECT aq.drop_queue_table('floor_many_qt', force => true);

@@ -603,6 +603,24 @@ SELECT once_plan_rows(aq._backlog_query(qt)) < 200000 AS health_linear FROM aq.q
 SELECT aq.drop_queue_table('oncev_qt', force => true);
 DROP FUNCTION once_plan_rows(text);
 
+-- A ring its owner broke costs its own health counts only: a run no dequeue writes (lo > hi) is
+-- ignored by the view and the counts, as by the walks; a receipts table that is not one (here put
+-- in the catalog by a superuser) makes that table's counts NULL, and the others' stay.
+SELECT aq.create_queue_table('onceh_qt', 'text', multiple_consumers => true, segments => 2);
+SELECT aq.create_queue('onceh_q', 'onceh_qt');
+SELECT aq.start_queue('onceh_q');
+SELECT aq.add_subscriber('onceh_q', aq.agent('A'));
+SELECT aq.enqueue('onceh_q', 'h1'::text) IS NOT NULL AS enqueued;
+INSERT INTO "onceh_qt$0_r" VALUES ('A', 't', 2147483647, 'infinity', 9223372036854775807, '{5,1}', now());
+SELECT consumer_name, msg_state FROM "aq$onceh_qt";
+SELECT queue, consumer_name, ready FROM aq.queue_health WHERE queue_table = 'onceh_qt' ORDER BY 1, 2;
+CREATE TABLE onceh_bad (consumer integer, kind text, runs text);
+UPDATE aq.queue_segments SET receipts = 'onceh_bad' WHERE relid = '"onceh_qt$1"'::regclass;
+SELECT queue, consumer_name, ready FROM aq.queue_health WHERE queue_table IN ('onceh_qt', 'once_qt') ORDER BY 1, 2;
+UPDATE aq.queue_segments SET receipts = '"onceh_qt$1_r"' WHERE relid = '"onceh_qt$1"'::regclass;
+DROP TABLE onceh_bad;
+SELECT aq.drop_queue_table('onceh_qt', force => true);
+
 -- A role that is no superuser makes such a table in a schema of its own, gives another role
 -- DEQUEUE, which dequeues and reads the views, changes its comment and drops it.
 CREATE ROLE onceo_owner;
@@ -634,6 +652,12 @@ SELECT try_sql(format($$INSERT INTO aq.queue_segments (queue_table_id, segment, 
                (SELECT queue_table_id FROM aq.queue_tables WHERE queue_table = 'onceo_single'),
                'onceo."onceo_single$0"', 'onceo."onceo_qt$0_r"')) AS receipts_refused;
 SELECT aq.drop_queue_table('onceo_single');
+-- Nor is a table that has not a receipts table's columns, for its own ring.
+CREATE TABLE onceo.bad_r (consumer integer, kind text, runs text);
+SELECT try_sql(format($$INSERT INTO aq.queue_segments (queue_table_id, segment, relid, receipts) VALUES (%s, 7, %L, %L)$$,
+               (SELECT queue_table_id FROM aq.queue_tables WHERE queue_table = 'onceo_qt'),
+               'onceo."onceo_qt$0"', 'onceo.bad_r')) AS bad_shape_refused;
+DROP TABLE onceo.bad_r;
 SET ROLE onceo_reader;
 SELECT (aq.dequeue_array('onceo_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A', wait => 0))).payload;
 SELECT consumer_name, msg_state, count(*) FROM onceo."aq$onceo_qt" GROUP BY 1, 2 ORDER BY 1, 2;

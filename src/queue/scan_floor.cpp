@@ -16,14 +16,23 @@ namespace aq::queue::scan_floor {
 
 namespace {
 
+// A slot: one key's floor (protocol in scan_floor.hpp).
 struct Slot {
-    slock_t mutex;
-    Oid database;
+    Oid database;  // InvalidOid: free
     int32 queue_id;
     char consumer[NAMEDATALEN];  // "": the queue's messages
     Position floor;
     uint64 epoch;
     Position epoch_low;  // the lowest position enqueued during this epoch
+    uint64 used;         // the bucket's tick at its last read (the least recently read goes first)
+};
+
+// A bucket: `ways` slots under one spinlock, so that a key has at most one slot (two readers of a
+// key without one cannot both take one).
+struct Bucket {
+    slock_t mutex;
+    uint64 tick;
+    Slot slots[ways];
 };
 
 constexpr Position nowhere{DT_NOEND, PG_INT64_MAX, PG_INT32_MAX};  // above every position
@@ -33,41 +42,52 @@ void new_epoch(Slot& s) {
     s.epoch_low = nowhere;
 }
 
-Slot* slots = nullptr;
+Bucket* buckets = nullptr;
 
 const char* key_of(const char* consumer) {
     return consumer ? consumer : "";
 }
 
-Slot& slot_of(int32 queue_id, const char* consumer) {
+Bucket& bucket_of(int32 queue_id, const char* consumer) {
     uint32 h = static_cast<uint32>(queue_id) * 2654435761u ^ static_cast<uint32>(MyDatabaseId);
     if (consumer && consumer[0]) h ^= hash_bytes(reinterpret_cast<const unsigned char*>(consumer), strlen(consumer));
-    return slots[h % slot_count];
+    return buckets[h % bucket_count];
 }
 
 bool owns(const Slot& s, int32 queue_id, const char* consumer) {
     return s.queue_id == queue_id && s.database == MyDatabaseId && strcmp(s.consumer, key_of(consumer)) == 0;
 }
 
+// The key's slot in its bucket (held: the bucket's spinlock), or nullptr.
+Slot* find(Bucket& b, int32 queue_id, const char* consumer) {
+    for (Slot& s : b.slots)
+        if (owns(s, queue_id, consumer)) return &s;
+    return nullptr;
+}
+
 }  // namespace
 
 std::size_t shmem_size() {
-    return MAXALIGN(sizeof(Slot) * slot_count);
+    return MAXALIGN(sizeof(Bucket) * bucket_count);
 }
 
 void shmem_startup() {
     bool found = false;
     LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    slots = static_cast<Slot*>(ShmemInitStruct("aq queue scan floors", shmem_size(), &found));
+    buckets = static_cast<Bucket*>(ShmemInitStruct("aq queue scan floors", shmem_size(), &found));
     if (!found) {
-        for (int i = 0; i < slot_count; i++) {
-            SpinLockInit(&slots[i].mutex);
-            slots[i].database = InvalidOid;
-            slots[i].queue_id = 0;
-            slots[i].consumer[0] = '\0';
-            slots[i].floor = head;
-            slots[i].epoch = 0;
-            slots[i].epoch_low = nowhere;
+        for (int i = 0; i < bucket_count; i++) {
+            SpinLockInit(&buckets[i].mutex);
+            buckets[i].tick = 0;
+            for (Slot& s : buckets[i].slots) {
+                s.database = InvalidOid;
+                s.queue_id = 0;
+                s.consumer[0] = '\0';
+                s.floor = head;
+                s.epoch = 0;
+                s.epoch_low = nowhere;
+                s.used = 0;
+            }
         }
     }
     LWLockRelease(AddinShmemInitLock);
@@ -75,52 +95,63 @@ void shmem_startup() {
 
 Reading read(int32 queue_id, const char* consumer) {
     Reading r;
-    if (!slots || (consumer && strlen(consumer) >= NAMEDATALEN)) return r;
-    Slot& s = slot_of(queue_id, consumer);
-    SpinLockAcquire(&s.mutex);
-    if (!owns(s, queue_id, consumer)) {  // a takeover: from the head, which is always safe
-        s.database = MyDatabaseId;
-        s.queue_id = queue_id;
-        strlcpy(s.consumer, key_of(consumer), sizeof s.consumer);
-        s.floor = head;
-        new_epoch(s);
+    if (!buckets || (consumer && strlen(consumer) >= NAMEDATALEN)) return r;
+    Bucket& b = bucket_of(queue_id, consumer);
+    SpinLockAcquire(&b.mutex);
+    Slot* s = find(b, queue_id, consumer);
+    if (!s) {  // a takeover of a free slot, else of the least recently read: from the head, always safe
+        s = &b.slots[0];
+        for (Slot& o : b.slots) {
+            if (o.database == InvalidOid) {
+                s = &o;
+                break;
+            }
+            if (o.used < s->used) s = &o;
+        }
+        s->database = MyDatabaseId;
+        s->queue_id = queue_id;
+        strlcpy(s->consumer, key_of(consumer), sizeof s->consumer);
+        s->floor = head;
+        new_epoch(*s);
     }
+    s->used = ++b.tick;
     // A spent epoch: an enqueue lowered the floor itself (epoch_low <= floor), so no raise of this
     // epoch could move it again (each is capped at epoch_low), and without a new epoch the floor
     // would stay there for good.  A new one begins with this reading: what was enqueued before it
     // is at or above the floor read, seen by this reader's scan.
-    if (!(s.floor < s.epoch_low)) new_epoch(s);
-    r.floor = s.floor;
-    r.epoch = s.epoch;
-    SpinLockRelease(&s.mutex);
+    if (!(s->floor < s->epoch_low)) new_epoch(*s);
+    r.floor = s->floor;
+    r.epoch = s->epoch;
+    SpinLockRelease(&b.mutex);
     r.tracked = true;
     return r;
 }
 
 void raise(int32 queue_id, const Reading& seen, Position candidate, const char* consumer) {
-    if (!slots || !seen.tracked) return;
-    Slot& s = slot_of(queue_id, consumer);
-    SpinLockAcquire(&s.mutex);
-    if (owns(s, queue_id, consumer) && s.epoch == seen.epoch) {
-        Position capped = s.epoch_low < candidate ? s.epoch_low : candidate;
-        if (s.floor < capped) {
-            s.floor = capped;
-            new_epoch(s);
+    if (!buckets || !seen.tracked) return;
+    Bucket& b = bucket_of(queue_id, consumer);
+    SpinLockAcquire(&b.mutex);
+    Slot* s = find(b, queue_id, consumer);
+    if (s && s->epoch == seen.epoch) {
+        Position capped = s->epoch_low < candidate ? s->epoch_low : candidate;
+        if (s->floor < capped) {
+            s->floor = capped;
+            new_epoch(*s);
         }
     }
-    SpinLockRelease(&s.mutex);
+    SpinLockRelease(&b.mutex);
 }
 
 void lower(int32 queue_id, TimestampTz enq_time, const char* consumer, int32 priority) {
-    if (!slots) return;
-    Slot& s = slot_of(queue_id, consumer);
-    SpinLockAcquire(&s.mutex);
-    if (owns(s, queue_id, consumer)) {
+    if (!buckets) return;
+    Bucket& b = bucket_of(queue_id, consumer);
+    SpinLockAcquire(&b.mutex);
+    if (Slot* s = find(b, queue_id, consumer)) {
         Position inserted{enq_time, PG_INT64_MIN, priority};  // every msgid of that enq_time
-        if (inserted < s.floor) s.floor = inserted;
-        if (inserted < s.epoch_low) s.epoch_low = inserted;
+        if (inserted < s->floor) s->floor = inserted;
+        if (inserted < s->epoch_low) s->epoch_low = inserted;
     }
-    SpinLockRelease(&s.mutex);
+    SpinLockRelease(&b.mutex);
 }
 
 }  // namespace aq::queue::scan_floor

@@ -24,6 +24,7 @@ INSERT INTO documented VALUES
     ('aq.dequeue_options(text,text,text,text,aq.wait_time,bigint,text,text)', 'API'),
     ('aq._queue_health()', 'the aq.queue_health view (counts only the queue tables the caller may read)'),
     ('aq._backlog_query(aq.queue_tables)', 'builds aq._queue_health''s statement (text only; runs nothing)'),
+    ('aq._receipts_shape(oid)', 'aq.queue_segments'' policy: whether a table has a receipts table''s columns'),
     ('aq._queue_monitor()', 'the aq.queue_monitor view (the time manager''s state; its last error only to pg_read_all_stats)'),
     ('aq._wait_time(smallint)', 'the casts to aq.wait_time'),
     ('aq._wait_time(integer)', 'the casts to aq.wait_time'),
