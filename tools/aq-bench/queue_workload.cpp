@@ -235,11 +235,14 @@ struct AqSystem : System {
         return o;
     }
     std::string size_sql() const override {
-        // A ring's segments are its inheritance children (pg_total_relation_size counts one table).
-        return "SELECT pg_total_relation_size(relid) + coalesce(pg_total_relation_size(delivery_relid), 0)"
+        // A ring's segments are its inheritance children (pg_total_relation_size counts one table),
+        // and a multi-consumer ring's receipts tables are beside them.
+        return "SELECT pg_total_relation_size(t.relid) + coalesce(pg_total_relation_size(t.delivery_relid), 0)"
                "       + coalesce((SELECT sum(pg_total_relation_size(i.inhrelid)) FROM pg_inherits i"
-               "                    WHERE i.inhparent = relid), 0)"
-               " FROM aq.queue_tables WHERE queue_table = 'aqb_qt'";
+               "                    WHERE i.inhparent = t.relid), 0)"
+               "       + coalesce((SELECT sum(pg_total_relation_size(s.receipts)) FROM aq.queue_segments s"
+               "                    WHERE s.queue_table_id = t.queue_table_id AND s.receipts IS NOT NULL), 0)"
+               " FROM aq.queue_tables t WHERE t.queue_table = 'aqb_qt'";
     }
     void teardown(Session& s) override {
         // force: the queues go too, started or not.
