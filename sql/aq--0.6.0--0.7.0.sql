@@ -625,7 +625,8 @@ BEGIN
         -- the consumer took it ('t') or moved it ('x'), its retry_count with the consumer's attempts
         -- ('r'); a consumer's copy in an exception queue is a row of that consumer.  The receipts'
         -- runs are never expanded (a run may span every msgid so far): those that took or moved
-        -- messages are joined into a multirange per segment and consumer, looked up per message.
+        -- messages are joined into a multirange per segment and consumer, looked up per message;
+        -- an attempt's run (at most a dequeue's 100,000 messages) is counted per msgid.
         EXECUTE format(
             'CREATE OR REPLACE VIEW %I.%I WITH (security_invoker = true) AS'
             ' WITH rc AS (%s),'
@@ -639,18 +640,14 @@ BEGIN
             '                 FROM runs WHERE runs.kind OPERATOR(pg_catalog.=) ANY (''{t,x}''::"char"[])'
             '                  AND runs.lo OPERATOR(pg_catalog.<=) runs.hi'  -- (no other is aq's)
             '                GROUP BY runs.seg, runs.consumer),'
-            '      attempts AS MATERIALIZED (SELECT runs.seg, runs.consumer, runs.lo, runs.hi FROM runs'
-            '                                 WHERE runs.kind OPERATOR(pg_catalog.=) ''r'')'
+            '      attempts AS (SELECT x.seg, x.consumer, x.msgid, pg_catalog.count(*) AS n FROM (%s) x'
+            '                    GROUP BY x.seg, x.consumer, x.msgid)'
             ' SELECT q.queue_name AS queue, m.msgid AS msg_id, m.corrid AS corr_id, m.priority AS msg_priority,'
             '        CASE WHEN d.taken OPERATOR(pg_catalog.@>) m.msgid THEN ''PROCESSED'''
             '             WHEN q.queue_type OPERATOR(pg_catalog.=) ''exception_queue'' OR m.expiration OPERATOR(pg_catalog.<=) pg_catalog.now() THEN ''EXPIRED'''
             '             WHEN m.delay OPERATOR(pg_catalog.>) pg_catalog.now() THEN ''WAITING'' ELSE ''READY'' END AS msg_state,'
             '        m.delay, m.expiration, m.enq_time, m.enq_uid AS enq_user_id,'
-            '        m.retry_count OPERATOR(pg_catalog.+)'
-            '          (SELECT pg_catalog.count(*) FROM attempts a'
-            '            WHERE m.consumer_name IS NULL AND a.seg OPERATOR(pg_catalog.=) m.tableoid'
-            '              AND a.consumer OPERATOR(pg_catalog.=) c.consumer'
-            '              AND m.msgid OPERATOR(pg_catalog.>=) a.lo AND m.msgid OPERATOR(pg_catalog.<=) a.hi)::integer AS retry_count,'
+            '        m.retry_count OPERATOR(pg_catalog.+) COALESCE(a.n, 0)::integer AS retry_count,'
             '        COALESCE(m.exception_queue, %L) AS exception_queue,'
             '        c.consumer::text AS consumer_name,'
             '        m.user_data'
@@ -665,11 +662,27 @@ BEGIN
             '                       SELECT l.consumer FROM pg_catalog.unnest(m.recipients) l(consumer)'
             '                        WHERE m.consumer_name IS NULL) c(consumer)'
             '   LEFT JOIN done d ON m.consumer_name IS NULL AND d.seg OPERATOR(pg_catalog.=) m.tableoid'
-            '                   AND d.consumer OPERATOR(pg_catalog.=) c.consumer',
+            '                   AND d.consumer OPERATOR(pg_catalog.=) c.consumer'
+            '   LEFT JOIN attempts a ON m.consumer_name IS NULL AND a.seg OPERATOR(pg_catalog.=) m.tableoid'
+            '                       AND a.consumer OPERATOR(pg_catalog.=) c.consumer AND a.msgid OPERATOR(pg_catalog.=) m.msgid',
             (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.relid),
             aq._queue_table_view(t.queue_table),
             -- (A segment by name, as a regclass constant: a dump and restore gives it a new OID.)
             (SELECT string_agg(format('SELECT %L::pg_catalog.regclass::pg_catalog.oid AS seg, r.consumer, r.kind, r.runs FROM ONLY %s r',
+                                      s.relid::text, s.receipts),
+                               ' UNION ALL ' ORDER BY s.segment)
+               FROM aq.queue_segments s WHERE s.queue_table_id = t.queue_table_id),
+            -- The attempts ('r' receipts, few): each run's msgids, counted per message and joined to
+            -- the messages by msgid (scanning every run for every row was rows x attempts).  An
+            -- attempt's run is what one dequeue took, at most 100,000 messages: no wider one is aq's.
+            (SELECT string_agg(format('SELECT %L::pg_catalog.regclass::pg_catalog.oid AS seg, r.consumer, g.msgid'
+                                      '  FROM ONLY %s r, pg_catalog.generate_series(1, pg_catalog.cardinality(r.runs) OPERATOR(pg_catalog./) 2) i,'
+                                      '       pg_catalog.generate_series(r.runs[2 OPERATOR(pg_catalog.*) i OPERATOR(pg_catalog.-) 1],'
+                                      '                                  r.runs[2 OPERATOR(pg_catalog.*) i]) g(msgid)'
+                                      ' WHERE r.kind OPERATOR(pg_catalog.=) ''r'''
+                                      '   AND r.runs[2 OPERATOR(pg_catalog.*) i]::pg_catalog.numeric'
+                                      '       OPERATOR(pg_catalog.-) r.runs[2 OPERATOR(pg_catalog.*) i OPERATOR(pg_catalog.-) 1]::pg_catalog.numeric'
+                                      '       OPERATOR(pg_catalog.<) 100000',
                                       s.relid::text, s.receipts),
                                ' UNION ALL ' ORDER BY s.segment)
                FROM aq.queue_segments s WHERE s.queue_table_id = t.queue_table_id),

@@ -50,6 +50,7 @@ extern "C" {
 #include "queue/rules.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/settler.hpp"
+#include "queue/time_manager.hpp"
 #include "queue/wakeup.hpp"
 
 namespace aq::queue {
@@ -754,6 +755,10 @@ int bulk_dequeue_once(const OnceDequeue& r) {
         filters[i] = condition::begin_filter(r.condition, r.condition_text, "deq_condition", ring.cursors[i].heap);
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id, r.consumer);
+    // Messages for every subscriber that wait for a delay are passed by the floor while the time
+    // manager lowers every subscriber's floor back to each when it becomes ready; known before the
+    // walk's time (4; time_manager.hpp, 8).
+    bool passes_delays = floor_rises && r.since != PG_INT64_MAX && time_manager::passes_delays();
     LOCKTAG tag = walk_tag(r.relid, r.consumer);
     // Held already by this transaction: a walk of c inside a walk of c (a deq_condition that
     // dequeues), which would take again what the outer walk is taking.
@@ -831,7 +836,12 @@ int bulk_dequeue_once(const OnceDequeue& r) {
              !DatumGetBool(DirectFunctionCall2Coll(textlike, C_COLLATION_OID, v[col_corrid], pattern))))
             continue;
         row_view.slot = slot;
-        if (!rules::holds<rules::Takeable>(row_view, now)) continue;
+        if (!rules::holds<rules::Takeable>(row_view, now)) {
+            // Waiting for its delay, for every subscriber (no recipient list): passed (4).
+            if (passes_delays && slot_attisnull(slot, col_recipients + 1) && !rules::holds<rules::Ready>(row_view, now))
+                watch.waiting_passed(slot);
+            continue;
+        }
         int64 msgid = DatumGetInt64(v[col_msgid]);
         TakenRuns::Found found = taken.find(msgid);
         if (found == TakenRuns::Found::taken) {

@@ -47,7 +47,12 @@
 //  4. The floor watch (index_walk.hpp, 6) meets the first entry whose row is visible or not gone;
 //     it passes on when that row is a message c took for good (3), so c's floor rises past what c
 //     consumed and its dequeues do not read it again.  Enqueues lower every subscriber's floor
-//     before their commit (scan_floor.hpp), as the fan-out does.
+//     before their commit (scan_floor.hpp), as the fan-out does.  It passes on too, while the time
+//     manager serves, when that row is a committed message for every subscriber (no recipient
+//     list) waiting for its delay: each round lowers every subscriber's floor to the messages
+//     whose delay passed (time_manager.hpp, 8), with the single-consumer argument, so a message
+//     delayed by an hour does not make every dequeue of an hour re-read what was taken after it.
+//     A message with a recipient list, or waiting for a retry_delay, still holds the floor.
 //  5. Everything is in the caller's transaction: a rollback takes its receipts back, and the
 //     messages are c's to take again, as an attempt.  A receipt is remembered with its
 //     (sub)transaction's level (retries::note_receipt); when that aborts — ROLLBACK, an error,

@@ -5,6 +5,7 @@ extern "C" {
 #include "access/xact.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "utils/builtins.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/lwlock.h"
@@ -108,8 +109,9 @@ TimestampTz earliest_expiration(const QueueInfo& q) {
 }
 
 // Lowers the queue's scan floor to its messages whose delay passed in (since, now] (8): per
-// priority, their first position.  Single-consumer queues only (the walks of a multi-consumer
-// queue's deliveries pass no delayed row).  Returns whether there were any.  Requires SPI.
+// priority, their first position; of a multi-consumer ring (each message stored once), every
+// subscriber's floor.  Not a multi-consumer queue with deliveries (its walks pass no delayed row).
+// Returns whether there were any.  Requires SPI.
 struct PassedLook {
     const QueueInfo* q;
     TimestampTz since, now;
@@ -121,19 +123,49 @@ void lower_passed(void* arg) {
     SPIPlanPtr plan = statement_plan(q, delays_passed, InvalidOid);
     Datum args[3] = {Int32GetDatum(q.queue_id), TimestampTzGetDatum(l->since), TimestampTzGetDatum(l->now)};
     uint64 n = base::spi::execute(plan, args, nullptr, 0, SPI_OK_SELECT, "passed delays lookup");
+    struct Passed {
+        int32 priority;
+        TimestampTz first;
+    };
+    auto* passed = static_cast<Passed*>(palloc(sizeof(Passed) * Max(n, 1)));
     for (uint64 i = 0; i < n; i++) {
         HeapTuple row = SPI_tuptable->vals[i];
         bool isnull;
-        int32 priority = DatumGetInt32(SPI_getbinval(row, SPI_tuptable->tupdesc, 1, &isnull));
-        TimestampTz first = DatumGetTimestampTz(SPI_getbinval(row, SPI_tuptable->tupdesc, 2, &isnull));
-        scan_floor::lower(q.queue_id, first, nullptr, q.priority_order ? priority : 0);
+        passed[i].priority = q.priority_order ? DatumGetInt32(SPI_getbinval(row, SPI_tuptable->tupdesc, 1, &isnull)) : 0;
+        passed[i].first = DatumGetTimestampTz(SPI_getbinval(row, SPI_tuptable->tupdesc, 2, &isnull));
     }
     base::spi::free_result();
     l->any = n > 0;
+    if (n == 0) return;
+    if (!q.stored_once()) {
+        for (uint64 i = 0; i < n; i++) scan_floor::lower(q.queue_id, passed[i].first, nullptr, passed[i].priority);
+        return;
+    }
+    // Each message stored once: a walk passed such a message for its consumer only if it is for
+    // every subscriber (once_walk.hpp, 4), so every subscriber's floor (read after the lookup: a
+    // subscriber added since is not due those messages).
+    static SPIPlanPtr subscribers_plan = nullptr;
+    if (!subscribers_plan) {
+        Oid types[1] = {INT4OID};
+        subscribers_plan = SPI_prepare("SELECT consumer_name FROM aq.subscribers WHERE queue_id OPERATOR(pg_catalog.=) $1",
+                                       1, types);
+        if (!subscribers_plan) elog(ERROR, "aq: SPI_prepare of the subscribers lookup failed");
+        SPI_keepplan(subscribers_plan);
+    }
+    Datum id[1] = {Int32GetDatum(q.queue_id)};
+    uint64 m = base::spi::execute(subscribers_plan, id, nullptr, 0, SPI_OK_SELECT, "subscribers lookup");
+    for (uint64 j = 0; j < m; j++) {
+        bool isnull;
+        Datum name = SPI_getbinval(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1, &isnull);
+        if (isnull) continue;
+        char* consumer = TextDatumGetCString(name);
+        for (uint64 i = 0; i < n; i++) scan_floor::lower(q.queue_id, passed[i].first, consumer, passed[i].priority);
+    }
+    base::spi::free_result();
 }
 
 bool lower_floors_of_passed(const QueueInfo& q, TimestampTz since, TimestampTz now) {
-    if (q.multiple_consumers || q.exception_queue) return false;
+    if ((q.multiple_consumers && !q.stored_once()) || q.exception_queue) return false;
     PassedLook look{&q, since, now, false};
     // A ring's look holds no lock on its segments past itself (ring.hpp, L1).  The floors it lowers
     // are shared memory, not undone by the rollback of the look.
@@ -331,7 +363,8 @@ bool passes_delays() {
 bool catch_up(const QueueInfo& q) {
     // Not at SERIALIZABLE: the statement's reads of the queue would be serializable reads, which a
     // walk never makes (index_walk.hpp, 6); there the look from the head finds the message.
-    if (q.multiple_consumers || q.exception_queue || IsolationIsSerializable() || !serves()) return false;
+    if ((q.multiple_consumers && !q.stored_once()) || q.exception_queue || IsolationIsSerializable() || !serves())
+        return false;
     return lower_floors_of_passed(q, served().served_upto, GetCurrentTimestamp());
 }
 

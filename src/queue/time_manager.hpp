@@ -52,7 +52,8 @@
 //     moves expired messages (maintenance.hpp, 3); a dequeue from or LISTEN on an exception queue
 //     still moves them first.
 //  7. Lag: how late each round started after its due time, in aq.queue_monitor (aq._queue_monitor).
-//  8. Delayed messages out of the walks' way (single-consumer queues).  While the time manager
+//  8. Delayed messages out of the walks' way (single-consumer queues, and each subscriber's walk
+//     of a multi-consumer ring: once_walk.hpp, 4, every subscriber's floor lowered).  While the time manager
 //     serves and no due time has gone a second without a round (passes_delays, read before the
 //     walk's snapshot and time), a queue walk's floor passes committed messages waiting for their
 //     delay (index_walk.hpp, 6), and every round lowers each queue's floor to the first position,
@@ -70,9 +71,9 @@
 //     dequeue that finds nothing from its floor lowers the floor itself to the messages whose
 //     delay passed since served_upto (catch_up; not at SERIALIZABLE, where its read would be a
 //     serializable read of the queue) before it looks further, so it does not wait for a round.
-//     While rounds lag, a ready message the floor passed may be taken after newer ones.  A multi-consumer queue's walks pass
-//     no delayed delivery: its removal sweep reads each consumer's first delivery from the
-//     consumer's floor, and a passed delivery would let it remove the message.
+//     While rounds lag, a ready message the floor passed may be taken after newer ones.  A multi-consumer queue's walks over
+//     deliveries pass no delayed delivery: its removal sweep reads each consumer's first delivery
+//     from the consumer's floor, and a passed delivery would let it remove the message.
 //     So a walk reads the messages waiting for a delay once, not at every dequeue until they are
 //     ready.
 //  9. Rings (ring.hpp).  After a ring queue table's unit, a unit of its own rotates it (ring.hpp,

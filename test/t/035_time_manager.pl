@@ -420,5 +420,49 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM tm_onceqt m WHERE m.consu
 is($node->safe_psql('postgres', q{SELECT expiration IS NULL FROM tm_onceqt WHERE user_data = 'o5' AND consumer_name IS NULL}), 't',
 	'13: the message expires no more');
 
+# ============================================================ 14. a multi-consumer ring's walks pass delayed messages once
+# As in 6, for each subscriber of a ring that stores each message once (once_walk.hpp, 4): 2,000
+# messages for every subscriber delayed by 4 s, then one ready; A takes it past them, and its next
+# empty dequeues read a few index entries each instead of all 2,000 again (each re-read them before).
+# When the delay passes, the time manager lowers every subscriber's floor: waiting dequeues of A and
+# B get all 2,000, each once.
+$node->safe_psql('postgres', q{
+SELECT aq.create_queue_table('tm_foqt', 'text', multiple_consumers => true, segments => 2);
+SELECT aq.create_queue('tm_foq', 'tm_foqt');
+SELECT aq.start_queue('tm_foq');
+SELECT aq.add_subscriber('tm_foq', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
+SELECT aq.enqueue_array('tm_foq', array_agg('d' || i), array_agg(aq.message_properties(delay => '4 s')))
+  FROM generate_series(1, 2000) i;
+SELECT aq.enqueue('tm_foq', 'ready'::text);
+});
+my $once_reads_sql = q{SELECT pg_stat_force_next_flush(); SELECT idx_tup_read FROM pg_stat_user_indexes
+	WHERE indexrelid = (SELECT indexrelid FROM pg_index WHERE indrelid = '"tm_foqt$0"'::regclass AND indnatts = 3
+	                      AND indkey[0] = 2 ORDER BY indexrelid LIMIT 1)};
+sub once_index_reads { my @r = split /\n/, $node->safe_psql('postgres', $once_reads_sql); return $r[-1]; }
+is($node->safe_psql('postgres', q{SELECT payload FROM aq.dequeue('tm_foq', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))}),
+	'ready', '14: A takes the ready message past the 2,000 delayed ones');
+$r0 = once_index_reads();
+is($node->safe_psql('postgres', q{
+	DO $$ BEGIN
+	  FOR i IN 1 .. 20 LOOP
+	    BEGIN
+	      PERFORM aq.dequeue('tm_foq', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0));
+	      RAISE 'dequeue % took a message', i;
+	    EXCEPTION WHEN SQLSTATE 'QA228' THEN NULL;
+	    END;
+	  END LOOP;
+	END $$; SELECT 'none ready'}), 'none ready', '14: 20 dequeues of A find nothing ready');
+$per_call = (once_index_reads() - $r0) / 20;
+note "14: index entries read per empty dequeue of a subscriber: $per_call (2,000 delayed messages pending)";
+ok($per_call < 200, '14: a subscriber\'s empty dequeues do not read the delayed messages again each time');
+is($node->safe_psql('postgres', q{
+	SELECT count(*) || ' ' || count(DISTINCT payload) FROM aq.dequeue_array('tm_foq', NULL::text, 5000,
+	       aq.dequeue_options(consumer_name => 'A', wait => 30))}),
+	'2000 2000', '14: once ready, A gets all 2,000, each once, by one waiting dequeue');
+is($node->safe_psql('postgres', q{
+	SELECT count(*) || ' ' || count(DISTINCT payload) FROM aq.dequeue_array('tm_foq', NULL::text, 5000,
+	       aq.dequeue_options(consumer_name => 'B', wait => 30))}),
+	'2001 2001', '14: and B all 2,001');
+
 $node->stop;
 done_testing();
