@@ -2022,7 +2022,7 @@ END $$;
 -- table's in the delivery_ columns), and the age of the oldest transaction that holds back the
 -- removal of dead rows in this database (aq.xmin_holders).  Sizes: pg_table_size (the table
 -- with its TOAST table) and pg_indexes_size; last_vacuum: the later of the last VACUUM and the
--- last autovacuum.  Of a ring table, the sums over the table and its segments (the latest
+-- last autovacuum.  Of a ring table, the sums over the table, its segments and their receipts tables (the latest
 -- vacuum of any).  Every queue table is listed; the counts are NULL where the caller may not
 -- read it.  storage: 'ring' (segment_count > 0) or 'classic'; of a ring, segments (how many),
 -- current_segment and generation (the ledger's latest row, aq.segment_log); NULL for a classic
@@ -2048,7 +2048,9 @@ SELECT t.queue_table, q.queue_name AS queue, h.consumer_name, h.ready, h.waiting
                sum(s.n_live_tup)::bigint AS live_rows, sum(s.n_dead_tup)::bigint AS dead_rows,
                max(greatest(s.last_vacuum, s.last_autovacuum)) AS last_vacuum
           FROM (SELECT t.relid UNION ALL
-                SELECT g.relid FROM aq.queue_segments g WHERE g.queue_table_id = t.queue_table_id) r (relid)
+                SELECT g.relid FROM aq.queue_segments g WHERE g.queue_table_id = t.queue_table_id UNION ALL
+                SELECT g.receipts FROM aq.queue_segments g
+                 WHERE g.queue_table_id = t.queue_table_id AND g.receipts IS NOT NULL) r (relid)
           LEFT JOIN pg_catalog.pg_stat_user_tables s ON s.relid = r.relid) st
   LEFT JOIN pg_catalog.pg_stat_user_tables sd ON sd.relid = t.delivery_relid
   LEFT JOIN LATERAL (
