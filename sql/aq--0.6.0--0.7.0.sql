@@ -33,7 +33,9 @@ CREATE TABLE aq.queue_segments (
     relid           regclass NOT NULL,
     -- A multi-consumer ring's receipts of the segment's messages (src/queue/once_walk.hpp), or NULL.
     receipts        regclass,
-    PRIMARY KEY (queue_table_id, segment)
+    PRIMARY KEY (queue_table_id, segment),
+    UNIQUE (relid),
+    UNIQUE (receipts)
 );
 
 -- A ring's switch ledger, append-only: a row per switch.  Generation g writes segment
@@ -61,6 +63,11 @@ CREATE POLICY owner_alters ON aq.queue_tables FOR UPDATE
                 AND (segment_count = 0 OR delivery_relid IS NULL)
                 AND (segment_count > 0 OR delivery_relid IS NOT NULL OR NOT multiple_consumers)
                 AND has_function_privilege('aq.alter_queue_table(text, text, integer)', 'EXECUTE'));
+-- A multi-consumer table has a delivery table or segments (each message stored once).
+ALTER POLICY owner_registers ON aq.queue_tables
+    WITH CHECK (aq._registrable(relid) AND (delivery_relid IS NULL OR aq._registrable(delivery_relid))
+                -- a multi-consumer table has a delivery table or segments (each message stored once)
+                AND (segment_count > 0 OR delivery_relid IS NOT NULL OR NOT multiple_consumers));
 GRANT UPDATE (comment, segment_count) ON aq.queue_tables TO PUBLIC;
 
 -- The policies name the new form of create_queue_table (below).
@@ -1279,6 +1286,7 @@ BEGIN
                     || ') b(q, c, r, w, e, o)'
                INTO ids, consumers, ready_counts, waiting_counts, expired_counts, oldest;
         EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'aq.queue_health: queue table % cannot be counted: %', t.relid::regclass, SQLERRM;
             RETURN QUERY
                 SELECT q.queue_id, s.consumer_name, NULL::bigint, NULL::bigint, NULL::bigint, NULL::timestamptz
                   FROM aq.queues q LEFT JOIN aq.subscribers s ON s.queue_id = q.queue_id

@@ -107,7 +107,9 @@ CREATE TABLE aq.queue_segments (
     relid           regclass NOT NULL,
     -- A multi-consumer ring's receipts of the segment's messages (src/queue/once_walk.hpp), or NULL.
     receipts        regclass,
-    PRIMARY KEY (queue_table_id, segment)
+    PRIMARY KEY (queue_table_id, segment),
+    UNIQUE (relid),
+    UNIQUE (receipts)
 );
 
 -- A ring's switch ledger, append-only: a row per switch.  Generation g writes segment
@@ -410,7 +412,9 @@ $$;
 ALTER TABLE aq.queue_tables ENABLE ROW LEVEL SECURITY;
 CREATE POLICY everyone_reads ON aq.queue_tables FOR SELECT USING (true);
 CREATE POLICY owner_registers ON aq.queue_tables FOR INSERT
-    WITH CHECK (aq._registrable(relid) AND (delivery_relid IS NULL OR aq._registrable(delivery_relid)));
+    WITH CHECK (aq._registrable(relid) AND (delivery_relid IS NULL OR aq._registrable(delivery_relid))
+                -- a multi-consumer table has a delivery table or segments (each message stored once)
+                AND (segment_count > 0 OR delivery_relid IS NOT NULL OR NOT multiple_consumers));
 CREATE POLICY owner_deletes ON aq.queue_tables FOR DELETE USING (aq._manages(relid));
 CREATE POLICY owner_alters ON aq.queue_tables FOR UPDATE
     USING (aq._manages(relid))
@@ -2007,6 +2011,7 @@ BEGIN
                     || ') b(q, c, r, w, e, o)'
                INTO ids, consumers, ready_counts, waiting_counts, expired_counts, oldest;
         EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'aq.queue_health: queue table % cannot be counted: %', t.relid::regclass, SQLERRM;
             RETURN QUERY
                 SELECT q.queue_id, s.consumer_name, NULL::bigint, NULL::bigint, NULL::bigint, NULL::timestamptz
                   FROM aq.queues q LEFT JOIN aq.subscribers s ON s.queue_id = q.queue_id

@@ -252,7 +252,7 @@ int claim_once(const ClaimArgs& a) {
     // passed since the time manager's last round are brought back first (time_manager.hpp, 8).
     auto walk_caught_up = [&](bool from_head) {
         int rows = walk(from_head);
-        if (rows == 0 && !from_head && !a.after && !o.correlation && !o.condition && time_manager::catch_up(*a.queue))
+        if (rows == 0 && !from_head && !a.after && time_manager::catch_up(*a.queue))
             rows = walk(false);
         return rows;
     };

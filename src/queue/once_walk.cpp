@@ -758,6 +758,9 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     // Messages for every subscriber that wait for a delay are passed by the floor while the time
     // manager lowers every subscriber's floor back to each when it becomes ready; known before the
     // walk's time (4; time_manager.hpp, 8).
+    // (A subscriber this transaction added sees no message of another transaction after its
+    // since_msgid: add_subscriber's SHARE lock holds their enqueues back to its commit, and the
+    // rounds then see it.)
     bool passes_delays = floor_rises && r.since != PG_INT64_MAX && time_manager::passes_delays();
     LOCKTAG tag = walk_tag(r.relid, r.consumer);
     // Held already by this transaction: a walk of c inside a walk of c (a deq_condition that

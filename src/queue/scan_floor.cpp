@@ -32,13 +32,15 @@ struct Slot {
 struct Bucket {
     slock_t mutex;
     uint64 tick;
+    uint64 epochs;  // the bucket's epoch counter: a key that loses its slot and takes another never
+                    // meets an epoch a reading of its old slot holds
     Slot slots[ways];
 };
 
 constexpr Position nowhere{DT_NOEND, PG_INT64_MAX, PG_INT32_MAX};  // above every position
 
-void new_epoch(Slot& s) {
-    s.epoch++;
+void new_epoch(Bucket& b, Slot& s) {
+    s.epoch = ++b.epochs;
     s.epoch_low = nowhere;
 }
 
@@ -79,6 +81,7 @@ void shmem_startup() {
         for (int i = 0; i < bucket_count; i++) {
             SpinLockInit(&buckets[i].mutex);
             buckets[i].tick = 0;
+            buckets[i].epochs = 0;
             for (Slot& s : buckets[i].slots) {
                 s.database = InvalidOid;
                 s.queue_id = 0;
@@ -112,14 +115,14 @@ Reading read(int32 queue_id, const char* consumer) {
         s->queue_id = queue_id;
         strlcpy(s->consumer, key_of(consumer), sizeof s->consumer);
         s->floor = head;
-        new_epoch(*s);
+        new_epoch(b, *s);
     }
     s->used = ++b.tick;
     // A spent epoch: an enqueue lowered the floor itself (epoch_low <= floor), so no raise of this
     // epoch could move it again (each is capped at epoch_low), and without a new epoch the floor
     // would stay there for good.  A new one begins with this reading: what was enqueued before it
     // is at or above the floor read, seen by this reader's scan.
-    if (!(s->floor < s->epoch_low)) new_epoch(*s);
+    if (!(s->floor < s->epoch_low)) new_epoch(b, *s);
     r.floor = s->floor;
     r.epoch = s->epoch;
     SpinLockRelease(&b.mutex);
@@ -136,7 +139,7 @@ void raise(int32 queue_id, const Reading& seen, Position candidate, const char* 
         Position capped = s->epoch_low < candidate ? s->epoch_low : candidate;
         if (s->floor < capped) {
             s->floor = capped;
-            new_epoch(*s);
+            new_epoch(b, *s);
         }
     }
     SpinLockRelease(&b.mutex);

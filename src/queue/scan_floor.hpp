@@ -10,7 +10,9 @@
 // spinlock; a key (database, queue_id, consumer) hashes to a bucket and owns at most one of its
 // slots, the one its key is written in (the bucket's lock makes the search and a takeover one
 // step, so no key ever has two).  A reader of a key without a slot takes the bucket's free one,
-// else the least recently read one, whose owner loses its floor (a takeover).  With one slot per
+// else the least recently read one, whose owner loses its floor (a takeover).  Epochs are drawn
+// from one counter per bucket, so a reading taken from a slot its key has lost since never matches
+// the epoch of the slot the key holds now (which a takeover reset to the head).  With one slot per
 // hash value (512 of them), two of a queue's 50 subscribers collided about nine times in ten and
 // took the slot from each other at every dequeue, each then walking from the head.  A slot holds
 // a floor (an index position: enq_time, msgid), an

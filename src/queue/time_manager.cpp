@@ -129,6 +129,7 @@ void lower_passed(void* arg) {
     };
     auto* passed = static_cast<Passed*>(palloc(sizeof(Passed) * Max(n, 1)));
     for (uint64 i = 0; i < n; i++) {
+        CHECK_FOR_INTERRUPTS();
         HeapTuple row = SPI_tuptable->vals[i];
         bool isnull;
         passed[i].priority = q.priority_order ? DatumGetInt32(SPI_getbinval(row, SPI_tuptable->tupdesc, 1, &isnull)) : 0;
@@ -138,7 +139,10 @@ void lower_passed(void* arg) {
     l->any = n > 0;
     if (n == 0) return;
     if (!q.stored_once()) {
-        for (uint64 i = 0; i < n; i++) scan_floor::lower(q.queue_id, passed[i].first, nullptr, passed[i].priority);
+        for (uint64 i = 0; i < n; i++) {
+            CHECK_FOR_INTERRUPTS();
+            scan_floor::lower(q.queue_id, passed[i].first, nullptr, passed[i].priority);
+        }
         return;
     }
     // Each message stored once: a walk passed such a message for its consumer only if it is for
@@ -155,6 +159,7 @@ void lower_passed(void* arg) {
     Datum id[1] = {Int32GetDatum(q.queue_id)};
     uint64 m = base::spi::execute(subscribers_plan, id, nullptr, 0, SPI_OK_SELECT, "subscribers lookup");
     for (uint64 j = 0; j < m; j++) {
+        CHECK_FOR_INTERRUPTS();
         bool isnull;
         Datum name = SPI_getbinval(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1, &isnull);
         if (isnull) continue;

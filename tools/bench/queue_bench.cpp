@@ -1623,8 +1623,11 @@ void fanout_test(const Payload& p) {
     if (with_once) ratio_lines(once_runs, "aq once", "subscriber", "aq's single-consumer queue");
     if (with_pgq) ratio_lines(pgq_runs, "PgQ", "consumer", "aq's single-consumer queue");
 
-    // Targets (aq): 10 subscribers' enqueue <= 1.5x 1 subscriber's; each subscriber's drain >= 0.8x
-    // the single-consumer rate.  PgQ's same ratios are printed beside them, for comparison only.
+    // Targets: 10 subscribers' enqueue <= 1.5x 1 subscriber's; each subscriber's drain >= 0.8x the
+    // single-consumer rate.  They are aq's multi-consumer rings' (aq once), the storage aq has for
+    // fan-out, when this aq has them; a multi-consumer table with a row per recipient is then shown
+    // against them for reference, not held to them.  PgQ's same ratios are printed beside them, for
+    // comparison only.
     const FanOut& one = *find(runs, 1);
     const FanOut& ten = *find(runs, 10);
     const FanOut* pone = with_pgq ? find(pgq_runs, 1) : nullptr;
@@ -1635,9 +1638,12 @@ void fanout_test(const Payload& p) {
         return have_server_cpu && b.enq_cpu > 0 ? "  [CPU ratio " + ratio(a.enq_cpu / b.enq_cpu) + "]" : std::string();
     };
     std::string pgq_enq = pten ? "   (PgQ: " + ratio(pten->enq_s / pone->enq_s) + cpu_ratio(*pten, *pone) + ")" : "";
-    std::printf("  target: 10 subscribers' enqueue at most 1.5x 1 subscriber's:  aq %s <= 1.50x   %s%s%s\n",
-                ratio(enq_ratio).c_str(), enq_pass ? "PASS" : "FAIL", cpu_ratio(ten, one).c_str(), pgq_enq.c_str());
-    if (!enq_pass) failures.push_back("fan-out: 10 subscribers' enqueue / 1 subscriber's = " + ratio(enq_ratio) + " > 1.50x");
+    const char* held = with_once ? "reference" : "target";  // (with_once: aq once is held to them)
+    std::printf("  %s: 10 subscribers' enqueue at most 1.5x 1 subscriber's:  aq %s <= 1.50x   %s%s%s\n", held,
+                ratio(enq_ratio).c_str(), enq_pass ? "PASS" : with_once ? "above" : "FAIL", cpu_ratio(ten, one).c_str(),
+                pgq_enq.c_str());
+    if (!enq_pass && !with_once)
+        failures.push_back("fan-out: 10 subscribers' enqueue / 1 subscriber's = " + ratio(enq_ratio) + " > 1.50x");
     auto lowest = [&](const std::vector<FanOut>& v, int* at) {
         double worst = 1e9;
         for (auto& f : v)
@@ -1656,10 +1662,11 @@ void fanout_test(const Payload& p) {
         pgq_deq = "   (PgQ: lowest " + ratio(pw) + ", " + std::to_string(pworst_k) + " consumer" + (pworst_k > 1 ? "s" : "") +
                   ", of aq's single-consumer rate)";
     }
-    std::printf("  target: each subscriber dequeues at >= 0.8x the single-consumer rate: aq lowest %s (%d subscriber%s)"
+    std::printf("  %s: each subscriber dequeues at >= 0.8x the single-consumer rate: aq lowest %s (%d subscriber%s)"
                 "   %s%s\n",
-                ratio(worst).c_str(), worst_k, worst_k > 1 ? "s" : "", deq_pass ? "PASS" : "FAIL", pgq_deq.c_str());
-    if (!deq_pass)
+                held, ratio(worst).c_str(), worst_k, worst_k > 1 ? "s" : "", deq_pass ? "PASS" : with_once ? "below" : "FAIL",
+                pgq_deq.c_str());
+    if (!deq_pass && !with_once)
         failures.push_back("fan-out: per-subscriber dequeue rate " + ratio(worst) + " of the single-consumer rate < 0.80x");
     // The same two targets for aq stored once: its own 10 against 1 subscriber, and its drain
     // against aq's (classic) single-consumer queue, the rate a subscriber should not fall below.
@@ -1695,6 +1702,11 @@ void fanout_test(const Payload& p) {
         double a = oten.enq_s + oten.deq_s, b = ten.enq_s + ten.deq_s;
         std::printf("  aq once vs aq end to end at 10 subscribers: enqueue+drain seconds aq once %.2f s / aq %.2f s = %s\n",
                     a, b, ratio(a / b).c_str());
+        if (pten) {
+            double c = pten->enq_s + pten->deq_s;
+            std::printf("  aq once vs PgQ end to end at 10 subscribers: enqueue+drain seconds aq once %.2f s / PgQ %.2f s = %s\n",
+                        a, c, ratio(a / c).c_str());
+        }
     }
     std::fflush(stdout);
 }
