@@ -26,16 +26,6 @@ extern "C" {
 
 namespace aq::queue::audience {
 
-namespace {
-
-// The queue's subscribers (under the latest snapshot: audience.hpp, 1), palloc'd.
-struct Subscribers {
-    int count = 0;
-    char** names = nullptr;
-    char** rules = nullptr;  // nullptr: no rule
-    bool any_rule = false;
-};
-
 Subscribers read_subscribers(int32 queue_id) {
     Oid types[1] = {INT4OID};
     Datum args[1] = {Int32GetDatum(queue_id)};
@@ -57,6 +47,8 @@ Subscribers read_subscribers(int32 queue_id) {
     SPI_freetuptable(SPI_tuptable);
     return s;
 }
+
+namespace {
 
 [[noreturn]] void no_recipients(const char* queue_name, Datum msgid, bool rules) {
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -32,6 +32,15 @@ extern "C" {
 
 namespace aq::queue::audience {
 
+// The queue's subscribers, read under the latest snapshot (1), palloc'd.
+struct Subscribers {
+    int count = 0;
+    char** names = nullptr;
+    char** rules = nullptr;  // nullptr: no rule
+    bool any_rule = false;
+};
+Subscribers read_subscribers(int32 queue_id);
+
 struct Resolved {
     Datum* lists = nullptr;  // per message: its recipients (text[]); nullptr: every one NULL
     bool* nulls = nullptr;

@@ -5,7 +5,6 @@ extern "C" {
 #include "access/xact.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
-#include "utils/builtins.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/lwlock.h"
@@ -22,6 +21,7 @@ extern "C" {
 #include "base/xact_end.hpp"
 #include "queue/catalog.hpp"
 #include "queue/maintenance.hpp"
+#include "queue/audience.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/settler.hpp"
 #include "queue/settler_shared.hpp"
@@ -148,25 +148,11 @@ void lower_passed(void* arg) {
     // Each message stored once: a walk passed such a message for its consumer only if it is for
     // every subscriber (once_walk.hpp, 4), so every subscriber's floor (read after the lookup: a
     // subscriber added since is not due those messages).
-    static SPIPlanPtr subscribers_plan = nullptr;
-    if (!subscribers_plan) {
-        Oid types[1] = {INT4OID};
-        subscribers_plan = SPI_prepare("SELECT consumer_name FROM aq.subscribers WHERE queue_id OPERATOR(pg_catalog.=) $1",
-                                       1, types);
-        if (!subscribers_plan) elog(ERROR, "aq: SPI_prepare of the subscribers lookup failed");
-        SPI_keepplan(subscribers_plan);
-    }
-    Datum id[1] = {Int32GetDatum(q.queue_id)};
-    uint64 m = base::spi::execute(subscribers_plan, id, nullptr, 0, SPI_OK_SELECT, "subscribers lookup");
-    for (uint64 j = 0; j < m; j++) {
+    audience::Subscribers s = audience::read_subscribers(q.queue_id);
+    for (int j = 0; j < s.count; j++) {
         CHECK_FOR_INTERRUPTS();
-        bool isnull;
-        Datum name = SPI_getbinval(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1, &isnull);
-        if (isnull) continue;
-        char* consumer = TextDatumGetCString(name);
-        for (uint64 i = 0; i < n; i++) scan_floor::lower(q.queue_id, passed[i].first, consumer, passed[i].priority);
+        for (uint64 i = 0; i < n; i++) scan_floor::lower(q.queue_id, passed[i].first, s.names[j], passed[i].priority);
     }
-    base::spi::free_result();
 }
 
 bool lower_floors_of_passed(const QueueInfo& q, TimestampTz since, TimestampTz now) {
@@ -368,8 +354,7 @@ bool passes_delays() {
 bool catch_up(const QueueInfo& q) {
     // Not at SERIALIZABLE: the statement's reads of the queue would be serializable reads, which a
     // walk never makes (index_walk.hpp, 6); there the look from the head finds the message.
-    if ((q.multiple_consumers && !q.stored_once()) || q.exception_queue || IsolationIsSerializable() || !serves())
-        return false;
+    if (IsolationIsSerializable() || !serves()) return false;
     return lower_floors_of_passed(q, served().served_upto, GetCurrentTimestamp());
 }
 
