@@ -607,6 +607,49 @@ BEGIN
     END IF;
 END $$;
 
+-- ---------------------------------------------------------------- the message rules, in SQL
+-- Of a queue table that stores each message once (src/queue/once_walk.hpp), the two rules every
+-- statement over its messages and receipts needs: the view aq$<qt>, aq.queue_health, the time
+-- manager's expiry and its proof that a segment may be truncated.  (The walks apply the same rules
+-- in C++: once_walk.cpp.)  SQL-bodied, not strict, not volatile and without settings, so that the
+-- planner inlines each into the statement that calls it: they cost what the join they stand for
+-- costs.  Harmless to everyone: they read only what the caller may read.
+
+-- Who a message is for (once_walk.hpp, 3): its recipient list, or else every subscriber of its
+-- queue that subscribed before it (since_msgid).  A consumer's copy in an exception queue is that
+-- consumer's alone (consumer_name); the callers take those apart.  The subscriber part as a join
+-- condition (with s.queue_id = m.q_id), for a statement that joins the subscribers to a whole
+-- segment's messages (a hash join: the truncation proof, src/queue/ring.cpp):
+CREATE FUNCTION aq._subscriber_receives(since_msgid bigint, msgid bigint, recipients text[])
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN recipients IS NULL AND (since_msgid IS NULL OR msgid > since_msgid);
+
+-- ... and the whole rule, a message at a time:
+CREATE FUNCTION aq._message_recipients(q_id integer, msgid bigint, recipients text[])
+RETURNS TABLE (consumer text) LANGUAGE sql STABLE PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT s.consumer_name COLLATE "C" FROM aq.subscribers s
+     WHERE s.queue_id = _message_recipients.q_id
+       AND aq._subscriber_receives(s.since_msgid, _message_recipients.msgid, _message_recipients.recipients)
+    UNION ALL
+    SELECT l.consumer COLLATE "C" FROM unnest(_message_recipients.recipients) l(consumer);
+END;
+
+-- The msgids a receipt says its consumer is done with (once_walk.hpp, 5): those of its runs when it
+-- took them ('t') or had them moved to an exception queue ('x'); not an attempt's ('r'), whose
+-- messages are the consumer's again, nor a lock's ('l'), which ends with its transaction.  Runs are
+-- pairs lo, hi; hi = 9223372036854775807 is unbounded; a run with lo > hi is nobody's (no dequeue
+-- writes one).  Ranges, to be joined with range_agg into one multirange per consumer: a run may
+-- span every msgid so far and is never expanded.
+CREATE FUNCTION aq._taken_ranges(kind "char", runs bigint[])
+RETURNS SETOF int8range LANGUAGE sql IMMUTABLE PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT int8range(_taken_ranges.runs[2 * i - 1],
+                     CASE WHEN _taken_ranges.runs[2 * i] < 9223372036854775807 THEN _taken_ranges.runs[2 * i] + 1 END)
+      FROM generate_series(1, cardinality(_taken_ranges.runs) / 2) i
+     WHERE _taken_ranges.kind IN ('t', 'x') AND _taken_ranges.runs[2 * i - 1] <= _taken_ranges.runs[2 * i];
+END;
+
 -- The view aq$<queue_table> of a single-consumer queue table: its messages with their queue and
 -- state, READY, WAITING, EXPIRED (in an exception queue, or past its expiration) or PROCESSED (a
 -- message a dequeue removed from a queue with a retention_time, kept until deq_timestamp plus that
@@ -628,25 +671,17 @@ BEGIN
     END IF;
     IF t.multiple_consumers AND t.delivery_relid IS NULL AND t.segment_count > 0 THEN
         -- Each message stored once (src/queue/once_walk.hpp): a row per message and consumer it is
-        -- for (its recipient list, or the subscribers by since_msgid), PROCESSED once a receipt of
-        -- the consumer took it ('t') or moved it ('x'), its retry_count with the consumer's attempts
-        -- ('r'); a consumer's copy in an exception queue is a row of that consumer.  The receipts'
-        -- runs are never expanded (a run may span every msgid so far): those that took or moved
-        -- messages are joined into a multirange per segment and consumer, looked up per message;
-        -- an attempt's run (at most a dequeue's 100,000 messages) is counted per msgid.
+        -- for (aq._message_recipients), PROCESSED once a receipt of the consumer took or moved it
+        -- (aq._taken_ranges, joined into a multirange per segment and consumer, looked up per
+        -- message), its retry_count with the consumer's attempts ('r'); a consumer's copy in an
+        -- exception queue is a row of that consumer.  An attempt's run (at most a dequeue's 100,000
+        -- messages) is counted per msgid.
         EXECUTE format(
             'CREATE OR REPLACE VIEW %I.%I WITH (security_invoker = true) AS'
             ' WITH rc AS (%s),'
-            '      runs AS (SELECT rc.seg, rc.consumer, rc.kind,'
-            '                      rc.runs[2 OPERATOR(pg_catalog.*) i OPERATOR(pg_catalog.-) 1] AS lo,'
-            '                      rc.runs[2 OPERATOR(pg_catalog.*) i] AS hi'
-            '                 FROM rc, pg_catalog.generate_series(1, pg_catalog.cardinality(rc.runs) OPERATOR(pg_catalog./) 2) i),'
-            '      done AS (SELECT runs.seg, runs.consumer, pg_catalog.range_agg(pg_catalog.int8range(runs.lo,'
-            '                      CASE WHEN runs.hi OPERATOR(pg_catalog.<) 9223372036854775807'
-            '                           THEN runs.hi OPERATOR(pg_catalog.+) 1 END)) AS taken'
-            '                 FROM runs WHERE runs.kind OPERATOR(pg_catalog.=) ANY (''{t,x}''::"char"[])'
-            '                  AND runs.lo OPERATOR(pg_catalog.<=) runs.hi'  -- (no other is aq's)
-            '                GROUP BY runs.seg, runs.consumer),'
+            '      done AS (SELECT rc.seg, rc.consumer, pg_catalog.range_agg(t.r) AS taken'
+            '                 FROM rc CROSS JOIN LATERAL aq._taken_ranges(rc.kind, rc.runs) t(r)'
+            '                GROUP BY rc.seg, rc.consumer),'
             '      attempts AS (SELECT x.seg, x.consumer, x.msgid, pg_catalog.count(*) AS n FROM (%s) x'
             '                    GROUP BY x.seg, x.consumer, x.msgid)'
             ' SELECT q.queue_name AS queue, m.msgid AS msg_id, m.corrid AS corr_id, m.priority AS msg_priority,'
@@ -661,12 +696,7 @@ BEGIN
             '   FROM %s m JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id'
             '   CROSS JOIN LATERAL (SELECT m.consumer_name WHERE m.consumer_name IS NOT NULL'
             '                       UNION ALL'
-            '                       SELECT s.consumer_name COLLATE pg_catalog."C" FROM aq.subscribers s'
-            '                        WHERE m.consumer_name IS NULL AND m.recipients IS NULL'
-            '                          AND s.queue_id OPERATOR(pg_catalog.=) m.q_id'
-            '                          AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)'
-            '                       UNION ALL'
-            '                       SELECT l.consumer FROM pg_catalog.unnest(m.recipients) l(consumer)'
+            '                       SELECT f.consumer FROM aq._message_recipients(m.q_id, m.msgid, m.recipients) f'
             '                        WHERE m.consumer_name IS NULL) c(consumer)'
             '   LEFT JOIN done d ON m.consumer_name IS NULL AND d.seg OPERATOR(pg_catalog.=) m.tableoid'
             '                   AND d.consumer OPERATOR(pg_catalog.=) c.consumer'
@@ -1184,26 +1214,18 @@ DECLARE
                        WHERE s.queue_table_id = t.queue_table_id AND s.receipts IS NOT NULL);
 BEGIN
     IF receipts IS NOT NULL THEN
-        -- Each message stored once: per consumer, the messages for it (its recipient list, or
-        -- after its since_msgid) that no receipt of its took ('t') or moved ('x'); and each
-        -- consumer's copies in the exception queues.
+        -- Each message stored once: per consumer, the messages for it (aq._message_recipients)
+        -- that no receipt of its took or moved (aq._taken_ranges); and each consumer's copies in
+        -- the exception queues.
         messages := format(
             'rc AS (%2$s),'
-            ' runs AS (SELECT rc.seg, rc.consumer, rc.runs[2 * i - 1] AS lo, rc.runs[2 * i] AS hi'
-            '            FROM rc, generate_series(1, cardinality(rc.runs) / 2) i WHERE rc.kind IN (''t'', ''x'')),'
-            ' done AS (SELECT runs.seg, runs.consumer,'
-            '                 range_agg(int8range(runs.lo, CASE WHEN runs.hi < 9223372036854775807 THEN runs.hi + 1 END)) AS taken'
-            '            FROM runs WHERE runs.lo <= runs.hi GROUP BY runs.seg, runs.consumer),'
-            ' r AS (SELECT m.q_id, s.consumer_name, m.enq_time,'
+            ' done AS (SELECT rc.seg, rc.consumer, range_agg(t.r) AS taken'
+            '            FROM rc CROSS JOIN LATERAL aq._taken_ranges(rc.kind, rc.runs) t(r) GROUP BY rc.seg, rc.consumer),'
+            ' r AS (SELECT m.q_id, s.consumer COLLATE "default" AS consumer_name, m.enq_time,'
             '              CASE WHEN m.expiration <= now() THEN ''expired'''
             '                   WHEN m.delay > now() THEN ''waiting'' ELSE ''ready'' END AS state'
-            '         FROM %1$s m CROSS JOIN LATERAL'
-            '              (SELECT s.consumer_name FROM aq.subscribers s'
-            '                WHERE m.recipients IS NULL AND s.queue_id = m.q_id'
-            '                  AND (s.since_msgid IS NULL OR m.msgid > s.since_msgid)'
-            '               UNION ALL'
-            '               SELECT l.consumer COLLATE "default" FROM unnest(m.recipients) l(consumer)) s'
-            '         LEFT JOIN done d ON d.seg = m.tableoid AND d.consumer = s.consumer_name COLLATE "C"'
+            '         FROM %1$s m CROSS JOIN LATERAL aq._message_recipients(m.q_id, m.msgid, m.recipients) s'
+            '         LEFT JOIN done d ON d.seg = m.tableoid AND d.consumer = s.consumer'
             '        WHERE m.consumer_name IS NULL AND NOT coalesce(d.taken @> m.msgid, false)'
             '       UNION ALL'
             '       SELECT m.q_id, m.consumer_name COLLATE "default", m.enq_time, ''ready'''

@@ -513,12 +513,8 @@ int64 expire_once(const QueueInfo& q, TimestampTz now, bool* held) {
         "                    WHERE n.queue_table_id OPERATOR(pg_catalog.=) $2 AND n.queue_type OPERATOR(pg_catalog.=) 'normal_queue'))"
         "             ORDER BY e.tableoid, e.msgid LIMIT $3) w) b"
         "         WHERE b.upto OPERATOR(pg_catalog.<=) $4 OR b.upto OPERATOR(pg_catalog.=) b.weight) m"
-        // Who it is for (3): its recipient list, or every subscriber that subscribed before it.
-        "  LEFT JOIN LATERAL (SELECT s.consumer_name COLLATE pg_catalog.\"C\" AS consumer FROM aq.subscribers s"
-        "                      WHERE m.recipients IS NULL AND s.queue_id OPERATOR(pg_catalog.=) m.q_id"
-        "                        AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
-        "                     UNION ALL"
-        "                     SELECT l.consumer FROM pg_catalog.unnest(m.recipients) l(consumer)) f ON true"
+        // Who it is for (3; aq._message_recipients, the rule in SQL).
+        "  LEFT JOIN LATERAL aq._message_recipients(m.q_id, m.msgid, m.recipients) f ON true"
         " ORDER BY f.consumer NULLS FIRST, m.tableoid, m.q_id, m.msgid",
         q.qualified_table);
     Oid types[4] = {TIMESTAMPTZOID, INT4OID, INT8OID, INT8OID};

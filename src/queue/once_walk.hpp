@@ -108,6 +108,10 @@
 //     held keeps the later ones waiting until one is done).
 //  Cost: per message, the merge walk and a search of the runs in memory; per dequeue, one range
 //  read of c's receipts and one receipt per segment (tools/bench/queue-bench, fan-out).
+//  The statements over a ring's messages and receipts (the view aq$<qt>, aq.queue_health,
+//  expire_once, once_settled) take who a message is for (3) from aq._message_recipients (its
+//  subscriber part: aq._subscriber_receives) and what a receipt took for good (5, 6) from
+//  aq._taken_ranges: the rules once, in SQL (sql/aq--0.7.0.sql), inlined by the planner.
 //
 // Called inside base::call: plain data only; may raise PostgreSQL errors.
 #pragma once

@@ -273,33 +273,27 @@ bool once_settled(const Segments& segments, int k, bool hinted = true) {
         return false;
     }
     char* sql = psprintf(
-        // What each consumer took, or had moved to an exception queue: not the attempts
-        // (once_walk.hpp, 5), whose messages are the consumer's again, nor the locks (3), which end
-        // with their transaction; its runs joined into one multirange, looked up per message (a
-        // join of every run to the messages by range was quadratic: 67 s for 20,000 messages taken
-        // by 3 subscribers in 5,700 receipts).  A run no dequeue writes (lo > hi) is nobody's.
-        "WITH runs AS (SELECT r.consumer, r.runs[2 OPERATOR(pg_catalog.*) i OPERATOR(pg_catalog.-) 1] AS lo,"
-        "                     r.runs[2 OPERATOR(pg_catalog.*) i] AS hi"
-        "                FROM ONLY %2$s r,"
-        "                     pg_catalog.generate_series(1, pg_catalog.cardinality(r.runs) OPERATOR(pg_catalog./) 2) i"
-        "               WHERE r.kind OPERATOR(pg_catalog.=) ANY ('{t,x}'::pg_catalog.\"char\"[])),"
-        "     done AS (SELECT runs.consumer, pg_catalog.range_agg(pg_catalog.int8range(runs.lo,"
-        "                     CASE WHEN runs.hi OPERATOR(pg_catalog.<) 9223372036854775807"
-        "                          THEN runs.hi OPERATOR(pg_catalog.+) 1 END)) AS taken"
-        "                FROM runs WHERE runs.lo OPERATOR(pg_catalog.<=) runs.hi GROUP BY runs.consumer),"
-        // Who each message is for (once_walk.hpp, 3): its recipient list, or every subscriber that
-        // subscribed before it; a (message, consumer) that consumer has not taken holds the segment.
+        // What each consumer took, or had moved to an exception queue (aq._taken_ranges: the
+        // message rules in SQL, sql/aq--0.7.0.sql), its runs joined into one multirange, looked up
+        // per message (a join of every run to the messages by range was quadratic: 67 s for 20,000
+        // messages taken by 3 subscribers in 5,700 receipts).
+        "WITH done AS (SELECT r.consumer, pg_catalog.range_agg(t.r) AS taken"
+        "                FROM ONLY %2$s r CROSS JOIN LATERAL aq._taken_ranges(r.kind, r.runs) t(r)"
+        "               GROUP BY r.consumer),"
+        // Who each message is for (once_walk.hpp, 3): its recipient list, or every subscriber
+        // aq._subscriber_receives says receives it, joined to the segment's messages as a whole (a
+        // hash join; aq._message_recipients, a lookup per message, took 3 times as long, 157 ms
+        // rather than 47 for 20,000 messages, and this runs again under the lock); a (message,
+        // consumer) that consumer has not taken holds the segment.  (A consumer's copy in an
+        // exception queue is the consumer's own, and holds it anyway: below.)
         "     owed AS (SELECT FROM ONLY %1$s m JOIN aq.subscribers s ON s.queue_id OPERATOR(pg_catalog.=) m.q_id"
-        "                      AND (s.since_msgid IS NULL OR m.msgid OPERATOR(pg_catalog.>) s.since_msgid)"
+        "                      AND aq._subscriber_receives(s.since_msgid, m.msgid, m.recipients)"
         "                LEFT JOIN done d ON d.consumer OPERATOR(pg_catalog.=) s.consumer_name COLLATE pg_catalog.\"C\""
-        "               WHERE m.recipients IS NULL"
-        "                 AND NOT COALESCE(d.taken OPERATOR(pg_catalog.@>) m.msgid, false)"
+        "               WHERE NOT COALESCE(d.taken OPERATOR(pg_catalog.@>) m.msgid, false)"
         "              UNION ALL"
-        "              SELECT FROM ONLY %1$s m JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id"
-        "                      AND q.queue_type OPERATOR(pg_catalog.=) 'normal_queue'"
-        "                CROSS JOIN pg_catalog.unnest(m.recipients) l(consumer)"
+        "              SELECT FROM ONLY %1$s m CROSS JOIN pg_catalog.unnest(m.recipients) l(consumer)"
         "                LEFT JOIN done d ON d.consumer OPERATOR(pg_catalog.=) l.consumer"
-        "               WHERE NOT COALESCE(d.taken OPERATOR(pg_catalog.@>) m.msgid, false))"
+        "               WHERE m.consumer_name IS NULL AND NOT COALESCE(d.taken OPERATOR(pg_catalog.@>) m.msgid, false))"
         " SELECT NOT EXISTS (SELECT FROM owed)"
         // ... and no consumer's copy is left in an exception queue (once_walk.hpp, 5).
         "    AND NOT EXISTS (SELECT FROM ONLY %1$s m JOIN aq.queues q ON q.queue_id OPERATOR(pg_catalog.=) m.q_id"

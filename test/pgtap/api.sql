@@ -1,7 +1,7 @@
 -- pgTAP: the public surface of aq 0.1.0 (functions, signatures, types, catalog tables).
 -- Assumes CREATE EXTENSION pgtap; CREATE EXTENSION aq; were run in the database.
 BEGIN;
-SELECT plan(132);
+SELECT plan(133);
 
 ------------------------------------------------------------------------------ schema / extension
 
@@ -247,12 +247,21 @@ SELECT volatility_is('aq', 'dequeue_options', ARRAY['text', 'text', 'text', 'tex
 -- the queue operations run as the caller (table privileges apply): nothing is SECURITY DEFINER
 SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'aq'::regnamespace AND prosecdef), 0,
           'no aq function is SECURITY DEFINER');
--- every SQL/plpgsql function pins search_path = pg_catalog, pg_temp
+-- every SQL/plpgsql function pins search_path = pg_catalog, pg_temp, but the message rules with an
+-- SQL-standard body (BEGIN ATOMIC, RETURN): those are parsed when created, every name bound then
+-- and none looked up when they run, and a setting would stop the planner inlining them
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
-       WHERE p.pronamespace = 'aq'::regnamespace AND l.lanname IN ('sql', 'plpgsql')
+       WHERE p.pronamespace = 'aq'::regnamespace AND l.lanname IN ('sql', 'plpgsql') AND p.prosqlbody IS NULL
          AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)$$,
     'every SQL/plpgsql function of aq runs with search_path = pg_catalog, pg_temp');
+SELECT set_eq(
+    $$SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+       WHERE p.pronamespace = 'aq'::regnamespace AND l.lanname IN ('sql', 'plpgsql')
+         AND (p.prosqlbody IS NOT NULL OR p.proconfig IS NULL)$$,
+    ARRAY['aq._message_recipients(integer,bigint,text[])', 'aq._subscriber_receives(bigint,bigint,text[])',
+          'aq._taken_ranges("char",bigint[])'],
+    'the functions of aq without settings are the message rules, with SQL-standard bodies');
 
 ------------------------------------------------------------------------------ composite types
 
