@@ -179,6 +179,46 @@ SELECT try_sql($$SELECT aq.dequeue('oncem_q', NULL::text, aq.dequeue_options(con
 SELECT string_agg(payload, ',') FROM aq.dequeue_array('oncem_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'B'));
 SELECT aq.drop_queue_table('oncem_qt', force => true);
 
+-- By an exact correlation the walk reads the correlation index of each segment: that correlation's
+-- messages alone, in the queue's order, across segments; the others are not fetched.
+SELECT aq.create_queue_table('oncek_qt', 'text', multiple_consumers => true, segments => 2);
+SELECT aq.create_queue('oncek_q', 'oncek_qt');
+SELECT aq.start_queue('oncek_q');
+SELECT aq.add_subscriber('oncek_q', aq.agent(s)) FROM unnest(ARRAY['A', 'B']) s;
+SELECT count(*) FROM (SELECT aq.enqueue_array('oncek_q', array_agg('k' || i ORDER BY i),
+                                              array_agg(aq.message_properties(correlation => CASE WHEN i % 1000 = 0 THEN 'needle' ELSE 'hay' END) ORDER BY i))
+                        FROM generate_series(1, 3000) i GROUP BY i / 100) x;
+SELECT aq._switch_segment('oncek_qt');
+SELECT count(*) FROM (SELECT aq.enqueue_array('oncek_q', array_agg('k' || i ORDER BY i),
+                                              array_agg(aq.message_properties(correlation => CASE WHEN i % 1000 = 0 THEN 'needle' ELSE 'hay' END) ORDER BY i))
+                        FROM generate_series(3001, 5000) i GROUP BY i / 100) x;
+CREATE FUNCTION oncek_fetched() RETURNS bigint LANGUAGE sql AS $$
+  SELECT sum(coalesce(idx_tup_fetch, 0))::bigint FROM pg_stat_user_tables WHERE relid IN ('"oncek_qt$0"'::regclass, '"oncek_qt$1"'::regclass) $$;
+SELECT pg_stat_force_next_flush();
+SELECT oncek_fetched() AS fetched \gset
+SELECT string_agg(payload, ',') FROM aq.dequeue_array('oncek_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A', correlation => 'needle'));
+SELECT pg_stat_force_next_flush();
+SELECT oncek_fetched() - :fetched <= 20 AS needles_alone;
+-- One at a time, with navigation, and then as the other consumer: each its own.
+SELECT payload FROM aq.dequeue('oncek_q', NULL::text, aq.dequeue_options(consumer_name => 'B', correlation => 'needle', navigation => 'FIRST_MESSAGE', dequeue_mode => 'browse'));
+SELECT payload FROM aq.dequeue('oncek_q', NULL::text, aq.dequeue_options(consumer_name => 'B', correlation => 'needle', navigation => 'NEXT_MESSAGE', dequeue_mode => 'browse'));
+SELECT payload FROM aq.dequeue('oncek_q', NULL::text, aq.dequeue_options(consumer_name => 'B', correlation => 'needle', wait => 0));
+SELECT try_sql($$SELECT aq.dequeue('oncek_q', NULL::text, aq.dequeue_options(consumer_name => 'A', correlation => 'needle', wait => 0))$$) AS a_has_none;
+SELECT count(*) AS a_rest, count(*) FILTER (WHERE payload LIKE '%000') AS a_needles
+  FROM aq.dequeue_array('oncek_q', NULL::text, 10000, aq.dequeue_options(consumer_name => 'A', wait => 0));
+DROP FUNCTION oncek_fetched();
+SELECT aq.drop_queue_table('oncek_qt', force => true);
+-- In priority order (no correlation index in that order) the walk filters the order index.
+SELECT aq.create_queue_table('oncekp_qt', 'text', multiple_consumers => true, segments => 2, sort_list => 'priority,enq_time');
+SELECT aq.create_queue('oncekp_q', 'oncekp_qt');
+SELECT aq.start_queue('oncekp_q');
+SELECT aq.add_subscriber('oncekp_q', aq.agent('A'));
+SELECT aq.enqueue_array('oncekp_q', ARRAY['p1', 'p2', 'p3', 'p4'],
+                        ARRAY[aq.message_properties(correlation => 'x', priority => 5), aq.message_properties(correlation => 'y', priority => 1),
+                              aq.message_properties(correlation => 'x', priority => 1), aq.message_properties(priority => 0)]) IS NOT NULL AS enqueued;
+SELECT string_agg(payload, ',') FROM aq.dequeue_array('oncekp_q', NULL::text, 10, aq.dequeue_options(consumer_name => 'A', correlation => 'x'));
+SELECT aq.drop_queue_table('oncekp_qt', force => true);
+
 -- Locked mode: a receipt of kind 'l'.  The transaction that locked a message removes it by msgid; a
 -- commit without that makes it the consumer's again (no attempt), a rollback counts an attempt.
 SELECT aq.create_queue_table('oncel_qt', 'text', multiple_consumers => true, segments => 2);

@@ -15,6 +15,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
@@ -53,8 +54,9 @@ extern "C" {
 
 namespace aq::queue::index_walk {
 
-// An index of rel on exactly these columns (1-based attnums), no predicate, no expressions.
-Oid find_index(Relation rel, const AttrNumber* keys, int nkeys) {
+// An index of rel on exactly these columns (1-based attnums), no expressions, no predicate; or,
+// with `accepts`, any predicate or collation it accepts (it is given the index, opened).
+Oid find_index(Relation rel, const AttrNumber* keys, int nkeys, bool (*accepts)(Relation index)) {
     Oid found = InvalidOid;
     List* indexes = RelationGetIndexList(rel);
     ListCell* cell;
@@ -69,10 +71,15 @@ Oid find_index(Relation rel, const AttrNumber* keys, int nkeys) {
         bool checked_xmin_ok = !form->indcheckxmin ||
                                TransactionIdPrecedes(HeapTupleHeaderGetXmin(tuple->t_data), TransactionXmin);
         bool usable = form->indisvalid && form->indisready && form->indislive && checked_xmin_ok &&
-                      form->indnkeyatts == nkeys && heap_attisnull(tuple, Anum_pg_index_indpred, nullptr) &&
+                      form->indnkeyatts == nkeys && (accepts || heap_attisnull(tuple, Anum_pg_index_indpred, nullptr)) &&
                       heap_attisnull(tuple, Anum_pg_index_indexprs, nullptr);
         for (int i = 0; usable && i < nkeys; i++) usable = form->indkey.values[i] == keys[i];
         ReleaseSysCache(tuple);
+        if (usable && accepts) {
+            Relation opened = index_open(index, AccessShareLock);
+            usable = accepts(opened);
+            index_close(opened, AccessShareLock);
+        }
         if (usable) {
             found = index;
             break;
@@ -82,6 +89,24 @@ Oid find_index(Relation rel, const AttrNumber* keys, int nkeys) {
     return found;
 }
 
+namespace {
+
+// The correlation index: on (q_id, corrid, enq_time, msgid), corrid in the C collation (its equality
+// is the bytes', as the LIKE of the statements), with no predicate but corrid IS NOT NULL, which
+// every message of a correlation meets.
+bool correlation_index(Relation index) {
+    List* predicate = RelationGetIndexPredicate(index);
+    bool not_null = predicate == NIL;
+    if (list_length(predicate) == 1 && IsA(linitial(predicate), NullTest)) {
+        auto* test = static_cast<NullTest*>(linitial(predicate));
+        not_null = test->nulltesttype == IS_NOT_NULL && IsA(test->arg, Var) &&
+                   reinterpret_cast<Var*>(test->arg)->varattno == col_corrid + 1;
+    }
+    return not_null && index->rd_indcollation[1] == C_COLLATION_OID;
+}
+
+}  // namespace
+
 // aq's order index of the queue table.
 Oid find_order_index(Relation rel, Order order) {
     static const AttrNumber by_time[] = {col_q_id + 1, col_enq_time + 1, col_msgid + 1};
@@ -90,9 +115,19 @@ Oid find_order_index(Relation rel, Order order) {
     switch (order) {
         case Order::priority: return find_index(rel, by_priority, 4);
         case Order::group: return find_index(rel, by_group, 4);
+        case Order::correlation: {
+            static const AttrNumber by_correlation[] = {col_q_id + 1, col_corrid + 1, col_enq_time + 1, col_msgid + 1};
+            return find_index(rel, by_correlation, 4, correlation_index);
+        }
         case Order::queue: break;
     }
     return find_index(rel, by_time, 3);
+}
+
+void correlation_keys(ScanKeyData* keys, int32 queue_id, Datum correlation) {
+    ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(queue_id));
+    ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_TEXTEQ, correlation);
+    keys[1].sk_collation = C_COLLATION_OID;
 }
 
 // The default btree operator family of the key columns' types (int4, timestamptz, int8),

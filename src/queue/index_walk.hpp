@@ -94,12 +94,19 @@ extern "C" {
 namespace aq::queue::index_walk {
 
 // 1. Eligibility (index_walk.cpp).
-Oid find_index(Relation rel, const AttrNumber* keys, int nkeys);
+Oid find_index(Relation rel, const AttrNumber* keys, int nkeys, bool (*accepts)(Relation index) = nullptr);
 // aq's order indexes: (q_id, enq_time, msgid), (q_id, priority, enq_time, msgid) of a table sorted
-// by priority, (q_id, transaction_group, enq_time, msgid) of a grouped one (groups.hpp).
-enum class Order { queue, priority, group };
+// by priority, (q_id, transaction_group, enq_time, msgid) of a grouped one (groups.hpp); and the
+// correlation index (q_id, corrid COLLATE "C", enq_time, msgid) WHERE corrid IS NOT NULL, in the
+// queue's order among the messages of one correlation: a walk by an exact correlation (no
+// wildcard) of a table in enq_time order, its keys q_id and corrid equal (correlation_keys).
+enum class Order { queue, priority, group, correlation };
 Oid find_order_index(Relation rel, Order order);
 inline Order order_of(bool priority_order) { return priority_order ? Order::priority : Order::queue; }
+// The correlation index's equality keys (q_id, corrid; keys[0], keys[1]) for a walk by `correlation`,
+// and the index column where its (enq_time, msgid) start (start_key's, the floor watch's `first`).
+constexpr AttrNumber correlation_first = 3;
+void correlation_keys(ScanKeyData* keys, int32 queue_id, Datum correlation);
 Oid default_btree_family(Oid type);
 bool in_sort_order(Relation index);
 bool caller_may_remove(Relation rel);

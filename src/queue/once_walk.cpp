@@ -50,6 +50,7 @@ extern "C" {
 #include "queue/rules.hpp"
 #include "queue/scan_floor.hpp"
 #include "queue/settler.hpp"
+#include "queue/statements.hpp"
 #include "queue/time_manager.hpp"
 #include "queue/wakeup.hpp"
 
@@ -727,7 +728,15 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     // queue table and its segments, so that add_subscriber's SHARE lock waits for the enqueues in
     // progress alone (its since_msgid), not for the dequeues, nor holds them back meanwhile.
     LOCKMODE lock = r.browse ? AccessShareLock : RowExclusiveLock;
-    bool eligible = ring.open(r.relid, *r.segments, r.payload_type, order_of(r.priority_order), AccessShareLock) &&
+    // A walk by an exact correlation in enq_time order reads the correlation index: only that
+    // correlation's messages, in the queue's order among them (index_walk.hpp, Order).  Where a
+    // relation has none, the order index, filtered.
+    bool correlation_walk = r.correlation && !r.priority_order && (correlation_shape(r.correlation) & correlation_exact) != 0;
+    if (correlation_walk && !ring.open(r.relid, *r.segments, r.payload_type, Order::correlation, AccessShareLock)) {
+        ring.close();
+        correlation_walk = false;
+    }
+    bool eligible = (correlation_walk || ring.open(r.relid, *r.segments, r.payload_type, order_of(r.priority_order), AccessShareLock)) &&
                     (r.browse ? pg_class_aclcheck(r.relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK
                               : !XactReadOnly && !IsInParallelMode() && caller_may_remove(ring.parent()));
     Receipts receipts[ring::max_segments];
@@ -805,16 +814,23 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     attempts.sort();
     MemoryContextSwitchTo(caller_context);
 
-    ScanKeyData keys[2], row[3];
-    ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
-    int nkeys = 1 + start_key(&keys[1], row, 2, r.priority_order, r.only ? nullptr : r.after,
-                              r.only ? &start : from_floor ? &floor.floor : nullptr);
+    ScanKeyData keys[3], row[3];
+    AttrNumber first = 2;  // the index column of enq_time (priority in priority order)
+    if (correlation_walk) {
+        correlation_keys(keys, r.queue_id, CStringGetTextDatum(r.correlation));
+        first = correlation_first;
+    } else {
+        ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(r.queue_id));
+    }
+    int equal = first - 1;
+    int nkeys = equal + start_key(&keys[equal], row, first, r.priority_order, r.only ? nullptr : r.after,
+                                  r.only ? &start : from_floor ? &floor.floor : nullptr);
     ring.begin(snapshot, keys, nkeys);
     MemoryContext message_context = AllocSetContextCreate(CurrentMemoryContext, "aq once dequeue", ALLOCSET_SMALL_SIZES);
     MemoryContext scratch_context = AllocSetContextCreate(CurrentMemoryContext, "aq once recipients", ALLOCSET_SMALL_SIZES);
 
     RowView row_view{nullptr, col_delay, col_expiration, false, InvalidOid};
-    FloorWatch watch = FloorWatch::of_order(floor_rises, 2, r.priority_order, now);
+    FloorWatch watch = FloorWatch::of_order(floor_rises, first, r.priority_order, now);
     Datum pattern = r.correlation ? CStringGetTextDatum(r.correlation) : (Datum)0;
     int handed = 0;
     while (handed < r.max_messages) {
@@ -822,7 +838,7 @@ int bulk_dequeue_once(const OnceDequeue& r) {
         TupleTableSlot* slot = ring.slot();
         const Datum* v = slot->tts_values;
         const bool* isnull = slot->tts_isnull;
-        if (r.after && !after_position(*r.after, r.priority_order, v)) continue;
+        if (r.after && !index_walk::after_position(*r.after, r.priority_order, v)) continue;
         if (ring.last == 0) continue;  // the parent's: no receipts (3)
         int64 id = DatumGetInt64(v[col_msgid]);
         if (r.only && id != r.only->msgid) break;  // past it: the walk started at its position
