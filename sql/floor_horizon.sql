@@ -74,3 +74,49 @@ SELECT floor_many_reads() - :reads <= 1000 AS bounded, :reads >= 9500 AS rounds_
 DROP PROCEDURE floor_many_rounds(integer);
 DROP FUNCTION floor_many_reads();
 SELECT aq.drop_queue_table('floor_many_qt', force => true);
+
+-- A message of a multi-consumer ring waiting for its consumer's retry_delay (once_walk.hpp, 4;
+-- scan_floor.hpp, Returns): the consumer's floor passes it with a return at its time, so that its
+-- later dequeues do not read again every message it took after it; at that time it is the
+-- consumer's again, and a dequeue that waits wakes for it.
+SELECT aq.create_queue_table('floor_retry_qt', 'text', multiple_consumers => true, segments => 2);
+SELECT aq.create_queue('floor_retry_q', 'floor_retry_qt', retry_delay => '1 hour');
+SELECT aq.start_queue('floor_retry_q');
+SELECT aq.add_subscriber('floor_retry_q', aq.agent('A'));
+SELECT aq.enqueue('floor_retry_q', 'w'::text) > 0 AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));
+ROLLBACK;
+SELECT cardinality(aq.enqueue_array('floor_retry_q', array_agg('m' || i))) FROM generate_series(1, 2000) i;
+CREATE PROCEDURE floor_retry_rounds(n integer) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. n LOOP
+    PERFORM count(*) FROM aq.dequeue_array('floor_retry_q', NULL::text, 100,
+                                           aq.dequeue_options(consumer_name => 'A', wait => 0));
+    COMMIT;
+  END LOOP;
+END $$;
+CREATE FUNCTION floor_retry_reads() RETURNS bigint LANGUAGE sql AS $$
+  SELECT sum(s.idx_tup_read)::bigint FROM pg_stat_user_indexes s JOIN pg_index i ON i.indexrelid = s.indexrelid
+   WHERE i.indrelid IN ('floor_retry_qt$0'::regclass, 'floor_retry_qt$1'::regclass) AND i.indnkeyatts = 3 $$;
+CALL floor_retry_rounds(19);
+SELECT pg_stat_force_next_flush();
+SELECT floor_retry_reads() AS reads \gset
+CALL floor_retry_rounds(1);
+SELECT pg_stat_force_next_flush();
+-- The last round: about its 100 entries, not the 1,900 messages taken since w.
+SELECT floor_retry_reads() - :reads <= 300 AS bounded, :reads >= 1900 AS rounds_read;
+SELECT try_sql($$SELECT aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$) AS w_waits;
+SELECT msg_state, count(*) FROM "aq$floor_retry_qt" GROUP BY 1 ORDER BY 1;
+-- A short retry_delay: v is passed while it waits, then taken by a dequeue that waits for it.
+SELECT aq.alter_queue('floor_retry_q', retry_delay => '2 seconds');
+SELECT aq.enqueue('floor_retry_q', 'v'::text) > 0 AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));
+ROLLBACK;
+SELECT aq.enqueue('floor_retry_q', 'n'::text) > 0 AS enqueued;
+SELECT payload FROM aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0));
+SELECT payload, (p).attempts FROM aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 60)) AS d(m, payload, p);
+DROP PROCEDURE floor_retry_rounds(integer);
+DROP FUNCTION floor_retry_reads();
+SELECT aq.drop_queue_table('floor_retry_qt', force => true);

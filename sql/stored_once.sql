@@ -208,7 +208,7 @@ SELECT count(*) AS a_rest, count(*) FILTER (WHERE payload LIKE '%000') AS a_need
   FROM aq.dequeue_array('oncek_q', NULL::text, 10000, aq.dequeue_options(consumer_name => 'A', wait => 0));
 DROP FUNCTION oncek_fetched();
 SELECT aq.drop_queue_table('oncek_qt', force => true);
--- In priority order (no correlation index in that order) the walk filters the order index.
+-- In priority order (the correlation index is in priority order then: not a walk's) the walk filters the order index.
 SELECT aq.create_queue_table('oncekp_qt', 'text', multiple_consumers => true, segments => 2, sort_list => 'priority,enq_time');
 SELECT aq.create_queue('oncekp_q', 'oncekp_qt');
 SELECT aq.start_queue('oncekp_q');

@@ -13,8 +13,8 @@
 //     triggers, no rules, no row-level security; a delivery table: has_delivery_shape), and a
 //     walk that deletes runs neither in a read-only transaction nor in parallel mode (those get
 //     the statement's error from the statement).  Its index is aq's, found by its exact key
-//     columns (find_index, find_order_index: no predicate, no expressions, usable by this
-//     transaction's snapshots) and in the queue's sort order (in_sort_order: btree, ascending,
+//     columns (find_index, find_order_index: no predicate — the correlation index's own,
+//     corrid IS NOT NULL, aside — no expressions, usable by this transaction's snapshots) and in the queue's sort order (in_sort_order: btree, ascending,
 //     default operator classes).  The caller needs the privileges of the equivalent statement
 //     (caller_may_remove: USAGE on the schema, DELETE and SELECT on the columns it reads; table
 //     grants where that is what the statement checks).  Otherwise nothing is done and -1 is
@@ -195,6 +195,7 @@ struct FloorWatch {
     bool met = false;
     scan_floor::Position entry{0, 0};
     bool met_here = false;  // the entry just read is the one that met the watch
+    scan_floor::Return back;  // the returns of the entries passed while they waited (passed_until)
 
     // The watch of a walk of an order index whose key columns from `first` are (enq_time, msgid)
     // or (priority, enq_time, msgid), as start_key's; if it meets nothing, the floor may rise to
@@ -239,6 +240,16 @@ struct FloorWatch {
         bool isnull;
         Datum xmin = slot_getsysattr(slot, MinTransactionIdAttributeNumber, &isnull);
         if (isnull || TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin))) return;
+        met = false;
+        met_here = false;
+    }
+    // The row just read is a message waiting for a time of its own, ready at `at` (a multi-consumer
+    // ring's message for its consumer's retry_delay, or its delay: once_walk.hpp, 4): the floor may
+    // pass it when it is the entry that met the watch, with a return to its position at that time
+    // (scan_floor.hpp, Returns), which the raise registers.
+    void passed_until(TimestampTz at) {
+        if (!met_here) return;
+        back.add(entry, at);
         met = false;
         met_here = false;
     }

@@ -760,6 +760,10 @@ int bulk_dequeue_once(const OnceDequeue& r) {
         filters[i] = condition::begin_filter(r.condition, r.condition_text, "deq_condition", ring.cursors[i].heap);
     scan_floor::Reading floor;
     if (floor_applies) floor = scan_floor::read(r.queue_id, r.consumer);
+    // A message a walk passed while it waited comes back under the floor at its time: a dequeue
+    // that waits wakes then, though this walk does not meet it (4).
+    if (r.next_ready && floor.returns_at != 0 && (*r.next_ready == 0 || floor.returns_at < *r.next_ready))
+        *r.next_ready = floor.returns_at;
     // Messages for every subscriber that wait for a delay are passed by the floor while the time
     // manager lowers every subscriber's floor back to each when it becomes ready; known before the
     // walk's time (4; time_manager.hpp, 8).
@@ -852,9 +856,14 @@ int bulk_dequeue_once(const OnceDequeue& r) {
             continue;
         row_view.slot = slot;
         if (!rules::holds<rules::Takeable>(row_view, now)) {
-            // Waiting for its delay, for every subscriber (no recipient list): passed (4).
-            if (passes_delays && slot_attisnull(slot, col_recipients + 1) && !rules::holds<rules::Ready>(row_view, now))
-                watch.waiting_passed(slot);
+            // Waiting for its delay (4): for every subscriber (no recipient list) while the time
+            // manager lowers their floors back, else with a return at its delay.
+            if (!rules::holds<rules::Ready>(row_view, now)) {
+                if (passes_delays && slot_attisnull(slot, col_recipients + 1))
+                    watch.waiting_passed(slot);
+                else
+                    watch.passed_until(DatumGetTimestampTz(v[col_delay]));
+            }
             continue;
         }
         int64 msgid = DatumGetInt64(v[col_msgid]);
@@ -866,8 +875,9 @@ int bulk_dequeue_once(const OnceDequeue& r) {
         if (found == TakenRuns::Found::held) continue;
         AttemptRuns::Seen seen = attempts.find(msgid);
         if (seen.pending) continue;  // its attempt is being written (5)
-        if (seen.ready_at > now) {   // waiting for its retry_delay
+        if (seen.ready_at > now) {   // waiting for its retry_delay: passed with a return then (4)
             if (r.next_ready && (*r.next_ready == 0 || seen.ready_at < *r.next_ready)) *r.next_ready = seen.ready_at;
+            watch.passed_until(seen.ready_at);
             continue;
         }
         if (filters[ring.last]) {  // evaluated on the consumer's retry_count (5)
@@ -908,7 +918,7 @@ int bulk_dequeue_once(const OnceDequeue& r) {
     MemoryContextSwitchTo(caller_context);
     MemoryContextDelete(walk_context);
     if (!r.browse) (void)LockRelease(&tag, ExclusiveLock, false);
-    if (floor_rises) scan_floor::raise(r.queue_id, floor, watch.candidate, r.consumer);
+    if (floor_rises) scan_floor::raise(r.queue_id, floor, watch.candidate, r.consumer, watch.back);
 
     MemoryContextDelete(message_context);
     MemoryContextDelete(scratch_context);

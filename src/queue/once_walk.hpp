@@ -52,7 +52,10 @@
 //     list) waiting for its delay: each round lowers every subscriber's floor to the messages
 //     whose delay passed (time_manager.hpp, 8), with the single-consumer argument, so a message
 //     delayed by an hour does not make every dequeue of an hour re-read what was taken after it.
-//     A message with a recipient list, or waiting for a retry_delay, still holds the floor.
+//     A message that waits otherwise — for c's retry_delay (5), or for its delay with a recipient
+//     list or while the time manager does not serve — is passed too, with a return registered by
+//     the raise: c's floor goes back to it at that time (scan_floor.hpp, Returns), and a dequeue
+//     of c that waits wakes then.
 //  5. Everything is in the caller's transaction: a rollback takes its receipts back, and the
 //     messages are c's to take again, as an attempt.  A receipt is remembered with its
 //     (sub)transaction's level (retries::note_receipt); when that aborts — ROLLBACK, an error,

@@ -56,6 +56,20 @@
 // dequeue that finds nothing from the floor scans from the head too, at most once a
 // second per queue and backend.
 //
+// Returns.  A walk that raises the floor past a message waiting for a time of its own (a
+// multi-consumer ring's message waiting for its consumer's retry_delay, or for a delay: once_walk.hpp,
+// 4) registers with its raise, under the same lock and only when its epoch is still the one read,
+// a return: the floor goes back to that message's position at that time.  A slot keeps one, the
+// lowest position and the earliest time of all registered (merging them lowers earlier and further
+// than each needs: a later walk passes again what still waits, and registers it again).  The
+// first read() at or after its time applies it as an enqueue's lower() does (floor and epoch_low
+// lowered, so that the raise of a reading taken before is capped; the epoch then spent, this read
+// begins a new one) and forgets it; a takeover forgets it with the floor, from the head.  So the
+// invariant holds with "or waiting, under a return at or before its time to at or below its
+// position": a reader after the time starts at or below the message, and its walk's time, taken
+// after the read, finds it ready.  A reading says when the next return is due (returns_at), so a
+// dequeue that waits wakes then, though its walk no longer meets the message.
+//
 // A multi-consumer queue keeps a floor per consumer over that consumer's delivery rows, with the
 // same protocol: the fan-out lowers the floor of every consumer it may have written rows for,
 // after writing them and before its commit; that consumer's dequeues read and raise it.  The
@@ -92,11 +106,23 @@ struct Position {
     }
 };
 inline constexpr Position head{DT_NOBEGIN, PG_INT64_MIN, PG_INT32_MIN};
+inline constexpr Position above_all{DT_NOEND, PG_INT64_MAX, PG_INT32_MAX};
 
 struct Reading {
     Position floor = head;  // head: scan from the head
     uint64 epoch = 0;
     bool tracked = false;  // false: no shared memory; raise() will do nothing
+    TimestampTz returns_at = 0;  // when the floor returns to a message passed while it waited (0: none)
+};
+
+// A return (above): the floor back to `to` at `at` (0: none).
+struct Return {
+    Position to = above_all;
+    TimestampTz at = 0;
+    void add(const Position& p, TimestampTz when) {
+        if (p < to) to = p;
+        if (at == 0 || when < at) at = when;
+    }
 };
 
 // consumer: a multi-consumer queue's delivery rows of that consumer (deliveries.hpp), a floor
@@ -109,7 +135,9 @@ struct PriorityKey {
     char text[16];
     explicit PriorityKey(int32 priority) { snprintf(text, sizeof text, "\x02%d", priority); }
 };
-void raise(int32 queue_id, const Reading& seen, Position candidate, const char* consumer = nullptr);
+// With a return (at != 0), registers it when the epoch is still the one read.
+void raise(int32 queue_id, const Reading& seen, Position candidate, const char* consumer = nullptr,
+           const Return& back = Return{});
 // priority: in a priority-ordered queue, the lowest priority (the first in order) enqueued; 0 else.
 void lower(int32 queue_id, TimestampTz enq_time, const char* consumer = nullptr, int32 priority = 0);
 
