@@ -95,6 +95,9 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
          "exactly-once on its own, 0 = a single-consumer queue")
         ("segments", po::value(&base.segments)->default_value(0),
          "aq: a ring queue table of N segments (2 .. 16), reclaimed by truncation instead of VACUUM; 0 = classic")
+        ("retry-delay", po::value(&base.retry_delay_seconds)->default_value(0),
+         "aq: the queue's retry_delay in seconds: what a consumer's aborted dequeue (a fault's) took is its again "
+         "after it (max_retries then 1,000,000, so that none goes to the exception queue); 0 = none")
         ("immediate", po::bool_switch(&base.immediate),
          "aq: enqueue and dequeue with visibility => 'immediate' (each call commits on its own, in aq's worker; "
          "still inside BEGIN ... COMMIT, whose outcome the checker then ignores)")
@@ -120,6 +123,7 @@ QueueCommand parse_queue_command(const std::vector<std::string>& args) {
     if (base.priorities < 1) throw po::error("--priorities must be 1 or more");
     if (base.delay_seconds < 0) throw po::error("--delay must not be negative");
     if (base.conditions < 0) throw po::error("--conditions must not be negative");
+    if (base.retry_delay_seconds < 0) throw po::error("--retry-delay must not be negative");
     if (base.subscribers < 0) throw po::error("--subscribers must not be negative");
     if (base.segments != 0 && (base.segments < 2 || base.segments > 16)) throw po::error("--segments must be 0 or 2 .. 16");
     if (base.subscribers > 0 && base.conditions > 0) throw po::error("--subscribers and --conditions do not go together");

@@ -136,7 +136,12 @@ struct AqSystem : System {
             s.must("SELECT aq.create_queue_table('aqb_qt', 'text', sort_list => $1, queue_table_schema => 'aq_bench',"
                    " multiple_consumers => $2::boolean)",
                    {c.priorities > 1 ? "priority,enq_time" : "enq_time", c.subscribers > 0 ? "true" : "false"});
-        s.must("SELECT aq.create_queue('aqb_q', 'aqb_qt')");
+        if (c.retry_delay_seconds > 0)
+            s.must("SELECT aq.create_queue('aqb_q', 'aqb_qt', max_retries => 1000000,"
+                   " retry_delay => make_interval(secs => $1::float8))",
+                   {std::to_string(c.retry_delay_seconds)});
+        else
+            s.must("SELECT aq.create_queue('aqb_q', 'aqb_qt')");
         s.must("SELECT aq.start_queue('aqb_q')");
         for (int i = 1; i <= c.subscribers; i++) s.must("SELECT aq.add_subscriber('aqb_q', aq.agent($1))", {subscriber(i - 1)});
     }

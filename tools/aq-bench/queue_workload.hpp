@@ -58,6 +58,8 @@ struct QueueConfig {
     int subscribers = 0;        // aq: a multi-consumer queue with subscribers sub1..subN; consumer k dequeues as
                                 // sub(k % N + 1); each subscriber is checked exactly-once on its own
     int segments = 0;           // aq: a ring queue table of this many segments (0: classic)
+    double retry_delay_seconds = 0;  // aq: the queue's retry_delay (0: none), with max_retries high enough
+                                     // that no message of a fault goes to the exception queue
     bool immediate = false;     // aq: visibility => 'immediate' for the producers' enqueues and the consumers'
                                 // dequeues (not the final drain's), each still in BEGIN; call; COMMIT
     bool report_size = false;   // measure the queue's table(s) once the load is over, before the final drain
