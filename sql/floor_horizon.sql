@@ -108,15 +108,19 @@ SELECT pg_stat_force_next_flush();
 SELECT floor_retry_reads() - :reads <= 300 AS bounded, :reads >= 1900 AS rounds_read;
 SELECT try_sql($$SELECT aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0))$$) AS w_waits;
 SELECT msg_state, count(*) FROM "aq$floor_retry_qt" GROUP BY 1 ORDER BY 1;
--- A short retry_delay: v is passed while it waits, then taken by a dequeue that waits for it.
-SELECT aq.alter_queue('floor_retry_q', retry_delay => '2 seconds');
+-- A short retry_delay (the next two statements come well within it): v is passed while it
+-- waits, then taken by a dequeue that waits for it.
+SELECT aq.alter_queue('floor_retry_q', retry_delay => '4 seconds');
 SELECT aq.enqueue('floor_retry_q', 'v'::text) > 0 AS enqueued;
 BEGIN;
 SELECT payload FROM aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));
 ROLLBACK;
 SELECT aq.enqueue('floor_retry_q', 'n'::text) > 0 AS enqueued;
 SELECT payload FROM aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0));
-SELECT payload, (p).attempts FROM aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 60)) AS d(m, payload, p);
+SET aq.wait_rescan_interval = '1h';  -- no rescan once a second: the floor's return wakes it
+SELECT payload, (p).attempts, clock_timestamp() - statement_timestamp() < interval '30 s' AS woken_in_time
+  FROM aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 60)) AS d(m, payload, p);
+RESET aq.wait_rescan_interval;
 DROP PROCEDURE floor_retry_rounds(integer);
 DROP FUNCTION floor_retry_reads();
 SELECT aq.drop_queue_table('floor_retry_qt', force => true);

@@ -213,6 +213,23 @@ SELECT payload, (p).end_of_group FROM aq.dequeue_array('im_g_q', NULL::text, 10,
 SELECT payload, (p).end_of_group FROM aq.dequeue_array('im_g_q', NULL::text, 10, aq.dequeue_options(visibility => 'immediate', wait => '0')) AS d(m, payload, p);
 SELECT aq.drop_queue_table('im_g_qt', force => true);
 
+-- An immediate dequeue of a multi-consumer ring that waits while its consumer's message waits for
+-- the retry_delay: the worker says when that is ready, and the caller wakes then (not at the end of
+-- its 60 s).
+SELECT aq.create_queue_table('im_once_qt', 'text', multiple_consumers => true, segments => 2);
+SELECT aq.create_queue('im_once_q', 'im_once_qt', retry_delay => '3 seconds');
+SELECT aq.start_queue('im_once_q');
+SELECT aq.add_subscriber('im_once_q', aq.agent('A'));
+SELECT aq.enqueue('im_once_q', 'r1'::text) > 0 AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue('im_once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0));
+ROLLBACK;
+SET aq.wait_rescan_interval = '1h';  -- no rescan once a second: the worker's time wakes it
+SELECT payload, (p).attempts, clock_timestamp() - statement_timestamp() < interval '30 s' AS woken_in_time
+  FROM aq.dequeue('im_once_q', NULL::text, aq.dequeue_options(consumer_name => 'A', visibility => 'immediate', wait => 60)) AS d(m, payload, p);
+RESET aq.wait_rescan_interval;
+SELECT aq.drop_queue_table('im_once_qt', force => true);
+
 SELECT aq.drop_queue_table('im_mc_qt', force => true);
 SELECT aq.drop_queue_table('im_qt', force => true);
 DROP TABLE im_log;

@@ -641,6 +641,7 @@ int dequeue(const DequeueRequest& r) {
             },
             [&](long timeout_ms) { wakeup::sleep(q.queue_id, seen, timeout_ms); });
         cannot_wait = end == WaitEnd::cannot_wait;
+        if (r.retry_ready_out) *r.retry_ready_out = retry_ready;
         if (kept) retention::keep(q, *kept, GetCurrentTimestamp());
         SPI_finish();
         // The claims (the rows' xmax) reach the disk before the messages reach the client.

@@ -603,6 +603,7 @@ void run_dequeue(DequeueCall* d) {
     uint64 seen = 0;
     bool have_failure = false, lost = false, cancelled = false;
     Failure failure{};
+    TimestampTz retry_ready = 0;  // the worker's: a multi-consumer ring's message waiting for its time
     (void)wait_loop(
         wait,
         [&](bool) {
@@ -621,6 +622,7 @@ void run_dequeue(DequeueCall* d) {
                 failure = failure_of(call.h);
                 have_failure = !(failure.code == MAKE_SQLSTATE('Q', 'A', '2', '2', '8'));  // nothing: wait on
                 result = have_failure ? PassResult::stop : PassResult::nothing;
+                retry_ready = have_failure ? 0 : call.h->retry_ready;
             } else {
                 lost = true;
             }
@@ -630,7 +632,12 @@ void run_dequeue(DequeueCall* d) {
             release(call);
             return cancelled ? PassResult::stop : result;
         },
-        [&](TimestampTz now) { return known ? next_visible_in(q, now) : -1; },
+        [&](TimestampTz now) {
+            long in = known ? next_visible_in(q, now) : -1;
+            if (retry_ready == 0) return in;  // as the dequeue's own wait (dequeue.cpp)
+            long retry_in = Max(1L, TimestampDifferenceMilliseconds(now, retry_ready) + 1);
+            return in < 0 ? retry_in : Min(in, retry_in);
+        },
         [&](long timeout_ms) { wakeup::sleep(q.queue_id, seen, timeout_ms); },
         /* own_snapshots: each pass is the worker's transaction */ true);
     SPI_finish();

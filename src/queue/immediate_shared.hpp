@@ -5,6 +5,7 @@
 extern "C" {
 #include "postgres.h"
 #include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
 #include "storage/dsm.h"
 #include "storage/lwlock.h"
 }
@@ -85,6 +86,9 @@ struct RequestHeader {
     int results_count;
     Size results_at;
     Size results_bytes;
+    // A dequeue that found nothing: when a message of a multi-consumer ring waiting for a time of
+    // its own is ready (0: none), for the caller's wait (DequeueRequest::retry_ready_out).
+    TimestampTz retry_ready;
 };
 
 extern Shared* shared;

@@ -248,6 +248,8 @@ void dequeue_work(void* arg) {
     options.condition = string_at(h, h->condition_at);
     // Nothing acts on the messages before this transaction commits: the caller reads them after.
     DequeueRequest request{string_at(h, h->queue_name_at), h->payload_type, h->count, &options, serialize_row, w, true};
+    h->retry_ready = 0;
+    request.retry_ready_out = &h->retry_ready;  // in the request's area: kept through a QA228
     aq::base::entry_void([&] { (void)queue::dequeue(request); });
 }
 

@@ -50,6 +50,7 @@
 
 extern "C" {
 #include "postgres.h"
+#include "datatype/timestamp.h"
 #include "utils/array.h"
 #include "utils/tuplestore.h"
 #include "access/tupdesc.h"
@@ -89,6 +90,9 @@ struct DequeueRequest {
     RowSink sink;
     void* sink_context;
     bool commit_follows;  // base/statement.hpp: nothing acts on the messages before the commit
+    // Set (0: none) when a message of a multi-consumer ring, or the floor's return to one, waits for a
+    // time of its own: when that comes (an immediate dequeue's worker tells its waiting caller).
+    TimestampTz* retry_ready_out = nullptr;
 };
 
 // Dequeues up to array_size messages, waiting as the options say while none is
