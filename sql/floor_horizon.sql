@@ -121,6 +121,26 @@ SET aq.wait_rescan_interval = '1h';  -- no rescan once a second: the floor's ret
 SELECT payload, (p).attempts, clock_timestamp() - statement_timestamp() < interval '30 s' AS woken_in_time
   FROM aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 60)) AS d(m, payload, p);
 RESET aq.wait_rescan_interval;
+-- Returns due at different times are kept apart: while w still waits its hour, u waits 5 seconds
+-- (the rounds after it come well within them); the floor passes both, and at u's time it goes back
+-- to u, not to w: the dequeue that takes u reads a few entries, not the 1,000 taken since w.
+SELECT aq.alter_queue('floor_retry_q', retry_delay => '5 seconds');
+SELECT aq.enqueue('floor_retry_q', 'u'::text) > 0 AS enqueued;
+BEGIN;
+SELECT payload FROM aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));
+ROLLBACK;
+SELECT cardinality(aq.enqueue_array('floor_retry_q', array_agg('k' || i))) FROM generate_series(1, 1000) i;
+CALL floor_retry_rounds(10);
+-- (LISTEN waits for u's time: a waiting dequeue would look from the head once, and read w again.)
+SET aq.wait_rescan_interval = '1h';
+SELECT a.name, clock_timestamp() - statement_timestamp() < interval '30 s' AS woken_in_time
+  FROM aq.listen(ARRAY[aq.agent('A', 'floor_retry_q')], wait => 60) AS a;
+RESET aq.wait_rescan_interval;
+SELECT pg_stat_force_next_flush();
+SELECT floor_retry_reads() AS reads \gset
+SELECT payload, (p).attempts FROM aq.dequeue('floor_retry_q', NULL::text, aq.dequeue_options(consumer_name => 'A', wait => 0)) AS d(m, payload, p);
+SELECT pg_stat_force_next_flush();
+SELECT floor_retry_reads() - :reads <= 300 AS from_u_not_w;
 DROP PROCEDURE floor_retry_rounds(integer);
 DROP FUNCTION floor_retry_reads();
 SELECT aq.drop_queue_table('floor_retry_qt', force => true);

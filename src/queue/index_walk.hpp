@@ -195,7 +195,7 @@ struct FloorWatch {
     bool met = false;
     scan_floor::Position entry{0, 0};
     bool met_here = false;  // the entry just read is the one that met the watch
-    scan_floor::Return back;  // the returns of the entries passed while they waited (passed_until)
+    scan_floor::Returns back;  // the returns of the entries passed while they waited (passed_until)
 
     // The watch of a walk of an order index whose key columns from `first` are (enq_time, msgid)
     // or (priority, enq_time, msgid), as start_key's; if it meets nothing, the floor may rise to

@@ -26,7 +26,7 @@ struct Slot {
     uint64 epoch;
     Position epoch_low;  // the lowest position enqueued during this epoch
     uint64 used;         // the bucket's tick at its last read (the least recently read goes first)
-    Return back;         // the floor's return (at 0: none)
+    Returns back;        // the floor's returns
 };
 
 // A bucket: `ways` slots under one spinlock, so that a key has at most one slot (two readers of a
@@ -92,7 +92,7 @@ void shmem_startup() {
                 s.epoch = 0;
                 s.epoch_low = nowhere;
                 s.used = 0;
-                s.back = Return{};
+                s.back = Returns{};
             }
         }
     }
@@ -119,15 +119,13 @@ Reading read(int32 queue_id, const char* consumer) {
         s->queue_id = queue_id;
         strlcpy(s->consumer, key_of(consumer), sizeof s->consumer);
         s->floor = head;
-        s->back = Return{};
+        s->back = Returns{};
         new_epoch(b, *s);
     }
     s->used = ++b.tick;
-    if (s->back.at != 0 && s->back.at <= now) {  // a return due: as lower() (the epoch spent below)
-        if (s->back.to < s->floor) s->floor = s->back.to;
-        if (s->back.to < s->epoch_low) s->epoch_low = s->back.to;
-        s->back = Return{};
-    }
+    Position back = s->back.take_due(now);  // returns due: as lower() (the epoch spent below)
+    if (back < s->floor) s->floor = back;
+    if (back < s->epoch_low) s->epoch_low = back;
     // A spent epoch: an enqueue lowered the floor itself (epoch_low <= floor), so no raise of this
     // epoch could move it again (each is capped at epoch_low), and without a new epoch the floor
     // would stay there for good.  A new one begins with this reading: what was enqueued before it
@@ -135,19 +133,19 @@ Reading read(int32 queue_id, const char* consumer) {
     if (!(s->floor < s->epoch_low)) new_epoch(b, *s);
     r.floor = s->floor;
     r.epoch = s->epoch;
-    r.returns_at = s->back.at;
+    r.returns_at = s->back.earliest();
     SpinLockRelease(&b.mutex);
     r.tracked = true;
     return r;
 }
 
-void raise(int32 queue_id, const Reading& seen, Position candidate, const char* consumer, const Return& back) {
+void raise(int32 queue_id, const Reading& seen, Position candidate, const char* consumer, const Returns& back) {
     if (!buckets || !seen.tracked) return;
     Bucket& b = bucket_of(queue_id, consumer);
     SpinLockAcquire(&b.mutex);
     Slot* s = find(b, queue_id, consumer);
     if (s && s->epoch == seen.epoch) {
-        if (back.at != 0) s->back.add(back.to, back.at);  // with the raise that may pass its message
+        s->back.add(back);  // with the raise that may pass their messages
         Position capped = s->epoch_low < candidate ? s->epoch_low : candidate;
         if (s->floor < capped) {
             s->floor = capped;

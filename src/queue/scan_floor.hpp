@@ -59,12 +59,15 @@
 // Returns.  A walk that raises the floor past a message waiting for a time of its own (a
 // multi-consumer ring's message waiting for its consumer's retry_delay, or for a delay: once_walk.hpp,
 // 4) registers with its raise, under the same lock and only when its epoch is still the one read,
-// a return: the floor goes back to that message's position at that time.  A slot keeps one, the
-// lowest position and the earliest time of all registered (merging them lowers earlier and further
-// than each needs: a later walk passes again what still waits, and registers it again).  The
-// first read() at or after its time applies it as an enqueue's lower() does (floor and epoch_low
-// lowered, so that the raise of a reading taken before is capped; the epoch then spent, this read
-// begins a new one) and forgets it; a takeover forgets it with the floor, from the head.  So the
+// a return: the floor goes back to that message's position at that time.  A walk and a slot keep
+// up to return_ways of them (Returns), each due at its own time; beyond that one more is merged
+// into the one due nearest it, the lowest position and the earliest time of the two (merging
+// lowers earlier and further than each needs: a later walk passes again what still waits, and
+// registers it again; kept apart, a message waiting an hour is not read again at every short
+// retry's time).  The first read() at or after a return's time applies it as an enqueue's lower()
+// does (floor and epoch_low lowered, so that the raise of a reading taken before is capped; the
+// epoch then spent, this read begins a new one) and forgets it; a takeover forgets them with the
+// floor, from the head.  So the
 // invariant holds with "or waiting, under a return at or before its time to at or below its
 // position": a reader after the time starts at or below the message, and its walk's time, taken
 // after the read, finds it ready.  A reading says when the next return is due (returns_at), so a
@@ -125,6 +128,44 @@ struct Return {
     }
 };
 
+// Up to return_ways returns, each due at its own time; one more is merged into the one due nearest.
+inline constexpr int return_ways = 4;
+struct Returns {
+    Return ways[return_ways];
+    void add(const Position& p, TimestampTz when) {
+        int k = -1;
+        for (int i = 0; i < return_ways && k < 0; i++)
+            if (ways[i].at == 0 || ways[i].at == when) k = i;
+        if (k < 0) {
+            k = 0;
+            for (int i = 1; i < return_ways; i++)
+                if (distance(ways[i].at, when) < distance(ways[k].at, when)) k = i;
+        }
+        ways[k].add(p, when);
+    }
+    void add(const Returns& o) {
+        for (const Return& r : o.ways)
+            if (r.at != 0) add(r.to, r.at);
+    }
+    TimestampTz earliest() const {
+        TimestampTz e = 0;
+        for (const Return& r : ways)
+            if (r.at != 0 && (e == 0 || r.at < e)) e = r.at;
+        return e;
+    }
+    // The lowest position of those due at `now`, which are forgotten (above_all: none due).
+    Position take_due(TimestampTz now) {
+        Position low = above_all;
+        for (Return& r : ways)
+            if (r.at != 0 && r.at <= now) {
+                if (r.to < low) low = r.to;
+                r = Return{};
+            }
+        return low;
+    }
+    static TimestampTz distance(TimestampTz a, TimestampTz b) { return a > b ? a - b : b - a; }
+};
+
 // consumer: a multi-consumer queue's delivery rows of that consumer (deliveries.hpp), a floor
 // of their own (nullptr: the queue's messages).
 Reading read(int32 queue_id, const char* consumer = nullptr);
@@ -135,9 +176,9 @@ struct PriorityKey {
     char text[16];
     explicit PriorityKey(int32 priority) { snprintf(text, sizeof text, "\x02%d", priority); }
 };
-// With a return (at != 0), registers it when the epoch is still the one read.
+// With returns, registers them when the epoch is still the one read.
 void raise(int32 queue_id, const Reading& seen, Position candidate, const char* consumer = nullptr,
-           const Return& back = Return{});
+           const Returns& back = Returns{});
 // priority: in a priority-ordered queue, the lowest priority (the first in order) enqueued; 0 else.
 void lower(int32 queue_id, TimestampTz enq_time, const char* consumer = nullptr, int32 priority = 0);
 
