@@ -131,32 +131,34 @@ struct Return {
 // Up to return_ways returns, each due at its own time; one more is merged into the one due nearest.
 inline constexpr int return_ways = 4;
 struct Returns {
-    Return ways[return_ways];
+    Return kept[return_ways];  // at 0: free
     void add(const Position& p, TimestampTz when) {
         int k = -1;
+        for (int i = 0; i < return_ways && k < 0; i++)  // one due then, else a free one
+            if (kept[i].at == when) k = i;
         for (int i = 0; i < return_ways && k < 0; i++)
-            if (ways[i].at == 0 || ways[i].at == when) k = i;
+            if (kept[i].at == 0) k = i;
         if (k < 0) {
             k = 0;
             for (int i = 1; i < return_ways; i++)
-                if (distance(ways[i].at, when) < distance(ways[k].at, when)) k = i;
+                if (distance(kept[i].at, when) < distance(kept[k].at, when)) k = i;
         }
-        ways[k].add(p, when);
+        kept[k].add(p, when);
     }
     void add(const Returns& o) {
-        for (const Return& r : o.ways)
+        for (const Return& r : o.kept)
             if (r.at != 0) add(r.to, r.at);
     }
     TimestampTz earliest() const {
         TimestampTz e = 0;
-        for (const Return& r : ways)
+        for (const Return& r : kept)
             if (r.at != 0 && (e == 0 || r.at < e)) e = r.at;
         return e;
     }
     // The lowest position of those due at `now`, which are forgotten (above_all: none due).
     Position take_due(TimestampTz now) {
         Position low = above_all;
-        for (Return& r : ways)
+        for (Return& r : kept)
             if (r.at != 0 && r.at <= now) {
                 if (r.to < low) low = r.to;
                 r = Return{};
