@@ -337,10 +337,10 @@ DO $$ BEGIN
   END LOOP;
 END $$;
 SELECT payload FROM aq.dequeue('oncee_q', NULL::text, aq.dequeue_options(consumer_name => 'A'));  -- moves a batch
-SELECT payload FROM aq.dequeue_array('oncee_q', NULL::text, 100, aq.dequeue_options(consumer_name => 'B'));
 SELECT consumer_name, count(*) AS copies FROM oncee_qt WHERE consumer_name IS NOT NULL AND user_data LIKE 'b%' GROUP BY 1 ORDER BY 1;
 SELECT count(*) FILTER (WHERE expiration IS NULL) AS cleared, count(*) FILTER (WHERE expiration IS NOT NULL) AS expiring
   FROM oncee_qt WHERE consumer_name IS NULL AND user_data LIKE 'b%';
+SELECT payload FROM aq.dequeue_array('oncee_q', NULL::text, 100, aq.dequeue_options(consumer_name => 'B'));
 SELECT aq.drop_queue_table('oncee_qt', force => true);
 
 -- A batch of the move holds at most 100,000 (message, consumer) rows: of 101 messages for 999
